@@ -1,0 +1,92 @@
+"""In-memory stand-ins for Kafka, for testing the worker loop's logic (never a broker's behaviour)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from worker.clock import FakeClock
+from worker.messages import Headers, Position, RawRecord
+from worker.sink import Delivery
+
+
+class FakeSource:
+    def __init__(self, clock: FakeClock, topic: str = "requests") -> None:
+        self.clock = clock
+        self.topic = topic
+        self.queued: list[RawRecord] = []
+        self.next_offset: dict[int, int] = {}
+        self.committed: dict[tuple[str, int], int] = {}
+        self.revoked: set[tuple[str, int]] = set()
+        self.closed = False
+
+    def produce(self, value: object, key: bytes | None = None, partition: int = 0, headers: Headers = ()) -> Position:
+        offset = self.next_offset.get(partition, 0)
+        self.next_offset[partition] = offset + 1
+        raw = value if isinstance(value, bytes) else orjson.dumps(value)
+        position = Position(self.topic, partition, offset)
+        self.queued.append(RawRecord(position, key, raw, list(headers), self.clock.wall_ms(), 0.0))
+        return position
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
+        taken, self.queued = self.queued[:max_records], self.queued[max_records:]
+        if not taken:
+            self.clock.advance(timeout_s)  # an idle poll takes its whole timeout
+        now = self.clock.monotonic()
+        return [RawRecord(r.position, r.key, r.value, r.headers, r.timestamp_ms, now) for r in taken]
+
+    def take_revoked(self) -> set[tuple[str, int]]:
+        revoked, self.revoked = self.revoked, set()
+        return revoked
+
+    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        for tp, offset in offsets.items():
+            assert offset >= self.committed.get(tp, 0), "a commit went backwards"
+            self.committed[tp] = offset
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class Sent:
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+
+    def json(self) -> dict:
+        return orjson.loads(self.value)
+
+
+class FakeSink:
+    def __init__(self) -> None:
+        self.sent: list[Sent] = []
+        self._pending: list[tuple[Sent, object]] = []
+        self.fail_topics: set[str] = set()
+        self.closed = False
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def send(self, topic, key, value, headers, tag) -> None:
+        self._pending.append((Sent(topic, key, value, headers), tag))
+
+    def settle(self, timeout_s: float = 30.0) -> list[Delivery]:
+        deliveries = []
+        for record, tag in self._pending:
+            if record.topic in self.fail_topics:
+                deliveries.append(Delivery(tag, RuntimeError("broker said no")))
+            else:
+                self.sent.append(record)
+                deliveries.append(Delivery(tag, None))
+        self._pending = []
+        return deliveries
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        self.closed = True
+
+    def to(self, topic: str) -> list[Sent]:
+        return [s for s in self.sent if s.topic == topic]

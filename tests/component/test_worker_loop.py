@@ -1,0 +1,175 @@
+import orjson
+import pytest
+
+from tests.component.fakes import FakeSink, FakeSource
+from worker.clock import FakeClock
+from worker.dedup import InMemoryDedupStore
+from worker.loop import DeliveryError, Worker
+from worker.models import load_model
+from worker.runner import TorchRunner
+from worker.settings import Settings
+
+INPUTS = [0.25] * 16
+
+
+class Harness:
+    def __init__(self, **overrides):
+        self.clock = FakeClock()
+        self.settings = Settings(kafka_bootstrap_servers="fake:1", redis_url="memory://",
+                                 requests_topic="requests", **overrides).with_derived_defaults()
+        self.source = FakeSource(self.clock)
+        self.sink = FakeSink()
+        self.dedup = InMemoryDedupStore(self.clock)
+        self.runner = TorchRunner(load_model("churn"), "cpu", self.settings.max_batch_size)
+        self.worker = Worker(self.settings, self.source, self.sink, self.dedup, self.runner, self.runner.prepare,
+                             self.clock, sleep=self.clock.advance)
+
+    def steps(self, count: int = 5) -> None:
+        for _ in range(count):
+            self.worker.step()
+
+    def replies(self) -> list[dict]:
+        return [s.json() for s in self.sink.to("requests.replies")]
+
+
+def test_every_request_gets_one_reply_and_offsets_are_committed():
+    h = Harness(max_batch_size=8, max_wait_ms=5)
+    for i in range(20):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS}, partition=i % 2)
+    h.steps()
+    replies = h.replies()
+    assert sorted(r["id"] for r in replies) == sorted(f"r{i}" for i in range(20))
+    assert {r["status"] for r in replies} == {"ok"}
+    assert h.source.committed == {("requests", 0): 10, ("requests", 1): 10}
+    assert h.worker.stats.batch_sizes == {8: 2, 4: 1}
+
+
+def test_a_partial_batch_waits_for_max_wait_then_goes():
+    h = Harness(max_batch_size=8, max_wait_ms=50)
+    h.source.produce({"id": "only", "inputs": INPUTS})
+    h.worker.step()
+    assert h.replies() == []  # not full, not waited long enough
+    h.clock.advance(0.05)
+    h.worker.step()
+    assert [r["id"] for r in h.replies()] == ["only"]
+
+
+def test_duplicate_id_is_scored_once_and_counted():
+    h = Harness()
+    h.source.produce({"id": "same", "inputs": INPUTS})
+    h.source.produce({"id": "same", "inputs": INPUTS})
+    h.steps()
+    h.source.produce({"id": "same", "inputs": INPUTS})
+    h.steps()
+    assert [r["id"] for r in h.replies()] == ["same"]
+    assert h.worker.stats.duplicates == 2
+    assert h.source.committed == {("requests", 0): 3}
+
+
+def test_redelivered_record_with_a_live_claim_is_a_retry_not_a_duplicate():
+    h = Harness()
+    position = h.source.produce({"id": "retry-me", "inputs": INPUTS})
+    from worker.messages import Request
+    h.dedup.claim([Request("retry-me", None, position)])  # claimed by a worker that then crashed
+    h.steps()
+    assert [r["id"] for r in h.replies()] == ["retry-me"]
+
+
+def test_malformed_records_get_error_replies_or_dead_letters_and_the_worker_goes_on():
+    h = Harness()
+    h.source.produce(b"{broken", key=b"k-broken")
+    h.source.produce(b"\x00\x01garbage")
+    h.source.produce({"id": "short", "inputs": [1, 2]})
+    h.source.produce({"id": "good", "inputs": INPUTS})
+    h.steps()
+    by_id = {r["id"]: r for r in h.replies()}
+    assert by_id["k-broken"]["error"]["code"] == "invalid_json"
+    assert by_id["short"]["error"]["code"] == "wrong_input_length"
+    assert by_id["good"]["status"] == "ok"
+    dead = h.sink.to("requests.dlq")
+    assert [d.value for d in dead] == [b"\x00\x01garbage"]
+    assert h.source.committed == {("requests", 0): 4}  # nothing left behind
+
+
+def test_reply_to_wins_over_the_default_topic():
+    h = Harness()
+    h.source.produce({"id": "a", "inputs": INPUTS, "reply_to": "private"})
+    h.source.produce({"id": "b", "inputs": INPUTS})
+    h.steps()
+    assert [s.json()["id"] for s in h.sink.to("private")] == ["a"]
+    assert [r["id"] for r in h.replies()] == ["b"]
+
+
+def test_expired_requests_are_answered_without_scoring():
+    h = Harness()
+    h.source.produce({"id": "late", "inputs": INPUTS, "deadline_ms": h.clock.wall_ms() - 1})
+    h.steps()
+    (reply,) = h.replies()
+    assert reply["status"] == "expired" and reply["error"]["code"] == "deadline_exceeded"
+    assert h.worker.stats.batches == 0
+
+
+def test_failed_delivery_stops_the_worker_without_committing_past_it():
+    h = Harness()
+    h.source.produce({"id": "ok1", "inputs": INPUTS})
+    h.steps()
+    h.sink.fail_topics.add("requests.replies")
+    h.source.produce({"id": "lost-if-committed", "inputs": INPUTS})
+    with pytest.raises(DeliveryError, match="not delivered"):
+        h.steps()
+    assert h.source.committed == {("requests", 0): 1}
+
+
+def test_revoked_partition_work_is_dropped_uncommitted():
+    h = Harness(max_batch_size=8, max_wait_ms=1000)
+    h.source.produce({"id": "p0", "inputs": INPUTS}, partition=0)
+    h.source.produce({"id": "p1", "inputs": INPUTS}, partition=1)
+    h.worker.step()  # both wait in the batcher
+    h.source.revoked = {("requests", 1)}
+    h.clock.advance(1.0)
+    h.steps(2)
+    assert [r["id"] for r in h.replies()] == ["p0"]
+    assert h.source.committed.get(("requests", 1), 0) == 0
+
+
+def test_stop_drains_the_batch_in_hand_then_closes():
+    h = Harness(max_batch_size=8, max_wait_ms=10_000)
+    for i in range(3):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS})
+    h.worker.step()
+    h.worker.stop()
+    h.worker.run()
+    assert len(h.replies()) == 3
+    assert h.source.committed == {("requests", 0): 3}
+    assert h.source.closed and h.sink.closed
+
+
+def test_dedup_outage_is_retried_until_it_recovers():
+    h = Harness()
+    calls = {"n": 0}
+    real_claim = h.dedup.claim
+
+    def flaky_claim(requests):
+        calls["n"] += 1
+        if calls["n"] <= 3:
+            raise ConnectionError("redis is down")
+        return real_claim(requests)
+
+    h.dedup.claim = flaky_claim
+    h.source.produce({"id": "r", "inputs": INPUTS})
+    h.steps()
+    assert [r["id"] for r in h.replies()] == ["r"]
+    assert calls["n"] == 4
+
+
+def test_reply_carries_timing_and_position_headers():
+    h = Harness()
+    h.source.produce({"id": "r", "inputs": INPUTS}, headers=[("traceparent", b"00-t-s-01")])
+    h.steps()
+    (sent,) = h.sink.to("requests.replies")
+    headers = dict(sent.headers)
+    assert headers["traceparent"] == b"00-t-s-01"
+    assert headers["source-offset"] == b"0" and headers["batch-size"] == b"1"
+    assert float(headers["compute-ms"]) >= 0
+    assert sent.key == b"r"
+    assert orjson.loads(sent.value)["model"] == "churn"

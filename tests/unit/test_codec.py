@@ -1,0 +1,123 @@
+import json
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worker.codec import decode_request, encode_dead_letter, encode_reply
+from worker.messages import InvalidRecord, Position, RawRecord, Reply, Request, Timings
+from worker.models.churn import ChurnModel
+
+PREPARE = ChurnModel().prepare
+POS = Position("requests", 2, 41)
+GOOD_INPUTS = [0.5] * 16
+
+
+def record(value, key=None, headers=()):
+    raw = value if isinstance(value, (bytes, type(None))) else orjson.dumps(value)
+    return RawRecord(POS, key, raw, list(headers), 1_700_000_000_000, 12.5)
+
+
+def decode(value, key=None, headers=(), max_bytes=1 << 20):
+    return decode_request(record(value, key, headers), PREPARE, max_bytes)
+
+
+def test_valid_request_is_decoded_with_position_and_timing():
+    result = decode({"id": "r1", "inputs": GOOD_INPUTS, "reply_to": "mine", "deadline_ms": 5},
+                    headers=[("traceparent", b"00-abc-def-01")])
+    assert isinstance(result, Request)
+    assert (result.id, result.item, result.reply_to, result.deadline_ms) == ("r1", GOOD_INPUTS, "mine", 5)
+    assert result.position == POS
+    assert result.traceparent == b"00-abc-def-01"
+    assert (result.produced_ms, result.received_at) == (1_700_000_000_000, 12.5)
+
+
+def test_id_comes_from_key_when_value_has_none():
+    result = decode({"inputs": GOOD_INPUTS}, key=b"from-key")
+    assert isinstance(result, Request) and result.id == "from-key"
+
+
+def test_reply_to_header_is_used_when_body_has_none():
+    result = decode({"id": "a", "inputs": GOOD_INPUTS}, headers=[("reply-to", b"other")])
+    assert isinstance(result, Request) and result.reply_to == "other"
+
+
+@pytest.mark.parametrize("value, key, code, has_id", [
+    (b"not json", b"k1", "invalid_json", True),
+    (b"not json", None, "invalid_json", False),
+    (b"\xff\xfe", b"\xff", "invalid_json", False),
+    (None, b"k1", "empty_value", True),
+    ([1, 2], b"k1", "invalid_request", True),
+    ({"inputs": GOOD_INPUTS}, None, "missing_id", False),
+    ({"id": "", "inputs": GOOD_INPUTS}, None, "invalid_id", False),
+    ({"id": 7, "inputs": GOOD_INPUTS}, b"k1", "invalid_id", True),
+    ({"id": "x" * 257, "inputs": GOOD_INPUTS}, None, "invalid_id", False),
+    ({"id": "a"}, None, "missing_inputs", True),
+    ({"id": "a", "inputs": "text"}, None, "invalid_inputs", True),
+    ({"id": "a", "inputs": [0.1] * 15}, None, "wrong_input_length", True),
+    ({"id": "a", "inputs": [True] * 16}, None, "invalid_inputs", True),
+    ({"id": "a", "inputs": [1e300] * 16}, None, "invalid_inputs", True),
+    ({"id": "a", "inputs": GOOD_INPUTS, "reply_to": "bad topic!"}, None, "invalid_reply_to", True),
+    ({"id": "a", "inputs": GOOD_INPUTS, "deadline_ms": "soon"}, None, "invalid_deadline", True),
+])
+def test_bad_records_get_a_code_and_keep_their_bytes(value, key, code, has_id):
+    result = decode(value, key=key)
+    assert isinstance(result, InvalidRecord)
+    assert result.code == code
+    assert (result.request_id is not None) == has_id
+    assert result.value == record(value).value and result.key == key
+    assert result.message
+
+
+def test_oversized_record_is_refused_before_parsing():
+    result = decode({"id": "a", "inputs": GOOD_INPUTS}, max_bytes=10)
+    assert isinstance(result, InvalidRecord) and result.code == "record_too_large"
+
+
+def test_reply_encoding_follows_the_contract():
+    reply = Reply("r1", "ok", POS, "churn", "v1", outputs={"churn_probability": 0.25},
+                  traceparent=b"tp", timings=Timings(1.5, 2.0, 3.25), batch_size=8)
+    key, value, headers = encode_reply(reply)
+    assert key == b"r1"
+    assert orjson.loads(value) == {"id": "r1", "status": "ok", "outputs": {"churn_probability": 0.25},
+                                   "model": "churn", "model_version": "v1"}
+    assert dict(headers) == {"queue-wait-ms": b"1.500", "batch-wait-ms": b"2.000", "compute-ms": b"3.250",
+                             "batch-size": b"8", "source-topic": b"requests", "source-partition": b"2",
+                             "source-offset": b"41", "traceparent": b"tp"}
+
+
+def test_error_reply_has_code_and_message_but_no_outputs():
+    reply = Reply("r1", "error", POS, "churn", "v1", error_code="invalid_inputs", error_message="bad")
+    body = orjson.loads(encode_reply(reply)[1])
+    assert body["error"] == {"code": "invalid_inputs", "message": "bad"} and "outputs" not in body
+
+
+def test_dead_letter_keeps_original_bytes_and_says_why():
+    invalid = decode(b"garbage", headers=[("origin", b"x")])
+    key, value, headers = encode_dead_letter(invalid)
+    assert (key, value) == (None, b"garbage")
+    as_dict = dict(headers)
+    assert as_dict["origin"] == b"x"
+    assert as_dict["dlq-error-code"] == b"invalid_json"
+    assert (as_dict["source-topic"], as_dict["source-partition"], as_dict["source-offset"]) == (b"requests", b"2", b"41")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500)
+def to_json(value):  # the stdlib writes what orjson refuses (integers past 64 bits): good cases too
+    return json.dumps(value).encode()
+
+
+@given(value=st.one_of(st.binary(max_size=200), json_values.map(to_json),
+                       st.fixed_dictionaries({"id": st.text(max_size=300), "inputs": json_values}).map(to_json)),
+       key=st.none() | st.binary(max_size=300))
+def test_decoder_never_raises_and_always_classifies(value, key):
+    result = decode_request(RawRecord(POS, key, value, [], 0, 0.0), PREPARE, 1 << 20)
+    assert isinstance(result, (Request, InvalidRecord))

@@ -1,0 +1,81 @@
+import random
+
+import pytest
+import torch
+
+from worker.errors import InvalidInput, ModelError
+from worker.models import load_model
+from worker.models.base import TensorModel
+from worker.runner import TorchRunner
+
+
+def test_churn_is_deterministic_and_a_probability():
+    first, second = load_model("churn"), load_model("churn")
+    rng = random.Random(3)
+    items = [first.prepare(first.sample_inputs(rng)) for _ in range(32)]
+    out_a = TorchRunner(first, "cpu").run(items)
+    out_b = TorchRunner(second, "cpu").run(items)
+    assert [o.output for o in out_a] == [o.output for o in out_b]
+    probabilities = [o.output["churn_probability"] for o in out_a]
+    assert all(0.0 <= p <= 1.0 for p in probabilities)
+    assert len(set(probabilities)) > 1  # the model actually depends on its inputs
+
+
+def test_batched_results_equal_one_at_a_time():
+    runner = TorchRunner(load_model("churn"), "cpu", max_batch_size=64)
+    rng = random.Random(5)
+    items = [runner.prepare(load_model("churn").sample_inputs(rng)) for _ in range(20)]
+    together = [o.output["churn_probability"] for o in runner.run(items)]
+    alone = [runner.run([item])[0].output["churn_probability"] for item in items]
+    assert together == pytest.approx(alone, abs=1e-6)
+
+
+class Picky(torch.nn.Module):
+    """Fails any batch that contains a negative first feature."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (x[:, 0] < 0).any():
+            raise RuntimeError("negative input")
+        return x.sum(dim=1, keepdim=True)
+
+
+def test_a_failing_item_is_isolated_and_the_rest_are_scored_in_order():
+    runner = TorchRunner(TensorModel(Picky(), "picky", "1", features=2), "cpu")
+    items = [[1.0, 1.0], [2.0, 2.0], [-1.0, 0.0], [3.0, 3.0], [-5.0, 1.0]]
+    outcomes = runner.run(items)
+    assert [o.output for o in outcomes] == [[2.0], [4.0], None, [6.0], None]
+    assert [o.error_code for o in outcomes] == [None, None, "model_error", None, "model_error"]
+    assert "negative input" in outcomes[2].error_message
+
+
+def test_chunks_larger_than_the_safe_batch_size():
+    runner = TorchRunner(TensorModel(Picky(), "picky", "1", features=2), "cpu", max_batch_size=2)
+    outcomes = runner.run([[float(i), 0.0] for i in range(5)])
+    assert [o.output for o in outcomes] == [[0.0], [1.0], [2.0], [3.0], [4.0]]
+
+
+def test_tensor_model_checks_input_length():
+    model = TensorModel(Picky(), "picky", "1", features=2)
+    with pytest.raises(InvalidInput) as caught:
+        model.prepare([1.0])
+    assert caught.value.code == "wrong_input_length"
+
+
+def test_user_models_load_from_torchscript_and_factory(tmp_path):
+    path = tmp_path / "doubler.pt"
+    torch.jit.script(torch.nn.Linear(3, 1)).save(str(path))
+    scripted = load_model(str(path))
+    assert scripted.name == "doubler" and len(scripted.version) == 12
+    assert TorchRunner(scripted, "cpu").run([[1.0, 2.0, 3.0]])[0].ok
+    factory = load_model("tests.unit.test_models:Picky")
+    assert isinstance(factory, TensorModel)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("no-such-model", "unknown model"),
+    ("/nonexistent/model.pt", "does not exist"),
+    ("nonexistent_module:make", "cannot import"),
+])
+def test_bad_model_specs_say_what_is_wrong(spec, message):
+    with pytest.raises(ModelError, match=message):
+        load_model(spec)

@@ -1,0 +1,51 @@
+import argparse
+
+import pytest
+
+from worker.errors import ConfigError
+from worker.settings import Settings, add_flags, require_services
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    return parser.parse_args(argv)
+
+
+def test_env_then_flags_then_derived_defaults():
+    env = {"KAFKA_BOOTSTRAP_SERVERS": "k:9092", "REDIS_URL": "redis://r:6379/0",
+           "STREAMSCORE_MAX_BATCH_SIZE": "32", "STREAMSCORE_REQUESTS_TOPIC": "req"}
+    settings = Settings.from_sources(parse(["--max-batch-size", "128"]), env)
+    assert settings.max_batch_size == 128  # the flag wins
+    assert settings.kafka_bootstrap_servers == "k:9092"
+    assert (settings.reply_topic, settings.dead_letter_topic, settings.group) == (
+        "req.replies", "req.dlq", "streamscore-churn")
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"STREAMSCORE_MAX_BATCH_SIZE": "lots"}, "STREAMSCORE_MAX_BATCH_SIZE"),
+    ({"STREAMSCORE_MAX_BACH_SIZE": "3"}, "STREAMSCORE_MAX_BACH_SIZE"),
+    ({"STREAMSCORE_MAX_BATCH_SIZE": "0"}, "max_batch_size"),
+    ({"STREAMSCORE_AUTO_OFFSET_RESET": "middle"}, "auto_offset_reset"),
+    ({"STREAMSCORE_DEVICE": "tpu"}, "device"),
+    ({"REDIS_URL": "http://nope"}, "REDIS_URL"),
+    ({"STREAMSCORE_MAX_WAIT_MS": "400000"}, "max_poll_interval_ms"),
+    ({"STREAMSCORE_DEDUP_LEASE_MS": "10", "STREAMSCORE_MAX_WAIT_MS": "10"}, "dedup_lease_ms"),
+])
+def test_bad_settings_name_the_setting(env, named):
+    with pytest.raises(ConfigError, match=named):
+        Settings.from_sources(None, env)
+
+
+@pytest.mark.parametrize("missing", ["KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "requests_topic"])
+def test_streaming_needs_services_and_a_topic(missing):
+    env = {"KAFKA_BOOTSTRAP_SERVERS": "k:1", "REDIS_URL": "memory://", "STREAMSCORE_REQUESTS_TOPIC": "t"}
+    env.pop({"requests_topic": "STREAMSCORE_REQUESTS_TOPIC"}.get(missing, missing))
+    with pytest.raises(ConfigError, match=missing):
+        require_services(Settings.from_sources(None, env))
+
+
+def test_repr_hides_the_redis_password():
+    settings = Settings.from_sources(None, {"REDIS_URL": "redis://user:s3cret@host:6379/0"})
+    assert "s3cret" not in repr(settings)
+    assert "user:***@host:6379" in repr(settings)

@@ -1,0 +1,117 @@
+"""Micro-batching by size, waiting time and (optionally) cost. Pure: no I/O, no sleeping.
+
+A batch is ready when the pending items fill it (by count or by cost) or when
+the oldest pending item has waited ``max_wait_s``. Items leave in the order
+they arrived; an item that would overflow the cost budget waits for the next
+batch. The caller owns time: every method that needs "now" takes it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Batcher(Generic[T]):
+    """Collects items into batches of at most ``max_batch_size`` items.
+
+    ``cost`` and ``max_batch_cost`` (both or neither) bound the summed cost of
+    a batch, e.g. tokens for a text model. ``max_pending`` is the backpressure
+    threshold: ``saturated`` says when the caller should stop feeding.
+    Not thread-safe.
+    """
+
+    def __init__(
+        self,
+        max_batch_size: int,
+        max_wait_s: float,
+        *,
+        cost: Callable[[T], int] | None = None,
+        max_batch_cost: int | None = None,
+        max_pending: int | None = None,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if max_wait_s < 0:
+            raise ValueError(f"max_wait_s must be >= 0, got {max_wait_s}")
+        if (cost is None) != (max_batch_cost is None):
+            raise ValueError("cost and max_batch_cost go together: give both or neither")
+        self.max_batch_size = max_batch_size
+        self.max_wait_s = max_wait_s
+        self.max_pending = max_pending if max_pending is not None else 4 * max_batch_size
+        self._cost = cost
+        self._max_batch_cost = max_batch_cost
+        self._items: deque[tuple[float, T]] = deque()
+
+    @property
+    def pending(self) -> int:
+        return len(self._items)
+
+    @property
+    def saturated(self) -> bool:
+        """True when at least ``max_pending`` items wait: pause the input."""
+        return len(self._items) >= self.max_pending
+
+    def fits(self, item: T) -> bool:
+        """Whether the item could ever be batched (its cost alone fits the budget)."""
+        return self._cost is None or self._cost(item) <= self._budget()
+
+    def add(self, item: T, now: float) -> None:
+        """Queue an item that arrived at ``now``. Raises ValueError if it never fits."""
+        if not self.fits(item):
+            raise ValueError(f"item costs more than max_batch_cost={self._max_batch_cost} alone")
+        self._items.append((now, item))
+
+    def deadline(self) -> float | None:
+        """When the oldest pending item will have waited long enough; None if empty."""
+        if not self._items:
+            return None
+        return self._items[0][0] + self.max_wait_s
+
+    def ready(self, now: float) -> bool:
+        """Whether a batch should be drained now."""
+        if not self._items:
+            return False
+        if now >= self._items[0][0] + self.max_wait_s:
+            return True
+        return self._next_batch_len() < len(self._items) or self._next_batch_full()
+
+    def drain(self) -> list[T]:
+        """Remove and return the next batch (possibly empty), oldest first."""
+        count = self._next_batch_len()
+        return [self._items.popleft()[1] for _ in range(count)]
+
+    def remove_if(self, predicate: Callable[[T], bool]) -> list[T]:
+        """Remove and return every pending item matching ``predicate``, in order."""
+        kept: deque[tuple[float, T]] = deque()
+        removed: list[T] = []
+        for arrived, item in self._items:
+            if predicate(item):
+                removed.append(item)
+            else:
+                kept.append((arrived, item))
+        self._items = kept
+        return removed
+
+    def _budget(self) -> int:
+        return self._max_batch_cost if self._max_batch_cost is not None else 0
+
+    def _next_batch_len(self) -> int:
+        """How many leading items form the next batch under both limits."""
+        if self._cost is None:
+            return min(len(self._items), self.max_batch_size)
+        total = 0
+        count = 0
+        for _, item in self._items:
+            item_cost = self._cost(item)
+            if count == self.max_batch_size or total + item_cost > self._budget():
+                break
+            total += item_cost
+            count += 1
+        return count
+
+    def _next_batch_full(self) -> bool:
+        return self._next_batch_len() >= self.max_batch_size

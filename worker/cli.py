@@ -1,0 +1,104 @@
+"""``python -m worker``: the streaming worker, and ``score-file`` for offline jobs."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+import structlog
+
+from worker.app import build_runner, build_worker
+from worker.errors import ConfigError, ModelError, WorkerError
+from worker.logs import configure_logging
+from worker.offline import score_file
+from worker.settings import Settings, add_flags
+
+DESCRIPTION = """\
+streamscore worker: consumes scoring requests from a Kafka topic, micro-batches
+them (until --max-batch-size requests or --max-wait-ms), runs a PyTorch model,
+and publishes one reply per request, keyed by its id, to the reply topic.
+Redis remembers answered ids so that retries and replays are not scored twice.
+
+Every flag can also be set by an environment variable (shown in capitals);
+flags win. KAFKA_BOOTSTRAP_SERVERS and REDIS_URL must be set: `make up`
+starts local ones and prints them.
+"""
+
+EPILOG = """\
+examples:
+  python -m worker --requests-topic requests --model churn
+  python -m worker --requests-topic requests --max-batch-size 128 --max-wait-ms 5
+  python -m worker score-file requests.jsonl replies.jsonl --model churn
+
+exit codes: 0 stopped cleanly (SIGTERM/SIGINT), 1 delivery or runtime failure,
+2 bad setting or missing service (the message names it).
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m worker", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", metavar="{run,score-file}")
+    run = commands.add_parser("run", help="consume, score and reply until stopped (the default)",
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_flags(run)
+    offline = commands.add_parser(
+        "score-file", help="score a JSONL file of requests into a JSONL file of replies (no Kafka, no Redis)",
+        description="Score each line of IN (a request in the wire format) and write the reply the streaming "
+                    "worker would send to OUT, in order. Lines without a request id go to OUT.deadletter.jsonl.")
+    offline.add_argument("input", type=Path, metavar="IN")
+    offline.add_argument("output", type=Path, metavar="OUT")
+    offline.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_flags(offline)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in ("run", "score-file", "-h", "--help"):
+        argv = ["run", *argv]
+    args = _parser().parse_args(argv)
+    log = structlog.get_logger("worker")
+    try:
+        settings = Settings.from_sources(args)
+        configure_logging(settings.log_format, settings.log_level)
+        if args.command == "score-file":
+            return _score_file(settings, args)
+        return _run(settings, log)
+    except WorkerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, (ConfigError, ModelError)) else 1
+    except (LookupError, ConnectionError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
+    worker = build_worker(settings)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("stop_requested", signal=signal.Signals(signum).name)
+        worker.stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("worker_started", settings=repr(settings))
+    worker.run()
+    return 0
+
+
+def _score_file(settings: Settings, args: argparse.Namespace) -> int:
+    runner = build_runner(settings)
+    started = time.monotonic()
+    summary = score_file(runner, args.input, args.output, settings.max_batch_size, settings.max_record_bytes,
+                         progress=not args.no_progress)
+    took = time.monotonic() - started
+    print(f"scored {summary.lines} lines in {took:.1f} s: {summary.ok} ok, {summary.errors} errors, "
+          f"{summary.dead_letters} dead letters -> {args.output}", file=sys.stderr)
+    return 0

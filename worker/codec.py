@@ -1,0 +1,152 @@
+"""Wire contract v1: bytes to requests, replies and dead letters to bytes. Pure.
+
+Request value: a UTF-8 JSON object with ``id`` (1-256 characters, or taken
+from the record key), ``inputs`` (model-specific), optional ``reply_to`` and
+``deadline_ms``. Headers: optional ``reply-to``; ``traceparent`` is passed
+through to the reply. See README.md, "Wire contract v1".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from worker.errors import InvalidInput
+from worker.messages import Headers, InvalidRecord, RawRecord, Reply, Request
+
+MAX_ID_LENGTH = 256
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+# Reply headers (values are ASCII decimal strings, milliseconds where timed).
+H_QUEUE_WAIT = "queue-wait-ms"
+H_BATCH_WAIT = "batch-wait-ms"
+H_COMPUTE = "compute-ms"
+H_BATCH_SIZE = "batch-size"
+H_SOURCE_TOPIC = "source-topic"
+H_SOURCE_PARTITION = "source-partition"
+H_SOURCE_OFFSET = "source-offset"
+H_TRACEPARENT = "traceparent"
+H_REPLY_TO = "reply-to"
+# Dead-letter headers, added to the record's own.
+H_DLQ_CODE = "dlq-error-code"
+H_DLQ_MESSAGE = "dlq-error-message"
+
+Prepare = Callable[[Any], Any]
+
+
+def decode_request(record: RawRecord, prepare: Prepare, max_record_bytes: int) -> Request | InvalidRecord:
+    """Decode and validate one record; never raises for bad input.
+
+    ``prepare`` turns the JSON ``inputs`` into the model's item or raises
+    InvalidInput. Returns an InvalidRecord (with ``request_id`` when one could
+    be read) for anything that cannot be scored.
+    """
+    headers = dict(record.headers)
+    key_id = _id_from_key(record.key)
+    traceparent = headers.get(H_TRACEPARENT)
+
+    def invalid(code: str, message: str, request_id: str | None = key_id, reply_to: str | None = None) -> InvalidRecord:
+        return InvalidRecord(record.position, code, message, record.key, record.value, record.headers,
+                             request_id, reply_to, traceparent)
+
+    value = record.value
+    if value is None:
+        return invalid("empty_value", "the record has no value (tombstone); expected a JSON object")
+    if len(value) > max_record_bytes:
+        return invalid("record_too_large", f"record value is {len(value)} bytes, the limit is {max_record_bytes}")
+    try:
+        body = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        return invalid("invalid_json", f"record value is not UTF-8 JSON: {exc}")
+    if not isinstance(body, dict):
+        return invalid("invalid_request", f"request must be a JSON object, got {type(body).__name__}")
+
+    body_id = body.get("id")
+    if body_id is not None and not _valid_id(body_id):
+        return invalid("invalid_id", f"'id' must be a string of 1-{MAX_ID_LENGTH} characters")
+    request_id = body_id if body_id is not None else key_id
+    if request_id is None:
+        return invalid("missing_id", "no request id: set 'id' in the value or the record key", None)
+
+    reply_to = body.get("reply_to", _header_text(headers.get(H_REPLY_TO)))
+    if reply_to is not None and not (isinstance(reply_to, str) and _TOPIC_NAME.match(reply_to)):
+        return invalid("invalid_reply_to", f"'reply_to' must be a Kafka topic name, got {reply_to!r}", request_id)
+    deadline_ms = body.get("deadline_ms")
+    if deadline_ms is not None and (isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int)):
+        return invalid("invalid_deadline", "'deadline_ms' must be an integer (Unix time in ms)", request_id, reply_to)
+    if "inputs" not in body:
+        return invalid("missing_inputs", "the request has no 'inputs'", request_id, reply_to)
+    try:
+        item = prepare(body["inputs"])
+    except InvalidInput as exc:
+        return invalid(exc.code, exc.message, request_id, reply_to)
+
+    return Request(request_id, item, record.position, reply_to, deadline_ms, traceparent,
+                   record.timestamp_ms, record.received_at)
+
+
+def encode_reply(reply: Reply) -> tuple[bytes, bytes, Headers]:
+    """The reply record's key, value and headers."""
+    body: dict[str, Any] = {"id": reply.id, "status": reply.status}
+    if reply.status == "ok":
+        body["outputs"] = reply.outputs
+    elif reply.error_code is not None:
+        body["error"] = {"code": reply.error_code, "message": reply.error_message}
+    body["model"] = reply.model
+    body["model_version"] = reply.model_version
+    t = reply.timings
+    headers: Headers = [
+        (H_QUEUE_WAIT, _ms(t.queue_wait_ms)),
+        (H_BATCH_WAIT, _ms(t.batch_wait_ms)),
+        (H_COMPUTE, _ms(t.compute_ms)),
+        (H_BATCH_SIZE, str(reply.batch_size).encode()),
+        (H_SOURCE_TOPIC, reply.position.topic.encode()),
+        (H_SOURCE_PARTITION, str(reply.position.partition).encode()),
+        (H_SOURCE_OFFSET, str(reply.position.offset).encode()),
+    ]
+    if reply.traceparent is not None:
+        headers.append((H_TRACEPARENT, reply.traceparent))
+    return reply.id.encode(), orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), headers
+
+
+def encode_dead_letter(record: InvalidRecord) -> tuple[bytes | None, bytes | None, Headers]:
+    """The original key, value and headers, plus headers that say why and where from."""
+    pos = record.position
+    headers = list(record.headers) + [
+        (H_DLQ_CODE, record.code.encode()),
+        (H_DLQ_MESSAGE, record.message.encode()[:1000]),
+        (H_SOURCE_TOPIC, pos.topic.encode()),
+        (H_SOURCE_PARTITION, str(pos.partition).encode()),
+        (H_SOURCE_OFFSET, str(pos.offset).encode()),
+    ]
+    return record.key, record.value, headers
+
+
+def _id_from_key(key: bytes | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if _valid_id(text) else None
+
+
+def _valid_id(value: object) -> bool:
+    return isinstance(value, str) and 1 <= len(value) <= MAX_ID_LENGTH
+
+
+def _header_text(value: bytes | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd"  # fails the topic-name check with a clear message
+
+
+def _ms(value: float) -> bytes:
+    return f"{value:.3f}".encode()

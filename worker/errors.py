@@ -1,0 +1,29 @@
+"""The worker's exceptions: one root, a few meaningful kinds."""
+
+
+class WorkerError(Exception):
+    """Root of every error the worker raises on purpose."""
+
+
+class ConfigError(WorkerError):
+    """A setting is missing, malformed or conflicts with another.
+
+    The message names the setting and says what would be valid; the worker
+    refuses to start rather than run with it.
+    """
+
+
+class ModelError(WorkerError):
+    """A model could not be loaded, or failed on a batch."""
+
+
+class InvalidInput(WorkerError):
+    """A request's ``inputs`` do not fit the model.
+
+    ``code`` is the stable error code sent in the error reply.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message

@@ -1,0 +1,253 @@
+"""The worker loop: poll, decode, deduplicate, batch, score, reply, commit.
+
+One thread does everything, in this order each step:
+1. act on partitions revoked during the last poll (drop their unscored work);
+2. poll records, decode them, claim their ids in the dedup store;
+3. score every ready batch and queue its replies;
+4. settle: wait for the broker to acknowledge what was sent, mark answered
+   ids done, then commit the contiguous acknowledged offsets.
+Offsets are committed only for records whose reply or dead letter the broker
+acknowledged, or that were counted as duplicates: at-least-once delivery,
+with dedup making redeliveries harmless.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import structlog
+
+from worker.batcher import Batcher
+from worker.clock import Clock
+from worker.codec import decode_request, encode_dead_letter, encode_reply
+from worker.dedup import Completed, DedupStore
+from worker.errors import WorkerError
+from worker.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request, Status, Timings
+from worker.offsets import OffsetTracker
+from worker.offsets import TopicPartition as TP
+from worker.runner import ModelRunner, Outcome
+from worker.settings import Settings
+from worker.sink import Delivery
+from worker.stats import WorkerStats
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+# What a sent record stands for: its source record, and what to tell the dedup
+# store once the broker has it: (id, reply) marks it done, (id, None) releases
+# the claim, None means it was never claimed.
+SendTag = tuple[Position, Completed | None]
+
+
+class Source(Protocol):
+    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]: ...
+    def take_revoked(self) -> set[TP]: ...
+    def commit(self, offsets: dict[TP, int]) -> None: ...
+    def close(self) -> None: ...
+
+
+class Sink(Protocol):
+    @property
+    def pending(self) -> int: ...
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: SendTag) -> None: ...
+    def settle(self, timeout_s: float = ...) -> list[Delivery[SendTag]]: ...
+    def close(self, timeout_s: float = ...) -> None: ...
+
+
+class DeliveryError(WorkerError):
+    """The broker did not take a reply or dead letter; the worker must restart to redeliver."""
+
+
+class Worker:
+    def __init__(self, settings: Settings, source: Source, sink: Sink, dedup: DedupStore,
+                 runner: ModelRunner, prepare: Callable[[Any], Any], clock: Clock,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._settings = settings
+        self._source = source
+        self._sink = sink
+        self._dedup = dedup
+        self._runner = runner
+        self._prepare = prepare
+        self._clock = clock
+        self._sleep = sleep
+        self._batcher: Batcher[Request] = Batcher(settings.max_batch_size, settings.max_wait_ms / 1000)
+        self._offsets = OffsetTracker()
+        self._stopping = False
+        self._last_commit = clock.monotonic()
+        self._last_stats = clock.monotonic()
+        self.stats = WorkerStats()
+
+    def stop(self) -> None:
+        """Ask the loop to finish the work in hand and return. Safe from a signal handler."""
+        self._stopping = True
+
+    def run(self) -> None:
+        """Loop until ``stop()``, then drain, settle, commit and close. Raises DeliveryError."""
+        try:
+            while not self._stopping:
+                self.step()
+            self._drain()
+        finally:
+            self._source.close()
+            self._sink.close()
+            self._dedup.close()
+        log.info("worker_stopped", **self.stats.snapshot())
+
+    def step(self) -> None:
+        """One poll-score-settle round; blocks at most until the next batch deadline."""
+        records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
+        self._drop_revoked(self._source.take_revoked())
+        self._admit(records)
+        now = self._clock.monotonic()
+        while self._batcher.ready(now):
+            self._score(self._batcher.drain())
+        self._settle()
+        self._log_stats_if_due()
+
+    def _drain(self) -> None:
+        while self._batcher.pending:
+            self._score(self._batcher.drain())
+        self._settle(force_commit=True)
+
+    def _poll_timeout(self) -> float:
+        deadline = self._batcher.deadline()
+        if deadline is None:
+            return 0.2  # idle: wake up now and then to notice stop()
+        return max(0.0, deadline - self._clock.monotonic())
+
+    def _drop_revoked(self, revoked: set[TP]) -> None:
+        """Forget partitions we no longer own; their unscored records go to the new owner."""
+        if not revoked:
+            return
+        dropped = self._batcher.remove_if(lambda r: (r.position.topic, r.position.partition) in revoked)
+        self._offsets.forget(revoked)
+        log.info("partitions_revoked", partitions=sorted(revoked), dropped=len(dropped))
+
+    def _admit(self, records: Sequence[RawRecord]) -> None:
+        valid: list[Request] = []
+        for record in records:
+            pos = record.position
+            self._offsets.track((pos.topic, pos.partition), pos.offset)
+            decoded = decode_request(record, self._prepare, self._settings.max_record_bytes)
+            if isinstance(decoded, InvalidRecord):
+                self._reject(decoded)
+            else:
+                valid.append(decoded)
+        self.stats.consumed += len(records)
+        if not valid:
+            return
+        verdicts = self._retrying("dedup_claim", lambda: self._dedup.claim(valid))
+        if verdicts is None:  # stopping while the store is down: leave them for redelivery
+            return
+        for request, fresh in zip(valid, verdicts):
+            if fresh:
+                self._batcher.add(request, request.received_at)
+            else:
+                self.stats.duplicates += 1
+                self._offsets.ack((request.position.topic, request.position.partition), request.position.offset)
+
+    def _reject(self, record: InvalidRecord) -> None:
+        self.stats.error_codes[record.code] += 1
+        if record.request_id is None:
+            self.stats.dead_lettered += 1
+            key, value, headers = encode_dead_letter(record)
+            self._sink.send(self._settings.dead_letter_topic, key, value, headers, (record.position, None))
+            return
+        reply = Reply(record.request_id, "error", record.position, self._runner.name, self._runner.version,
+                      error_code=record.code, error_message=record.message, reply_to=record.reply_to,
+                      traceparent=record.traceparent)
+        self._send_reply(reply, claimed=False)
+
+    def _score(self, batch: list[Request]) -> None:
+        started = self._clock.monotonic()
+        now_ms = self._clock.wall_ms()
+        live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
+        for request in batch:
+            if request.deadline_ms is not None and request.deadline_ms <= now_ms:
+                self._answer(request, "expired", Outcome(None, "deadline_exceeded", "the deadline passed before scoring"),
+                             Timings(), 0)
+        if not live:
+            return
+        outcomes = self._runner.run([r.item for r in live])
+        compute_s = self._clock.monotonic() - started
+        self.stats.record_batch(len(live), compute_s)
+        for request, outcome in zip(live, outcomes):
+            batch_wait_ms = (started - request.received_at) * 1000
+            timings = Timings(queue_wait_ms=max(0.0, now_ms - batch_wait_ms - request.produced_ms),
+                              batch_wait_ms=batch_wait_ms, compute_ms=compute_s * 1000)
+            self._answer(request, "ok" if outcome.ok else "error", outcome, timings, len(live))
+
+    def _answer(self, request: Request, status: Status, outcome: Outcome, timings: Timings, batch_size: int) -> None:
+        if status != "ok":
+            self.stats.error_codes[outcome.error_code or status] += 1
+        reply = Reply(request.id, status, request.position, self._runner.name, self._runner.version,
+                      outputs=outcome.output, error_code=outcome.error_code, error_message=outcome.error_message,
+                      reply_to=request.reply_to, traceparent=request.traceparent, timings=timings,
+                      batch_size=batch_size)
+        self._send_reply(reply, claimed=True)
+
+    def _send_reply(self, reply: Reply, claimed: bool) -> None:
+        key, value, headers = encode_reply(reply)
+        if reply.status == "ok":
+            self.stats.replied_ok += 1
+        elif reply.status == "expired":
+            self.stats.replied_expired += 1
+        else:
+            self.stats.replied_error += 1
+        # Only a scored answer is remembered; an error or expiry releases the
+        # claim so that a corrected retry with the same id is scored.
+        done: Completed | None = (reply.id, value if reply.status == "ok" else None) if claimed else None
+        self._sink.send(reply.reply_to or self._settings.reply_topic, key, value, headers, (reply.position, done))
+
+    def _settle(self, force_commit: bool = False) -> None:
+        """Wait for acknowledgements, mark answered ids done, commit what is contiguous."""
+        failures = []
+        if self._sink.pending:
+            completed: list[Completed] = []
+            for delivery in self._sink.settle():
+                position, done = delivery.tag
+                if delivery.error is not None:
+                    failures.append(delivery)
+                    continue
+                self._offsets.ack((position.topic, position.partition), position.offset)
+                if done is not None:
+                    completed.append(done)
+            self._retrying("dedup_complete", lambda: self._dedup.complete(completed))
+        self._commit(force_commit or bool(failures))
+        if failures:
+            first = failures[0]
+            raise DeliveryError(f"{len(failures)} records were not delivered (first: {first.tag[0].token()}: "
+                                f"{first.error}); exiting so that they are consumed again")
+
+    def _commit(self, force: bool) -> None:
+        now = self._clock.monotonic()
+        if not force and (now - self._last_commit) * 1000 < self._settings.commit_interval_ms:
+            return
+        offsets = self._offsets.committable()
+        if offsets:
+            self._source.commit(offsets)
+            self._offsets.mark_committed(offsets)
+        self._last_commit = now
+
+    def _retrying(self, what: str, call: Callable[[], T]) -> T | None:
+        """Call until it succeeds, backing off; None if asked to stop first."""
+        delay = 0.1
+        while True:
+            try:
+                return call()
+            except Exception as exc:  # the store's client raises its own kinds
+                if self._stopping:
+                    log.error(f"{what}_abandoned", error=str(exc))
+                    return None
+                log.warning(f"{what}_failed", error=str(exc), retry_in_s=delay)
+                self._sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _log_stats_if_due(self) -> None:
+        interval = self._settings.stats_interval_s
+        now = self._clock.monotonic()
+        if interval and now - self._last_stats >= interval:
+            self._last_stats = now
+            log.info("worker_stats", **self.stats.snapshot())

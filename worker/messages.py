@@ -1,0 +1,101 @@
+"""What flows through the worker: requests, replies, records that could not be read.
+
+Every message carries the position of the Kafka record it came from, so that
+batching, reordering and failures never lose track of what may be committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Headers = list[tuple[str, bytes]]
+Status = Literal["ok", "error", "expired"]
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """Where a record was consumed from."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def token(self) -> str:
+        """A compact identity of the record, e.g. ``requests/3/1042``."""
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+
+@dataclass(frozen=True)
+class Request:
+    """A decoded, validated scoring request.
+
+    ``item`` is what the model's ``prepare`` made of the JSON ``inputs``.
+    ``produced_ms`` is the record's Kafka timestamp; ``received_at`` the
+    worker's monotonic time when it was polled.
+    """
+
+    id: str
+    item: Any
+    position: Position
+    reply_to: str | None = None
+    deadline_ms: int | None = None
+    traceparent: bytes | None = None
+    produced_ms: int = 0
+    received_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class InvalidRecord:
+    """A record that cannot be scored.
+
+    With a ``request_id`` it is answered with an error reply; without one it
+    goes to the dead-letter topic with its original bytes.
+    """
+
+    position: Position
+    code: str
+    message: str
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = field(default_factory=list)
+    request_id: str | None = None
+    reply_to: str | None = None
+    traceparent: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Timings:
+    queue_wait_ms: float = 0.0
+    batch_wait_ms: float = 0.0
+    compute_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The answer to one request, bound for ``reply_to`` keyed by ``id``."""
+
+    id: str
+    status: Status
+    position: Position
+    model: str
+    model_version: str
+    outputs: Any = None
+    error_code: str | None = None
+    error_message: str | None = None
+    reply_to: str | None = None
+    traceparent: bytes | None = None
+    timings: Timings = Timings()
+    batch_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """A consumed Kafka record, as the codec sees it."""
+
+    position: Position
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp_ms: int
+    received_at: float

@@ -1,0 +1,106 @@
+"""Running batches through a PyTorch model.
+
+``TorchRunner`` owns the model: loaded once, ``eval()``, placed on its device,
+warmed up. ``run`` takes prepared items and returns one output per item in
+input order. A batch that fails is split in halves until the failing items
+are isolated, so one poisonous request cannot take its batch-mates down; a
+batch that runs out of memory is split likewise and the safe size remembered.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+import torch
+
+from worker.errors import InvalidInput, ModelError
+from worker.models import Servable
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result for one item: ``output`` when ok, else an error code and message."""
+
+    output: Any = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code is None
+
+
+class ModelRunner(Protocol):
+    name: str
+    version: str
+
+    def prepare(self, inputs: Any) -> Any:
+        """Validate one request's JSON inputs; raises InvalidInput."""
+
+    def run(self, items: Sequence[Any]) -> list[Outcome]:
+        """Score items; one Outcome per item, same order. Blocks while computing."""
+
+
+def pick_device(setting: str) -> torch.device:
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(setting)
+
+
+class TorchRunner:
+    """Runs a ``Servable`` under ``torch.inference_mode()`` on one device. Not thread-safe."""
+
+    def __init__(self, model: Servable, device: str = "auto", max_batch_size: int = 64) -> None:
+        self._model = model
+        self.prepare = model.prepare
+        self.name = model.name
+        self.version = model.version
+        self.device = pick_device(device)
+        self.safe_batch_size = max_batch_size
+        self._module = model.module.to(self.device).eval()
+
+    def warmup(self, batch_size: int, rounds: int = 3) -> None:
+        """Run a few batches of sample inputs so that the first real batch is not slow."""
+        rng = random.Random(0)
+        items = [self._model.prepare(self._model.sample_inputs(rng)) for _ in range(batch_size)]
+        for _ in range(rounds):
+            self._forward(items)
+
+    def run(self, items: Sequence[Any]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for start in range(0, len(items), self.safe_batch_size):
+            outcomes.extend(self._run_isolating(items[start:start + self.safe_batch_size]))
+        return outcomes
+
+    def _run_isolating(self, items: Sequence[Any]) -> list[Outcome]:
+        try:
+            return [Outcome(output) for output in self._forward(items)]
+        except InvalidInput as exc:
+            if len(items) == 1:
+                return [Outcome(None, exc.code, exc.message)]
+        except torch.cuda.OutOfMemoryError:
+            if len(items) == 1:
+                return [Outcome(None, "out_of_memory", "the model ran out of memory on this request alone")]
+            self.safe_batch_size = max(1, len(items) // 2)
+            log.warning("batch_out_of_memory", batch_size=len(items), safe_batch_size=self.safe_batch_size)
+            torch.cuda.empty_cache()
+        except Exception as exc:  # any model failure: isolate the items that cause it
+            if len(items) == 1:
+                return [Outcome(None, "model_error", f"{type(exc).__name__}: {exc}"[:500])]
+        middle = len(items) // 2
+        return self._run_isolating(items[:middle]) + self._run_isolating(items[middle:])
+
+    def _forward(self, items: Sequence[Any]) -> list[Any]:
+        batch = self._model.collate(items)
+        with torch.inference_mode():
+            output = self._module(batch.to(self.device, non_blocking=True))
+        outputs = self._model.split(output.cpu() if isinstance(output, torch.Tensor) else output)
+        if len(outputs) != len(items):
+            raise ModelError(f"model {self.name} returned {len(outputs)} outputs for {len(items)} inputs")
+        return outputs

@@ -1,0 +1,156 @@
+"""All of the worker's configuration, from environment variables and flags, checked at start.
+
+Each setting has a flag (``--max-batch-size``) and an environment variable
+(``STREAMSCORE_MAX_BATCH_SIZE``); the flag wins. Two follow the usual names:
+``KAFKA_BOOTSTRAP_SERVERS`` and ``REDIS_URL``. An unknown ``STREAMSCORE_*``
+variable, a malformed value or a conflict between values is a ConfigError that
+names the setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from worker.errors import ConfigError
+
+ENV_PREFIX = "STREAMSCORE_"
+PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": "REDIS_URL"}
+
+
+def _setting(default: Any, help: str, *, flag: str | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "flag": flag})
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap_servers: str = _setting(
+        "", "Kafka brokers, host:port[,host:port]; `make up` prints the local one", flag="--bootstrap-servers")
+    redis_url: str = _setting(
+        "", "Redis for dedup, redis://host:port/db; memory:// keeps it in this process (one worker only)")
+    requests_topic: str = _setting("", "topic to consume scoring requests from (required)")
+    reply_topic: str = _setting("", "default reply topic (default: <requests-topic>.replies)")
+    dead_letter_topic: str = _setting("", "where unreadable records go (default: <requests-topic>.dlq)")
+    group: str = _setting("", "consumer group id (default: streamscore-<model>)")
+    model: str = _setting("churn", "built-in model name, a TorchScript/.pt2 file, or module:factory")
+    device: str = _setting("auto", "torch device: auto, cpu, cuda, cuda:N")
+    torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
+    max_batch_size: int = _setting(64, "score a batch once it has this many requests")
+    max_wait_ms: int = _setting(10, "... or once its oldest request has waited this long")
+    max_poll_records: int = _setting(500, "records fetched per poll")
+    max_record_bytes: int = _setting(1_048_576, "larger request values are refused (record_too_large)")
+    max_poll_interval_ms: int = _setting(300_000, "Kafka max.poll.interval.ms: longest allowed gap between polls")
+    session_timeout_ms: int = _setting(45_000, "Kafka session.timeout.ms")
+    auto_offset_reset: str = _setting("earliest", "where a new group starts: earliest or latest")
+    commit_interval_ms: int = _setting(0, "least time between offset commits; 0 commits after every batch")
+    dedup_namespace: str = _setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
+    dedup_ttl_s: int = _setting(86_400, "how long an answered request id is remembered")
+    dedup_lease_ms: int = _setting(300_000, "how long a claim on a request id holds while it is scored")
+    client_id: str = _setting("streamscore-worker", "Kafka client.id")
+    log_format: str = _setting("auto", "auto (console on a terminal, else json), json or console")
+    log_level: str = _setting("info", "debug, info, warning or error")
+    stats_interval_s: float = _setting(10.0, "seconds between worker_stats log lines; 0 turns them off")
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["redis_url"] = redact_url(self.redis_url)
+        return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+    @classmethod
+    def from_sources(cls, args: argparse.Namespace | None = None,
+                     environ: Mapping[str, str] | None = None) -> Settings:
+        """Defaults, overridden by environment variables, overridden by flags."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        known = {f.name for f in fields(cls)}
+        for name in environ:
+            if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() not in known:
+                raise ConfigError(f"unknown setting {name}; see `python -m worker --help` for the valid ones")
+        for f in fields(cls):
+            env_name = PLAIN_ENV.get(f.name, ENV_PREFIX + f.name.upper())
+            raw = environ.get(env_name)
+            if raw is not None:
+                values[f.name] = _convert(f.name, env_name, raw, type(f.default))
+            if args is not None and getattr(args, f.name, None) is not None:
+                values[f.name] = getattr(args, f.name)
+        return cls(**values).with_derived_defaults()
+
+    def with_derived_defaults(self) -> Settings:
+        return replace(
+            self,
+            reply_topic=self.reply_topic or f"{self.requests_topic}.replies",
+            dead_letter_topic=self.dead_letter_topic or f"{self.requests_topic}.dlq",
+            group=self.group or f"streamscore-{self.model.replace(':', '.').replace('/', '.')}",
+        )
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per setting; defaults stay None so that env vars can fill them."""
+    for f in fields(Settings):
+        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        env_name = PLAIN_ENV.get(f.name, ENV_PREFIX + f.name.upper())
+        default = f" (default: {f.default})" if f.default not in ("", 0) or isinstance(f.default, float) else ""
+        parser.add_argument(flag, dest=f.name, type=type(f.default), metavar=env_name,
+                            help=f"{f.metadata['help']}{default}")
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _convert(name: str, env_name: str, raw: str, kind: type) -> Any:
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(f"{env_name}={raw!r} is not a valid {kind.__name__} (setting {name})") from None
+
+
+def _validate(s: Settings) -> None:
+    def need(condition: bool, message: str) -> None:
+        if not condition:
+            raise ConfigError(message)
+
+    for name in ("max_batch_size", "max_poll_records", "max_record_bytes", "max_poll_interval_ms",
+                 "session_timeout_ms", "dedup_ttl_s", "dedup_lease_ms"):
+        need(getattr(s, name) >= 1, f"{name} must be >= 1, got {getattr(s, name)}")
+    for name in ("max_wait_ms", "commit_interval_ms", "torch_threads", "stats_interval_s"):
+        need(getattr(s, name) >= 0, f"{name} must be >= 0, got {getattr(s, name)}")
+    need(s.auto_offset_reset in ("earliest", "latest"),
+         f"auto_offset_reset must be earliest or latest, got {s.auto_offset_reset!r}")
+    need(s.log_format in ("auto", "json", "console"), f"log_format must be auto, json or console, got {s.log_format!r}")
+    need(s.log_level in ("debug", "info", "warning", "error"),
+         f"log_level must be debug, info, warning or error, got {s.log_level!r}")
+    need(s.device == "auto" or s.device == "cpu" or s.device.startswith("cuda"),
+         f"device must be auto, cpu, cuda or cuda:N, got {s.device!r}")
+    need(s.max_wait_ms < s.max_poll_interval_ms,
+         f"max_wait_ms ({s.max_wait_ms}) must be well below max_poll_interval_ms ({s.max_poll_interval_ms})")
+    need(s.dedup_lease_ms > 2 * s.max_wait_ms,
+         f"dedup_lease_ms ({s.dedup_lease_ms}) must exceed twice max_wait_ms ({s.max_wait_ms}): "
+         "a lease shorter than a batch's life lets two workers score one request")
+    if s.redis_url:
+        need(urlsplit(s.redis_url).scheme in ("redis", "rediss", "unix", "memory"),
+             f"REDIS_URL must start with redis://, rediss://, unix:// or memory://, got {redact_url(s.redis_url)!r}")
+
+
+def require_services(s: Settings) -> None:
+    """Checks needed only by the streaming worker (score-file needs neither service)."""
+    if not s.kafka_bootstrap_servers:
+        raise ConfigError("KAFKA_BOOTSTRAP_SERVERS is not set: export it or pass --bootstrap-servers "
+                          "(`make up` starts a local broker and prints it)")
+    if not s.redis_url:
+        raise ConfigError("REDIS_URL is not set: export it or pass --redis-url "
+                          "(`make up` starts a local Redis and prints it; memory:// for a single test worker)")
+    if not s.requests_topic:
+        raise ConfigError("requests_topic is not set: pass --requests-topic or STREAMSCORE_REQUESTS_TOPIC")

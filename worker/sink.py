@@ -1,0 +1,70 @@
+"""Publishing replies and dead letters: a thin adapter over kafka-python's KafkaProducer.
+
+``send`` never raises for a failed delivery; ``settle`` waits for every send
+since the last settle and says which succeeded. Replies count as delivered
+only once the broker acknowledged them (acks=all, idempotent producer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+
+from worker.messages import Headers
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Delivery(Generic[T]):
+    """The outcome of one send; ``tag`` is whatever the caller attached to it."""
+
+    tag: T
+    error: Exception | None
+
+
+class KafkaSink(Generic[T]):
+    def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2) -> None:
+        self._producer = KafkaProducer(
+            bootstrap_servers=bootstrap_servers.split(","),
+            client_id=client_id,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=linger_ms,
+            max_block_ms=15_000,
+        )
+        self._pending: list[tuple[T, Callable[[], None] | None, Exception | None]] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
+        """Queue a record for ``topic``; its outcome is reported by the next ``settle``."""
+        try:
+            future = self._producer.send(topic, key=key, value=value, headers=headers)
+        except KafkaError as exc:  # e.g. no metadata for the topic within max_block_ms
+            self._pending.append((tag, None, exc))
+            return
+        self._pending.append((tag, future.get, None))
+
+    def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
+        """Flush, then report every queued send in the order it was made. Blocks."""
+        self._producer.flush(timeout=timeout_s)
+        deliveries = []
+        for tag, wait, error in self._pending:
+            if wait is not None:
+                try:
+                    wait()
+                except KafkaError as exc:
+                    error = exc
+            deliveries.append(Delivery(tag, error))
+        self._pending = []
+        return deliveries
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        self._producer.close(timeout=timeout_s)

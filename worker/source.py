@@ -1,0 +1,91 @@
+"""Consuming requests: a thin adapter over kafka-python's KafkaConsumer.
+
+Auto-commit is off (the worker commits what it has answered), a new group
+starts at the earliest offset, and topics are never created by consuming.
+Rebalance callbacks run on kafka-python's IO thread, so they only record the
+event; the worker acts on it between polls.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+from worker.clock import Clock
+from worker.messages import Position, RawRecord
+from worker.offsets import TopicPartition as TP
+from worker.settings import Settings
+
+
+class _RebalanceRecorder(ConsumerRebalanceListener):
+    """Collects revoked/lost partitions for the poll loop. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._revoked: set[TP] = set()
+
+    def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            self._revoked.update((tp.topic, tp.partition) for tp in revoked)
+
+    def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        pass  # positions come from the committed offsets; nothing to prepare
+
+    def on_partitions_lost(self, lost: Iterable[TopicPartition]) -> None:
+        self.on_partitions_revoked(lost)
+
+    def take_revoked(self) -> set[TP]:
+        with self._lock:
+            revoked, self._revoked = self._revoked, set()
+        return revoked
+
+
+class KafkaSource:
+    """Polls request records from one topic in a consumer group. Not thread-safe."""
+
+    def __init__(self, settings: Settings, clock: Clock) -> None:
+        self._clock = clock
+        self._topic = settings.requests_topic
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap_servers.split(","),
+            group_id=settings.group,
+            client_id=settings.client_id,
+            enable_auto_commit=False,
+            auto_offset_reset=settings.auto_offset_reset,
+            allow_auto_create_topics=False,
+            max_poll_records=settings.max_poll_records,
+            max_poll_interval_ms=settings.max_poll_interval_ms,
+            session_timeout_ms=settings.session_timeout_ms,
+        )
+        self._listener = _RebalanceRecorder()
+
+    def start(self) -> None:
+        """Check the topic exists, then join the group. Raises LookupError if it does not."""
+        if self._topic not in self._consumer.topics():
+            raise LookupError(f"requests topic {self._topic!r} does not exist on the broker; create it first "
+                              f"(e.g. `python -m producer create-topic {self._topic} --partitions 4`)")
+        self._consumer.subscribe([self._topic], listener=self._listener)
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
+        """Fetch up to ``max_records``; may run rebalance callbacks. Blocks up to ``timeout_s``."""
+        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        now = self._clock.monotonic()
+        return [
+            RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, list(r.headers or ()),
+                      r.timestamp, now)
+            for records in fetched.values()
+            for r in records
+        ]
+
+    def take_revoked(self) -> set[TP]:
+        """Partitions revoked or lost since the last call."""
+        return self._listener.take_revoked()
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        """Commit next-offsets-to-read synchronously. Raises kafka.errors.CommitFailedError."""
+        self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
