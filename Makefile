@@ -1,0 +1,39 @@
+# streamscore: the two commands a newcomer needs are `make demo` and `make test`.
+# Each creates .venv/ on first use (torch is large: minutes the first time on a
+# machine, seconds afterwards) and starts local Kafka + Redis when needed.
+
+PYTHON := .venv/bin/python
+WITH_SERVICES := deploy/local/with-services.sh
+
+.PHONY: help venv up down status demo test test-unit typecheck clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+venv:  ## create .venv/ (dependencies cached per machine)
+	@bash deploy/venv.sh
+
+up:  ## start local Kafka + Redis and print their addresses
+	@deploy/local/services.sh up
+
+down:  ## stop local Kafka + Redis
+	@deploy/local/services.sh down
+
+status:  ## are local Kafka + Redis running?
+	@deploy/local/services.sh status
+
+demo: venv  ## the whole pipeline: worker, 20,000 requests, every reply, a summary
+	@$(WITH_SERVICES) $(PYTHON) -m producer demo
+
+test: venv  ## the whole test suite, integration tests on real Kafka + Redis
+	@$(WITH_SERVICES) $(PYTHON) -m pytest tests
+
+test-unit: venv  ## unit and component tests only (no services, seconds)
+	@$(PYTHON) -m pytest tests/unit tests/component
+
+typecheck: venv  ## mypy --strict on worker/ and producer/
+	@$(PYTHON) -m mypy
+
+clean:  ## remove .venv/ and local service state (not the cached dependencies)
+	@deploy/local/services.sh reset
+	rm -rf .venv

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs a command with Kafka and Redis available, then leaves things as it found them.
+#
+#   deploy/local/with-services.sh COMMAND [ARGS...]
+#
+# With KAFKA_BOOTSTRAP_SERVERS and REDIS_URL both set, the command runs against
+# those servers and nothing is started. Otherwise the local services are
+# started (deploy/local/services.sh up), their addresses exported, the command
+# run, and the services stopped again unless they were already running.
+# Exits with the command's exit code.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+services="$here/services.sh"
+
+if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && [ -n "${REDIS_URL:-}" ]; then
+    echo "with-services: using KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS and the given REDIS_URL" >&2
+    exec "$@"
+fi
+
+already_running=$("$services" status | grep -c "running (pid" || true)
+if [ "$already_running" != 2 ]; then
+    trap '"$services" down' EXIT
+fi
+eval "$("$services" up)"
+set +e
+"$@"
+status=$?
+set -e
+exit $status

@@ -1,0 +1,52 @@
+"""The command line as a user meets it: bad settings stop the worker at start, naming the setting."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.integration.kit import REPO
+
+
+def run_worker(*args, **env):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")}
+    full_env.update(env, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "worker", *args], cwd=REPO, env=full_env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, env, named", [
+    (["--requests-topic", "t", "--max-batch-size", "0"], {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"},
+     "max_batch_size"),
+    (["--requests-topic", "t"], {"REDIS_URL": "memory://", "KAFKA_BOOTSTRAP_SERVERS": ""}, "KAFKA_BOOTSTRAP_SERVERS"),
+    (["--requests-topic", "t"], {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "STREAMSCORE_MAX_WAIT": "5"},
+     "STREAMSCORE_MAX_WAIT"),
+    (["--requests-topic", "t", "--model", "nope"], {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"},
+     "unknown model 'nope'"),
+])
+def test_bad_setting_stops_the_worker_with_a_message_naming_it(args, env, named):
+    result = run_worker(*args, **env)
+    assert result.returncode == 2
+    assert named in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_explains_the_settings_and_their_variables():
+    result = run_worker("run", "--help")
+    assert result.returncode == 0
+    assert "--max-wait-ms STREAMSCORE_MAX_WAIT_MS" in result.stdout
+    assert "KAFKA_BOOTSTRAP_SERVERS" in result.stdout
+
+
+def test_score_file_writes_replies_and_dead_letters(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"id": "a", "inputs": [0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1,0,0,0,0,0,0]}\n'
+                      '{"id": "b", "inputs": [1]}\n'
+                      'not json\n')
+    target = tmp_path / "out.jsonl"
+    result = run_worker("score-file", str(source), str(target), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    lines = target.read_text().splitlines()
+    assert '"status":"ok"' in lines[0] and '"wrong_input_length"' in lines[1]
+    assert "invalid_json" in (tmp_path / "out.jsonl.deadletter.jsonl").read_text()

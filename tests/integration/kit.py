@@ -1,0 +1,133 @@
+"""Helpers for tests against a real broker: unique topics, worker processes, waiting on conditions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from producer.topics import create_topics
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+@dataclass
+class Topics:
+    requests: str
+    replies: str
+    dlq: str
+
+    @classmethod
+    def create(cls, bootstrap: str, partitions: int = 4) -> Topics:
+        base = f"it-{uuid.uuid4().hex[:10]}"
+        topics = cls(f"{base}.requests", f"{base}.replies", f"{base}.dlq")
+        create_topics(bootstrap, {topics.requests: partitions, topics.replies: partitions, topics.dlq: 1})
+        return topics
+
+
+@dataclass
+class WorkerProcess:
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def events(self) -> list[dict]:
+        events = []
+        for line in self.log().splitlines():
+            if line.startswith("{"):
+                events.append(orjson.loads(line))
+        return events
+
+    def stop(self, timeout_s: float = 60) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout_s)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+
+def start_worker(bootstrap: str, redis_url: str, topics: Topics, tmp_path: Path, *extra: str,
+                 name: str = "worker") -> WorkerProcess:
+    log_path = tmp_path / f"{name}-{uuid.uuid4().hex[:6]}.log"
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
+    command = [sys.executable, "-m", "worker", "run", "--requests-topic", topics.requests,
+               "--reply-topic", topics.replies, "--dead-letter-topic", topics.dlq,
+               "--group", f"{topics.requests}.group", "--dedup-namespace", topics.requests,
+               "--log-format", "json", "--stats-interval-s", "0", "--torch-threads", "1", *extra]
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(command, env=env, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
+    return WorkerProcess(process, log_path)
+
+
+class Producer:
+    def __init__(self, bootstrap: str) -> None:
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=2)
+
+    def send(self, topic: str, value: bytes | dict | None, key: bytes | None = None,
+             headers: list[tuple[str, bytes]] | None = None) -> None:
+        raw = orjson.dumps(value) if isinstance(value, dict) else value
+        self._producer.send(topic, key=key, value=raw, headers=headers or [])
+
+    def flush(self) -> None:
+        self._producer.flush()
+
+    def close(self) -> None:
+        self._producer.close()
+
+
+@dataclass
+class Landed:
+    """Every record that landed on a topic, read from its beginning."""
+
+    records: list = field(default_factory=list)
+
+    def values(self) -> list[dict]:
+        return [orjson.loads(r.value) for r in self.records]
+
+    def by_id(self) -> dict[str, list[dict]]:
+        grouped: dict[str, list[dict]] = {}
+        for value in self.values():
+            grouped.setdefault(value["id"], []).append(value)
+        return grouped
+
+
+class TopicReader:
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None,
+                                       enable_auto_commit=False)
+        partitions = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]
+        self._consumer.assign(partitions)
+        self._consumer.seek_to_beginning(*partitions)
+        self.landed = Landed()
+
+    def read(self, timeout_s: float = 0.2) -> Landed:
+        for records in self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=10_000).values():
+            self.landed.records.extend(records)
+        return self.landed
+
+    def read_until(self, condition: Callable[[Landed], bool], timeout_s: float, what: str) -> Landed:
+        wait_until(lambda: condition(self.read()), timeout_s, what, interval_s=0)
+        return self.landed
+
+    def close(self) -> None:
+        self._consumer.close()
