@@ -50,7 +50,7 @@ class ReplyCollector:
         for records in self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=5000).values():
             for record in records:
                 reply = decode_reply(record.value)
-                request_id = reply.get("id")
+                request_id = str(reply.get("id"))
                 if request_id in self.collection.replies:
                     self.collection.duplicates += 1
                     continue

@@ -17,7 +17,7 @@ import redis
 from worker.clock import Clock
 from worker.messages import Request
 
-Completed = tuple[str, bytes]  # request id, encoded reply
+Completed = tuple[str, bytes | None]  # request id, encoded reply (None: release the claim only)
 
 
 class DedupStore(Protocol):
@@ -29,7 +29,11 @@ class DedupStore(Protocol):
         """
 
     def complete(self, done: Sequence[Completed]) -> None:
-        """Mark request ids as answered (keeping the reply) and release their claims."""
+        """Mark request ids as answered (keeping the reply) and release their claims.
+
+        An entry whose reply is None only releases the claim (an error reply:
+        a corrected retry with the same id is scored).
+        """
 
     def close(self) -> None: ...
 
@@ -63,7 +67,8 @@ class RedisDedupStore:
             return
         pipe = self._redis.pipeline(transaction=False)
         for request_id, reply in done:
-            pipe.set(f"{self._ns}:done:{request_id}", reply, ex=self._ttl_s)
+            if reply is not None:
+                pipe.set(f"{self._ns}:done:{request_id}", reply, ex=self._ttl_s)
             pipe.delete(f"{self._ns}:claim:{request_id}")
         pipe.execute()
 
@@ -99,7 +104,8 @@ class InMemoryDedupStore:
     def complete(self, done: Sequence[Completed]) -> None:
         expires = self._clock.monotonic() + self._ttl_s
         for request_id, reply in done:
-            self._done[request_id] = (reply, expires)
+            if reply is not None:
+                self._done[request_id] = (reply, expires)
             self._claims.pop(request_id, None)
 
     def reply_for(self, request_id: str) -> bytes | None:

@@ -19,7 +19,7 @@ from worker.offsets import TopicPartition as TP
 from worker.settings import Settings
 
 
-class _RebalanceRecorder(ConsumerRebalanceListener):
+class _RebalanceRecorder(ConsumerRebalanceListener):  # type: ignore[misc]
     """Collects revoked/lost partitions for the poll loop. Thread-safe."""
 
     def __init__(self) -> None:

@@ -173,3 +173,12 @@ def test_reply_carries_timing_and_position_headers():
     assert float(headers["compute-ms"]) >= 0
     assert sent.key == b"r"
     assert orjson.loads(sent.value)["model"] == "churn"
+
+
+def test_an_expired_request_can_be_retried_with_the_same_id():
+    h = Harness()
+    h.source.produce({"id": "again", "inputs": INPUTS, "deadline_ms": h.clock.wall_ms() - 1})
+    h.steps()
+    h.source.produce({"id": "again", "inputs": INPUTS})
+    h.steps()
+    assert [r["status"] for r in h.replies()] == ["expired", "ok"]

@@ -159,3 +159,17 @@ def test_sigterm_mid_stream_loses_nothing_and_repeats_nothing(bootstrap, redis_u
     by_id = reader.read(0.5).by_id()
     assert sorted(by_id) == sorted(f"s{i}" for i in range(total))
     assert max(len(replies) for replies in by_id.values()) == 1, "a clean stop must not cause duplicate replies"
+
+
+def test_expired_request_is_not_scored_and_its_id_stays_usable(bootstrap, redis_url, topics, producer, tmp_path):
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path)
+    row = churn_inputs(1)[0]
+    producer.send(topics.requests, {"id": "late", "inputs": row, "deadline_ms": 1_000})  # 1970: long gone
+    producer.flush()
+    reader = TopicReader(bootstrap, topics.replies)
+    reader.read_until(lambda l: "late" in l.by_id(), 60, "the expired reply")
+    producer.send(topics.requests, {"id": "late", "inputs": row})  # the client retries without a deadline
+    producer.flush()
+    landed = reader.read_until(lambda l: len(l.by_id().get("late", [])) == 2, 60, "the retried reply")
+    assert worker.stop() == 0
+    assert [r["status"] for r in landed.by_id()["late"]] == ["expired", "ok"]

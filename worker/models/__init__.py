@@ -48,7 +48,7 @@ def _load_file(path: Path) -> Servable:
         if path.suffix == ".pt2":
             module = torch.export.load(str(path)).module()
         else:
-            module = torch.jit.load(str(path), map_location="cpu")
+            module = torch.jit.load(str(path), map_location="cpu")  # type: ignore[no-untyped-call]
     except Exception as exc:  # torch raises many kinds for a bad file
         raise ModelError(f"cannot load model file {path}: {exc}") from exc
     return TensorModel(module, name=path.stem, version=version)
