@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import threading
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from types import FrameType
 import structlog
 
 from worker.app import build_runner, build_worker
-from worker.errors import ConfigError, ModelError, WorkerError
+from worker.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
 from worker.logs import configure_logging
 from worker.offline import score_file
 from worker.settings import Settings, add_flags
@@ -72,22 +73,25 @@ def main(argv: list[str] | None = None) -> int:
         return _run(settings, log)
     except WorkerError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, (ConfigError, ModelError)) else 1
+        return 2 if isinstance(exc, (ConfigError, ModelError, ServiceUnavailable)) else 1
     except (LookupError, ConnectionError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
 def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
-    worker = build_worker(settings)
+    stop_requested = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("stop_requested", signal=signal.Signals(signum).name)
-        worker.stop()
+        stop_requested.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts
 
+    # Installed before the slow start (model load, group join), so that a stop
+    # asked for meanwhile is still a clean one.
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    worker = build_worker(settings, stop_requested)
     log.info("worker_started", settings=repr(settings))
     worker.run()
     return 0

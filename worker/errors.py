@@ -13,8 +13,16 @@ class ConfigError(WorkerError):
     """
 
 
+class ServiceUnavailable(WorkerError):
+    """Kafka or Redis did not answer at start; the message names the setting that points at it."""
+
+
 class ModelError(WorkerError):
     """A model could not be loaded, or failed on a batch."""
+
+
+class CommitDeferred(WorkerError):
+    """Offsets could not be committed now (a rebalance is under way); they stay pending."""
 
 
 class InvalidInput(WorkerError):

@@ -13,6 +13,7 @@ with dedup making redeliveries harmless.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -23,7 +24,7 @@ from worker.batcher import Batcher
 from worker.clock import Clock
 from worker.codec import decode_request, encode_dead_letter, encode_reply
 from worker.dedup import Completed, DedupStore
-from worker.errors import WorkerError
+from worker.errors import CommitDeferred, WorkerError
 from worker.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request, Status, Timings
 from worker.offsets import OffsetTracker
 from worker.offsets import TopicPartition as TP
@@ -45,6 +46,7 @@ class Source(Protocol):
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]: ...
     def take_revoked(self) -> set[TP]: ...
     def commit(self, offsets: dict[TP, int]) -> None: ...
+    def finish_rebalance(self, timeout_s: float) -> None: ...
     def close(self) -> None: ...
 
 
@@ -63,7 +65,7 @@ class DeliveryError(WorkerError):
 class Worker:
     def __init__(self, settings: Settings, source: Source, sink: Sink, dedup: DedupStore,
                  runner: ModelRunner, prepare: Callable[[Any], Any], clock: Clock,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, stop_requested: threading.Event | None = None) -> None:
         self._settings = settings
         self._source = source
         self._sink = sink
@@ -74,14 +76,18 @@ class Worker:
         self._sleep = sleep
         self._batcher: Batcher[Request] = Batcher(settings.max_batch_size, settings.max_wait_ms / 1000)
         self._offsets = OffsetTracker()
-        self._stopping = False
+        self._stop_requested = stop_requested or threading.Event()
         self._last_commit = clock.monotonic()
         self._last_stats = clock.monotonic()
         self.stats = WorkerStats()
 
     def stop(self) -> None:
-        """Ask the loop to finish the work in hand and return. Safe from a signal handler."""
-        self._stopping = True
+        """Ask the loop to finish the work in hand and return. Safe from a signal handler or thread."""
+        self._stop_requested.set()
+
+    @property
+    def _stopping(self) -> bool:
+        return self._stop_requested.is_set()
 
     def run(self) -> None:
         """Loop until ``stop()``, then drain, settle, commit and close. Raises DeliveryError."""
@@ -110,6 +116,12 @@ class Worker:
         while self._batcher.pending:
             self._score(self._batcher.drain())
         self._settle(force_commit=True)
+        for _ in range(3):  # a rebalance may be under way: let it finish, then commit what is still ours
+            if not self._offsets.committable():
+                return
+            self._source.finish_rebalance(1.0)
+            self._drop_revoked(self._source.take_revoked())
+            self._commit(force=True)
 
     def _poll_timeout(self) -> float:
         deadline = self._batcher.deadline()
@@ -227,7 +239,11 @@ class Worker:
             return
         offsets = self._offsets.committable()
         if offsets:
-            self._source.commit(offsets)
+            try:
+                self._source.commit(offsets)
+            except CommitDeferred as exc:
+                log.warning("commit_deferred", error=str(exc), partitions=len(offsets))
+                return
             self._offsets.mark_committed(offsets)
         self._last_commit = now
 

@@ -9,14 +9,20 @@ event; the worker acts on it between polls.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 
+import structlog
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka.errors import CommitFailedError, KafkaTimeoutError, RebalanceInProgressError
 
 from worker.clock import Clock
+from worker.errors import CommitDeferred
 from worker.messages import Position, RawRecord
 from worker.offsets import TopicPartition as TP
 from worker.settings import Settings
+
+log = structlog.get_logger(__name__)
 
 
 class _RebalanceRecorder(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -31,7 +37,8 @@ class _RebalanceRecorder(ConsumerRebalanceListener):  # type: ignore[misc]
             self._revoked.update((tp.topic, tp.partition) for tp in revoked)
 
     def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        pass  # positions come from the committed offsets; nothing to prepare
+        # Positions come from the committed offsets; there is nothing to prepare.
+        log.info("partitions_assigned", partitions=sorted((tp.topic, tp.partition) for tp in assigned))
 
     def on_partitions_lost(self, lost: Iterable[TopicPartition]) -> None:
         self.on_partitions_revoked(lost)
@@ -61,9 +68,17 @@ class KafkaSource:
         )
         self._listener = _RebalanceRecorder()
 
-    def start(self) -> None:
-        """Check the topic exists, then join the group. Raises LookupError if it does not."""
-        if self._topic not in self._consumer.topics():
+    def start(self, wait_s: float = 10.0) -> None:
+        """Check the topic exists, then join the group. Raises LookupError if it does not.
+
+        Waits up to ``wait_s`` for the topic: a topic created a moment ago may
+        not be in the broker's metadata yet.
+        """
+        deadline = self._clock.monotonic() + wait_s
+        while self._topic not in self._consumer.topics():
+            if self._clock.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
             raise LookupError(f"requests topic {self._topic!r} does not exist on the broker; create it first "
                               f"(e.g. `python -m producer create-topic {self._topic} --partitions 4`)")
         self._consumer.subscribe([self._topic], listener=self._listener)
@@ -80,12 +95,31 @@ class KafkaSource:
         ]
 
     def take_revoked(self) -> set[TP]:
-        """Partitions revoked or lost since the last call."""
-        return self._listener.take_revoked()
+        """Partitions revoked or lost since the last call and not assigned to us again.
+
+        A partition revoked and then assigned back in the same rebalance keeps
+        its fetch position in kafka-python (it does not rewind to the committed
+        offset), so the work in hand for it must be kept, not dropped.
+        """
+        still_ours = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+        return self._listener.take_revoked() - still_ours
 
     def commit(self, offsets: dict[TP, int]) -> None:
-        """Commit next-offsets-to-read synchronously. Raises kafka.errors.CommitFailedError."""
-        self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
+        """Commit next-offsets-to-read synchronously.
+
+        Raises CommitDeferred when the group is rebalancing (or the coordinator
+        is slow): nothing is lost, the same offsets can be committed later.
+        """
+        try:
+            self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                                   for (t, p), o in offsets.items()})
+        except (RebalanceInProgressError, CommitFailedError, KafkaTimeoutError) as exc:
+            raise CommitDeferred(str(exc)) from exc
+
+    def finish_rebalance(self, timeout_s: float) -> None:
+        """Poll with every partition paused, so a pending rebalance completes and no record is fetched."""
+        self._consumer.pause(*self._consumer.assignment())
+        self._consumer.poll(timeout_ms=int(timeout_s * 1000))
 
     def close(self) -> None:
         self._consumer.close(autocommit=False)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import orjson
 
 from worker.clock import FakeClock
+from worker.errors import CommitDeferred
 from worker.messages import Headers, Position, RawRecord
 from worker.sink import Delivery
 
@@ -19,6 +20,7 @@ class FakeSource:
         self.next_offset: dict[int, int] = {}
         self.committed: dict[tuple[str, int], int] = {}
         self.revoked: set[tuple[str, int]] = set()
+        self.rebalancing = False
         self.closed = False
 
     def produce(self, value: object, key: bytes | None = None, partition: int = 0, headers: Headers = ()) -> Position:
@@ -41,9 +43,14 @@ class FakeSource:
         return revoked
 
     def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        if self.rebalancing:
+            raise CommitDeferred("rebalance in progress")
         for tp, offset in offsets.items():
             assert offset >= self.committed.get(tp, 0), "a commit went backwards"
             self.committed[tp] = offset
+
+    def finish_rebalance(self, timeout_s: float) -> None:
+        self.rebalancing = False
 
     def close(self) -> None:
         self.closed = True

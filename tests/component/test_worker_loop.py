@@ -182,3 +182,24 @@ def test_an_expired_request_can_be_retried_with_the_same_id():
     h.source.produce({"id": "again", "inputs": INPUTS})
     h.steps()
     assert [r["status"] for r in h.replies()] == ["expired", "ok"]
+
+
+def test_a_commit_during_a_rebalance_is_deferred_not_fatal():
+    h = Harness()
+    h.source.rebalancing = True
+    h.source.produce({"id": "a", "inputs": INPUTS})
+    h.steps(2)
+    assert h.source.committed == {}
+    h.source.rebalancing = False
+    h.steps(1)
+    assert h.source.committed == {("requests", 0): 1}
+
+
+def test_stop_during_a_rebalance_finishes_it_and_commits():
+    h = Harness()
+    h.source.produce({"id": "a", "inputs": INPUTS})
+    h.source.rebalancing = True
+    h.worker.step()
+    h.worker.stop()
+    h.worker.run()
+    assert h.source.committed == {("requests", 0): 1}

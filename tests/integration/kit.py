@@ -58,8 +58,12 @@ class WorkerProcess:
         return events
 
     def stop(self, timeout_s: float = 60) -> int:
+        """SIGTERM, wait, and fail with the worker's log unless it exits 0."""
         self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=timeout_s)
+        code = self.process.wait(timeout=timeout_s)
+        if code != 0:
+            raise AssertionError(f"the worker exited {code}:\n{self.log()}")
+        return code
 
     def kill(self) -> None:
         self.process.kill()
@@ -125,8 +129,22 @@ class TopicReader:
             self.landed.records.extend(records)
         return self.landed
 
-    def read_until(self, condition: Callable[[Landed], bool], timeout_s: float, what: str) -> Landed:
-        wait_until(lambda: condition(self.read()), timeout_s, what, interval_s=0)
+    def read_until(self, condition: Callable[[Landed], bool], timeout_s: float, what: str,
+                   watch: WorkerProcess | None = None) -> Landed:
+        """Read until ``condition`` holds; fails early, with its log, if the watched worker dies."""
+
+        def done() -> bool:
+            if watch is not None and watch.process.poll() is not None:
+                raise AssertionError(f"the worker exited ({watch.process.returncode}) while waiting for "
+                                     f"{what}:\n{watch.log()}")
+            return condition(self.read())
+
+        try:
+            wait_until(done, timeout_s, what, interval_s=0)
+        except AssertionError as failure:
+            if watch is not None and "exited" not in str(failure):
+                raise AssertionError(f"{failure}\nworker log:\n{watch.log()}") from None
+            raise
         return self.landed
 
     def close(self) -> None:
