@@ -9,7 +9,7 @@ that is claimed or done is a duplicate. The done mark keeps the reply for
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import redis
@@ -38,39 +38,76 @@ class DedupStore(Protocol):
     def close(self) -> None: ...
 
 
+# KEYS: done-key, claim-key per request. ARGV: lease in ms, then one token per request.
+# Returns 1 (score it) or 0 (duplicate) per request. A script runs atomically, so
+# a retried call after a timeout gives the same answers: the claim it made holds
+# its own token.
+_CLAIM = """
+local verdicts = {}
+for i = 1, #KEYS, 2 do
+  local token = ARGV[(i + 1) / 2 + 1]
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    verdicts[#verdicts + 1] = 0
+  elseif redis.call('SET', KEYS[i + 1], token, 'NX', 'PX', ARGV[1]) then
+    verdicts[#verdicts + 1] = 1
+  else
+    verdicts[#verdicts + 1] = redis.call('GET', KEYS[i + 1]) == token and 1 or 0
+  end
+end
+return verdicts
+"""
+
+# KEYS: done-key, claim-key per request. ARGV: TTL in s, then one reply per
+# request ('' releases the claim without a done mark).
+_COMPLETE = """
+for i = 1, #KEYS, 2 do
+  local reply = ARGV[(i + 1) / 2 + 1]
+  if reply ~= '' then
+    redis.call('SET', KEYS[i], reply, 'EX', ARGV[1])
+  end
+  redis.call('DEL', KEYS[i + 1])
+end
+return #KEYS / 2
+"""
+
+
 class RedisDedupStore:
+    """Dedup in Redis: one server-side script call per batch, whatever its size.
+
+    Keys: ``<namespace>:done:<id>`` (the reply, for ``ttl_s``) and
+    ``<namespace>:claim:<id>`` (the claiming record's position, for ``lease_ms``).
+    """
+
     def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int) -> None:
         self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         self._ns = namespace
         self._ttl_s = ttl_s
         self._lease_ms = lease_ms
+        self._claim = self._redis.register_script(_CLAIM)
+        self._complete = self._redis.register_script(_COMPLETE)
 
     def ping(self) -> None:
         self._redis.ping()
 
     def claim(self, requests: Sequence[Request]) -> list[bool]:
-        pipe = self._redis.pipeline(transaction=False)
-        tokens = []
-        for request in requests:
-            token = request.position.token().encode()
-            tokens.append(token)
-            claim_key = f"{self._ns}:claim:{request.id}"
-            pipe.exists(f"{self._ns}:done:{request.id}")
-            pipe.set(claim_key, token, nx=True, px=self._lease_ms)
-            # Read back the holder: a retried SET NX is ambiguous, the stored value is not.
-            pipe.get(claim_key)
-        results = pipe.execute()
-        return [not results[3 * i] and results[3 * i + 2] == token for i, token in enumerate(tokens)]
+        if not requests:
+            return []
+        verdicts = self._claim(keys=self._keys(r.id for r in requests),
+                               args=[self._lease_ms, *(r.position.token() for r in requests)])
+        return [bool(v) for v in verdicts]
 
     def complete(self, done: Sequence[Completed]) -> None:
         if not done:
             return
-        pipe = self._redis.pipeline(transaction=False)
-        for request_id, reply in done:
-            if reply is not None:
-                pipe.set(f"{self._ns}:done:{request_id}", reply, ex=self._ttl_s)
-            pipe.delete(f"{self._ns}:claim:{request_id}")
-        pipe.execute()
+        self._complete(keys=self._keys(request_id for request_id, _ in done),
+                       args=[self._ttl_s, *(reply or b"" for _, reply in done)])
+
+    def _keys(self, ids: Iterable[str]) -> list[str]:
+        keys = []
+        for request_id in ids:
+            keys.append(f"{self._ns}:done:{request_id}")
+            keys.append(f"{self._ns}:claim:{request_id}")
+        return keys
 
     def close(self) -> None:
         self._redis.close()

@@ -1,0 +1,50 @@
+"""RedisDedupStore against a real Redis server: the same answers as the in-memory store."""
+
+import uuid
+
+import pytest
+import redis
+
+from worker.clock import FakeClock
+from worker.dedup import InMemoryDedupStore, RedisDedupStore
+from worker.messages import Position, Request
+
+
+def request(request_id, offset, partition=0):
+    return Request(request_id, None, Position("requests", partition, offset))
+
+
+@pytest.fixture
+def stores(redis_url):
+    namespace = f"test-{uuid.uuid4().hex[:8]}"
+    real = RedisDedupStore(redis_url, namespace, ttl_s=60, lease_ms=60_000)
+    yield real, InMemoryDedupStore(FakeClock(), ttl_s=60, lease_ms=60_000), namespace
+    real.close()
+
+
+def test_claims_retries_duplicates_and_done_marks_agree_with_the_reference(stores, redis_url):
+    real, reference, namespace = stores
+    steps = [
+        ("claim", [request("a", 0), request("b", 1), request("a", 2)]),  # a twice in one batch
+        ("claim", [request("a", 0)]),                                   # a redelivery: a retry
+        ("complete", [("a", b'{"id":"a"}'), ("b", None)]),              # a answered, b errored
+        ("claim", [request("a", 5), request("b", 6), request("c", 7)]),
+    ]
+    for action, payload in steps:
+        if action == "claim":
+            assert real.claim(payload) == reference.claim(payload), payload
+        else:
+            real.complete(payload)
+            reference.complete(payload)
+    client = redis.Redis.from_url(redis_url)
+    assert client.get(f"{namespace}:done:a") == b'{"id":"a"}'
+    assert client.get(f"{namespace}:done:b") is None
+    assert client.ttl(f"{namespace}:done:a") > 0
+    assert client.get(f"{namespace}:claim:b") == b"requests/0/6"
+
+
+def test_one_call_handles_a_large_batch(stores):
+    real, _, _ = stores
+    batch = [request(f"id-{i}", i) for i in range(5000)]
+    assert all(real.claim(batch))
+    assert not any(real.claim([request(f"id-{i}", 10_000 + i) for i in range(5000)]))
