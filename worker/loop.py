@@ -47,6 +47,8 @@ class Source(Protocol):
     def take_revoked(self) -> set[TP]: ...
     def commit(self, offsets: dict[TP, int]) -> None: ...
     def finish_rebalance(self, timeout_s: float) -> None: ...
+    def finished(self) -> bool:
+        """True when a bounded source (a backfill) has nothing more to give."""
     def close(self) -> None: ...
 
 
@@ -90,9 +92,10 @@ class Worker:
         return self._stop_requested.is_set()
 
     def run(self) -> None:
-        """Loop until ``stop()``, then drain, settle, commit and close. Raises DeliveryError."""
+        """Loop until ``stop()`` (or a bounded source is finished), then drain, settle, commit
+        and close. Raises DeliveryError."""
         try:
-            while not self._stopping:
+            while not self._stopping and not self._source.finished():
                 self.step()
             self._drain()
         finally:

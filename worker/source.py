@@ -121,5 +121,8 @@ class KafkaSource:
         self._consumer.pause(*self._consumer.assignment())
         self._consumer.poll(timeout_ms=int(timeout_s * 1000))
 
+    def finished(self) -> bool:
+        return False  # a live topic never ends
+
     def close(self) -> None:
         self._consumer.close(autocommit=False)

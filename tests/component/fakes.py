@@ -49,6 +49,9 @@ class FakeSource:
             assert offset >= self.committed.get(tp, 0), "a commit went backwards"
             self.committed[tp] = offset
 
+    def finished(self) -> bool:
+        return False
+
     def finish_rebalance(self, timeout_s: float) -> None:
         self.rebalancing = False
 
