@@ -11,12 +11,14 @@ from pathlib import Path
 from types import FrameType
 
 import structlog
+import torch
 
 from worker.app import build_runner, build_worker
 from worker.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
 from worker.logs import configure_logging
 from worker.offline import score_file
-from worker.settings import Settings, add_flags
+from worker.settings import Settings, add_flags, require_services
+from worker.supervisor import child_commands, supervise
 
 DESCRIPTION = """\
 streamscore worker: consumes scoring requests from a Kafka topic, micro-batches
@@ -70,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging(settings.log_format, settings.log_level)
         if args.command == "score-file":
             return _score_file(settings, args)
+        if settings.processes > 1:
+            require_services(settings)  # one clear message here rather than one per child
+            return _run_processes(settings, argv[1:])
         return _run(settings, log)
     except WorkerError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -95,6 +100,12 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
     log.info("worker_started", settings=repr(settings))
     worker.run()
     return 0
+
+
+def _run_processes(settings: Settings, argv: list[str]) -> int:
+    commands = child_commands(argv, settings.processes, settings.client_id, settings.device,
+                              torch.cuda.device_count())
+    return supervise(commands)
 
 
 def _score_file(settings: Settings, args: argparse.Namespace) -> int:

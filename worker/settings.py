@@ -38,6 +38,7 @@ class Settings:
     group: str = _setting("", "consumer group id (default: streamscore-<model>)")
     model: str = _setting("churn", "built-in model name, a TorchScript/.pt2 file, or module:factory")
     device: str = _setting("auto", "torch device: auto, cpu, cuda, cuda:N")
+    processes: int = _setting(1, "worker processes in this group on this host (one per GPU or core)")
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
     max_batch_size: int = _setting(64, "score a batch once it has this many requests")
     max_wait_ms: int = _setting(10, "... or once its oldest request has waited this long")
@@ -122,7 +123,7 @@ def _validate(s: Settings) -> None:
         if not condition:
             raise ConfigError(message)
 
-    for name in ("max_batch_size", "max_poll_records", "max_record_bytes", "max_poll_interval_ms",
+    for name in ("processes", "max_batch_size", "max_poll_records", "max_record_bytes", "max_poll_interval_ms",
                  "session_timeout_ms", "dedup_ttl_s", "dedup_lease_ms"):
         need(getattr(s, name) >= 1, f"{name} must be >= 1, got {getattr(s, name)}")
     for name in ("max_wait_ms", "commit_interval_ms", "torch_threads", "stats_interval_s"):

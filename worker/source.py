@@ -28,7 +28,8 @@ log = structlog.get_logger(__name__)
 class _RebalanceRecorder(ConsumerRebalanceListener):  # type: ignore[misc]
     """Collects revoked/lost partitions for the poll loop. Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, client_id: str) -> None:
+        self._client_id = client_id
         self._lock = threading.Lock()
         self._revoked: set[TP] = set()
 
@@ -38,7 +39,8 @@ class _RebalanceRecorder(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         # Positions come from the committed offsets; there is nothing to prepare.
-        log.info("partitions_assigned", partitions=sorted((tp.topic, tp.partition) for tp in assigned))
+        log.info("partitions_assigned", client_id=self._client_id,
+                 partitions=sorted((tp.topic, tp.partition) for tp in assigned))
 
     def on_partitions_lost(self, lost: Iterable[TopicPartition]) -> None:
         self.on_partitions_revoked(lost)
@@ -66,7 +68,7 @@ class KafkaSource:
             max_poll_interval_ms=settings.max_poll_interval_ms,
             session_timeout_ms=settings.session_timeout_ms,
         )
-        self._listener = _RebalanceRecorder()
+        self._listener = _RebalanceRecorder(settings.client_id)
 
     def start(self, wait_s: float = 10.0) -> None:
         """Check the topic exists, then join the group. Raises LookupError if it does not.

@@ -196,3 +196,19 @@ def test_a_second_worker_joining_mid_batch_loses_nothing(bootstrap, redis_url, t
     by_id = reader.read(0.5).by_id()
     assert sorted(by_id) == sorted(f"j{i}" for i in range(200))
     assert max(len(replies) for replies in by_id.values()) == 1
+
+
+def test_processes_share_the_group_and_stop_together(bootstrap, redis_url, topics, producer, tmp_path):
+    supervisor = start_worker(bootstrap, redis_url, topics, tmp_path, "--processes", "2", name="supervisor")
+    wait_until(lambda: len({e["client_id"] for e in supervisor.events()
+                            if e.get("event") == "partitions_assigned" and e["partitions"]}) == 2,
+               90, "both processes to own partitions")
+    for i, row in enumerate(churn_inputs(400)):
+        producer.send(topics.requests, {"id": f"p{i}", "inputs": row}, key=f"p{i}".encode())
+    producer.flush()
+    reader = TopicReader(bootstrap, topics.replies)
+    landed = reader.read_until(lambda l: len(l.by_id()) >= 400, 90, "400 replies", watch=supervisor)
+    assert supervisor.stop() == 0
+    stopped = [e for e in supervisor.events() if e.get("event") == "worker_stopped"]
+    assert len(stopped) == 2 and all(e["replied_ok"] > 0 for e in stopped)  # both did work
+    assert max(len(r) for r in landed.by_id().values()) == 1
