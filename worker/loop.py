@@ -24,7 +24,7 @@ from worker.batcher import Batcher
 from worker.clock import Clock
 from worker.codec import decode_request, encode_dead_letter, encode_reply
 from worker.dedup import Completed, DedupStore
-from worker.errors import CommitDeferred, WorkerError
+from worker.errors import CommitDeferred, ConfigError, WorkerError
 from worker.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request, Status, Timings
 from worker.offsets import OffsetTracker
 from worker.offsets import TopicPartition as TP
@@ -76,7 +76,7 @@ class Worker:
         self._prepare = prepare
         self._clock = clock
         self._sleep = sleep
-        self._batcher: Batcher[Request] = Batcher(settings.max_batch_size, settings.max_wait_ms / 1000)
+        self._batcher = _make_batcher(settings, getattr(runner, "cost", None))
         self._offsets = OffsetTracker()
         self._stop_requested = stop_requested or threading.Event()
         self._last_commit = clock.monotonic()
@@ -157,7 +157,11 @@ class Worker:
         if verdicts is None:  # stopping while the store is down: leave them for redelivery
             return
         for request, fresh in zip(valid, verdicts):
-            if fresh:
+            if fresh and not self._batcher.fits(request):
+                self._answer(request, "error", Outcome(None, "too_many_tokens",
+                             f"the input alone exceeds max_batch_tokens={self._settings.max_batch_tokens}"),
+                             Timings(), 0)
+            elif fresh:
                 self._batcher.add(request, request.received_at)
             else:
                 self.stats.duplicates += 1
@@ -270,3 +274,15 @@ class Worker:
         if interval and now - self._last_stats >= interval:
             self._last_stats = now
             log.info("worker_stats", **self.stats.snapshot())
+
+
+def _make_batcher(settings: Settings, cost: Callable[[Any], int] | None) -> Batcher[Request]:
+    """Size and wait limits, plus a token budget when asked for (the model must say what an item costs)."""
+    if not settings.max_batch_tokens:
+        return Batcher(settings.max_batch_size, settings.max_wait_ms / 1000)
+    if cost is None:
+        raise ConfigError("max_batch_tokens is set, but the model has no cost function (only text models do); "
+                          "unset STREAMSCORE_MAX_BATCH_TOKENS / --max-batch-tokens")
+    item_cost = cost
+    return Batcher(settings.max_batch_size, settings.max_wait_ms / 1000,
+                   cost=lambda request: item_cost(request.item), max_batch_cost=settings.max_batch_tokens)

@@ -59,6 +59,7 @@ class TorchRunner:
     def __init__(self, model: Servable, device: str = "auto", max_batch_size: int = 64) -> None:
         self._model = model
         self.prepare = model.prepare
+        self.cost = getattr(model, "cost", None)  # text models: tokens per prepared item
         self.name = model.name
         self.version = model.version
         self.device = pick_device(device)

@@ -42,6 +42,7 @@ class Settings:
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
     max_batch_size: int = _setting(64, "score a batch once it has this many requests")
     max_wait_ms: int = _setting(10, "... or once its oldest request has waited this long")
+    max_batch_tokens: int = _setting(0, "text models: cap a batch's summed token count too; 0 means no cap")
     max_poll_records: int = _setting(500, "records fetched per poll")
     max_record_bytes: int = _setting(1_048_576, "larger request values are refused (record_too_large)")
     max_poll_interval_ms: int = _setting(300_000, "Kafka max.poll.interval.ms: longest allowed gap between polls")
@@ -126,7 +127,7 @@ def _validate(s: Settings) -> None:
     for name in ("processes", "max_batch_size", "max_poll_records", "max_record_bytes", "max_poll_interval_ms",
                  "session_timeout_ms", "dedup_ttl_s", "dedup_lease_ms"):
         need(getattr(s, name) >= 1, f"{name} must be >= 1, got {getattr(s, name)}")
-    for name in ("max_wait_ms", "commit_interval_ms", "torch_threads", "stats_interval_s"):
+    for name in ("max_wait_ms", "max_batch_tokens", "commit_interval_ms", "torch_threads", "stats_interval_s"):
         need(getattr(s, name) >= 0, f"{name} must be >= 0, got {getattr(s, name)}")
     need(s.auto_offset_reset in ("earliest", "latest"),
          f"auto_offset_reset must be earliest or latest, got {s.auto_offset_reset!r}")

@@ -1,3 +1,5 @@
+import dataclasses
+
 import orjson
 import pytest
 
@@ -203,3 +205,25 @@ def test_stop_during_a_rebalance_finishes_it_and_commits():
     h.worker.stop()
     h.worker.run()
     assert h.source.committed == {("requests", 0): 1}
+
+
+def test_token_budget_needs_a_model_that_says_what_an_item_costs():
+    from worker.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_batch_tokens"):
+        Harness(max_batch_tokens=100)
+
+
+def test_token_budget_caps_batches_and_refuses_an_item_too_large_alone():
+    h = Harness(max_batch_size=64, max_wait_ms=0)
+    h.runner.cost = lambda item: int(item[0])  # the first feature plays "tokens"
+    h.settings = dataclasses.replace(h.settings, max_batch_tokens=40)
+    h.worker = Worker(h.settings, h.source, h.sink, h.dedup, h.runner, h.runner.prepare, h.clock,
+                      sleep=h.clock.advance)
+    for i, tokens in enumerate([20, 20, 20, 50]):
+        h.source.produce({"id": f"t{i}", "inputs": [tokens] + [0.0] * 15})
+    h.steps()
+    statuses = {r["id"]: r["status"] for r in h.replies()}
+    assert statuses == {"t0": "ok", "t1": "ok", "t2": "ok", "t3": "error"}
+    assert h.worker.stats.batch_sizes == {2: 1, 1: 1}
+    assert h.worker.stats.error_codes == {"too_many_tokens": 1}
