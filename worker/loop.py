@@ -14,9 +14,8 @@ with dedup making redeliveries harmless.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import structlog
 
@@ -24,6 +23,7 @@ from worker.batcher import Batcher
 from worker.clock import Clock
 from worker.codec import decode_request, encode_dead_letter, encode_reply
 from worker.dedup import Completed, DedupStore
+from worker.dedup_gate import DedupGate
 from worker.errors import CommitDeferred, ConfigError, WorkerError
 from worker.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request, Status, Timings
 from worker.offsets import OffsetTracker
@@ -34,7 +34,6 @@ from worker.sink import Delivery
 from worker.stats import WorkerStats
 
 log = structlog.get_logger(__name__)
-T = TypeVar("T")
 
 # What a sent record stands for: its source record, and what to tell the dedup
 # store once the broker has it: (id, reply) marks it done, (id, None) releases
@@ -47,6 +46,8 @@ class Source(Protocol):
     def take_revoked(self) -> set[TP]: ...
     def commit(self, offsets: dict[TP, int]) -> None: ...
     def finish_rebalance(self, timeout_s: float) -> None: ...
+    def pause(self, paused: bool) -> None:
+        """Stop (True) or restart (False) fetching from every assigned partition; polling goes on."""
     def finished(self) -> bool:
         """True when a bounded source (a backfill) has nothing more to give."""
     def close(self) -> None: ...
@@ -67,15 +68,15 @@ class DeliveryError(WorkerError):
 class Worker:
     def __init__(self, settings: Settings, source: Source, sink: Sink, dedup: DedupStore,
                  runner: ModelRunner, prepare: Callable[[Any], Any], clock: Clock,
-                 sleep: Callable[[float], None] = time.sleep, stop_requested: threading.Event | None = None) -> None:
+                 stop_requested: threading.Event | None = None) -> None:
         self._settings = settings
         self._source = source
         self._sink = sink
         self._dedup = dedup
+        self._gate = DedupGate(dedup)
         self._runner = runner
         self._prepare = prepare
         self._clock = clock
-        self._sleep = sleep
         self._batcher = _make_batcher(settings, getattr(runner, "cost", None))
         self._offsets = OffsetTracker()
         self._stop_requested = stop_requested or threading.Event()
@@ -113,9 +114,12 @@ class Worker:
         while self._batcher.ready(now):
             self._score(self._batcher.drain())
         self._settle()
+        # While the dedup store is down, fetch nothing new but keep polling (to stay in the group).
+        self._source.pause(self._gate.blocked)
         self._log_stats_if_due()
 
     def _drain(self) -> None:
+        self._take_claimed()  # one more try for requests waiting on a claim; the rest are redelivered
         while self._batcher.pending:
             self._score(self._batcher.drain())
         self._settle(force_commit=True)
@@ -136,9 +140,10 @@ class Worker:
         """Forget partitions we no longer own; their unscored records go to the new owner."""
         if not revoked:
             return
-        dropped = self._batcher.remove_if(lambda r: (r.position.topic, r.position.partition) in revoked)
+        dropped = len(self._batcher.remove_if(lambda r: (r.position.topic, r.position.partition) in revoked))
+        dropped += self._gate.drop(revoked)
         self._offsets.forget(revoked)
-        log.info("partitions_revoked", partitions=sorted(revoked), dropped=len(dropped))
+        log.info("partitions_revoked", partitions=sorted(revoked), dropped=dropped)
 
     def _admit(self, records: Sequence[RawRecord]) -> None:
         valid: list[Request] = []
@@ -151,12 +156,11 @@ class Worker:
             else:
                 valid.append(decoded)
         self.stats.consumed += len(records)
-        if not valid:
-            return
-        verdicts = self._retrying("dedup_claim", lambda: self._dedup.claim(valid))
-        if verdicts is None:  # stopping while the store is down: leave them for redelivery
-            return
-        for request, fresh in zip(valid, verdicts):
+        self._take_claimed(valid)
+
+    def _take_claimed(self, new: Sequence[Request] = ()) -> None:
+        """Claim ids (new ones and any still waiting); batch what is fresh, count duplicates."""
+        for request, fresh in self._gate.claim(new, self._clock.monotonic()):
             if fresh and not self._batcher.fits(request):
                 self._answer(request, "error", Outcome(None, "too_many_tokens",
                              f"the input alone exceeds max_batch_tokens={self._settings.max_batch_tokens}"),
@@ -223,17 +227,18 @@ class Worker:
     def _settle(self, force_commit: bool = False) -> None:
         """Wait for acknowledgements, mark answered ids done, commit what is contiguous."""
         failures = []
-        if self._sink.pending:
-            completed: list[Completed] = []
-            for delivery in self._sink.settle():
-                position, done = delivery.tag
-                if delivery.error is not None:
-                    failures.append(delivery)
-                    continue
+        completed: list[tuple[Position, Completed]] = []
+        for delivery in self._sink.settle() if self._sink.pending else ():
+            position, done = delivery.tag
+            if delivery.error is not None:
+                failures.append(delivery)
+            elif done is None:
                 self._offsets.ack((position.topic, position.partition), position.offset)
-                if done is not None:
-                    completed.append(done)
-            self._retrying("dedup_complete", lambda: self._dedup.complete(completed))
+            else:
+                completed.append((position, done))
+        # A claimed request's offset counts as done only once its done mark is written.
+        for position in self._gate.complete(completed, self._clock.monotonic()):
+            self._offsets.ack((position.topic, position.partition), position.offset)
         self._commit(force_commit or bool(failures))
         if failures:
             first = failures[0]
@@ -253,20 +258,6 @@ class Worker:
                 return
             self._offsets.mark_committed(offsets)
         self._last_commit = now
-
-    def _retrying(self, what: str, call: Callable[[], T]) -> T | None:
-        """Call until it succeeds, backing off; None if asked to stop first."""
-        delay = 0.1
-        while True:
-            try:
-                return call()
-            except Exception as exc:  # the store's client raises its own kinds
-                if self._stopping:
-                    log.error(f"{what}_abandoned", error=str(exc))
-                    return None
-                log.warning(f"{what}_failed", error=str(exc), retry_in_s=delay)
-                self._sleep(delay)
-                delay = min(delay * 2, 5.0)
 
     def _log_stats_if_due(self) -> None:
         interval = self._settings.stats_interval_s

@@ -123,6 +123,12 @@ class KafkaSource:
         self._consumer.pause(*self._consumer.assignment())
         self._consumer.poll(timeout_ms=int(timeout_s * 1000))
 
+    def pause(self, paused: bool) -> None:
+        if paused:
+            self._consumer.pause(*self._consumer.assignment())  # newly assigned ones too, every call
+        elif self._consumer.paused():
+            self._consumer.resume(*self._consumer.paused())
+
     def finished(self) -> bool:
         return False  # a live topic never ends
 

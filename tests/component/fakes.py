@@ -21,6 +21,7 @@ class FakeSource:
         self.committed: dict[tuple[str, int], int] = {}
         self.revoked: set[tuple[str, int]] = set()
         self.rebalancing = False
+        self.paused = False
         self.closed = False
 
     def produce(self, value: object, key: bytes | None = None, partition: int = 0, headers: Headers = ()) -> Position:
@@ -32,6 +33,8 @@ class FakeSource:
         return position
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
+        if self.paused:
+            max_records = 0
         taken, self.queued = self.queued[:max_records], self.queued[max_records:]
         if not taken:
             self.clock.advance(timeout_s)  # an idle poll takes its whole timeout
@@ -51,6 +54,9 @@ class FakeSource:
 
     def finished(self) -> bool:
         return False
+
+    def pause(self, paused: bool) -> None:
+        self.paused = paused
 
     def finish_rebalance(self, timeout_s: float) -> None:
         self.rebalancing = False

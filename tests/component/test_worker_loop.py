@@ -24,7 +24,7 @@ class Harness:
         self.dedup = InMemoryDedupStore(self.clock)
         self.runner = TorchRunner(load_model("churn"), "cpu", self.settings.max_batch_size)
         self.worker = Worker(self.settings, self.source, self.sink, self.dedup, self.runner, self.runner.prepare,
-                             self.clock, sleep=self.clock.advance)
+                             self.clock)
 
     def steps(self, count: int = 5) -> None:
         for _ in range(count):
@@ -218,8 +218,7 @@ def test_token_budget_caps_batches_and_refuses_an_item_too_large_alone():
     h = Harness(max_batch_size=64, max_wait_ms=0)
     h.runner.cost = lambda item: int(item[0])  # the first feature plays "tokens"
     h.settings = dataclasses.replace(h.settings, max_batch_tokens=40)
-    h.worker = Worker(h.settings, h.source, h.sink, h.dedup, h.runner, h.runner.prepare, h.clock,
-                      sleep=h.clock.advance)
+    h.worker = Worker(h.settings, h.source, h.sink, h.dedup, h.runner, h.runner.prepare, h.clock)
     for i, tokens in enumerate([20, 20, 20, 50]):
         h.source.produce({"id": f"t{i}", "inputs": [tokens] + [0.0] * 15})
     h.steps()
@@ -227,3 +226,65 @@ def test_token_budget_caps_batches_and_refuses_an_item_too_large_alone():
     assert statuses == {"t0": "ok", "t1": "ok", "t2": "ok", "t3": "error"}
     assert h.worker.stats.batch_sizes == {2: 1, 1: 1}
     assert h.worker.stats.error_codes == {"too_many_tokens": 1}
+
+
+class FlakyStore:
+    """Wraps a store; fails its claim/complete calls while ``down`` is set."""
+
+    def __init__(self, store):
+        self.store = store
+        self.down = False
+
+    def claim(self, requests):
+        if self.down:
+            raise ConnectionError("redis is down")
+        return self.store.claim(requests)
+
+    def complete(self, done):
+        if self.down:
+            raise ConnectionError("redis is down")
+        return self.store.complete(done)
+
+    def close(self):
+        pass
+
+
+def flaky_harness(**overrides):
+    h = Harness(**overrides)
+    h.flaky = FlakyStore(h.dedup)
+    h.worker = Worker(h.settings, h.source, h.sink, h.flaky, h.runner, h.runner.prepare, h.clock)
+    return h
+
+
+def test_while_dedup_is_down_consumption_pauses_and_nothing_is_scored_unclaimed():
+    h = flaky_harness()
+    h.flaky.down = True
+    h.source.produce({"id": "a", "inputs": INPUTS})
+    h.steps(3)
+    assert h.replies() == [] and h.source.paused
+    h.source.produce({"id": "b", "inputs": INPUTS})
+    h.steps(3)
+    assert len(h.source.queued) == 1  # paused: b was not fetched
+    h.flaky.down = False
+    h.clock.advance(10)  # past any backoff
+    h.steps(5)
+    assert sorted(r["id"] for r in h.replies()) == ["a", "b"]
+    assert not h.source.paused
+    assert h.source.committed == {("requests", 0): 2}
+
+
+def test_an_offset_is_not_committed_before_its_done_mark_is_written():
+    h = flaky_harness(max_wait_ms=0)
+    h.source.produce({"id": "a", "inputs": INPUTS})
+    h.worker.step()  # claimed, scored, replied: the done mark is written in the same step...
+    h.flaky.down = True
+    h.source.produce({"id": "b", "inputs": INPUTS})
+    h.flaky.claim = h.flaky.store.claim  # ...so make only completing fail for b
+    h.steps(3)
+    assert [r["id"] for r in h.replies()] == ["a", "b"]  # b's reply went out
+    assert h.source.committed == {("requests", 0): 1}  # but its offset waits for the done mark
+    h.flaky.down = False
+    h.clock.advance(10)
+    h.steps(2)
+    assert h.source.committed == {("requests", 0): 2}
+    assert h.dedup.reply_for("b") is not None
