@@ -77,13 +77,18 @@ class KafkaSource:
         not be in the broker's metadata yet.
         """
         deadline = self._clock.monotonic() + wait_s
-        while self._topic not in self._consumer.topics():
+        while not self._consumer.partitions_for_topic(self._topic):
             if self._clock.monotonic() < deadline:
                 time.sleep(0.5)
                 continue
             raise LookupError(f"requests topic {self._topic!r} does not exist on the broker; create it first "
                               f"(e.g. `python -m producer create-topic {self._topic} --partitions 4`)")
         self._consumer.subscribe([self._topic], listener=self._listener)
+        # Refresh metadata once subscribed: kafka-python snapshots the subscribed
+        # topics' partitions on metadata updates only, and joining with an empty
+        # snapshot makes it rejoin right after its first assignment (a needless
+        # rebalance that, now and then, the broker never completes).
+        self._consumer.topics()
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
         """Fetch up to ``max_records``; may run rebalance callbacks. Blocks up to ``timeout_s``."""
