@@ -27,7 +27,7 @@ class FakeSource:
     def produce(self, value: object, key: bytes | None = None, partition: int = 0, headers: Headers = ()) -> Position:
         offset = self.next_offset.get(partition, 0)
         self.next_offset[partition] = offset + 1
-        raw = value if isinstance(value, bytes) else orjson.dumps(value)
+        raw = value if isinstance(value, bytes) or value is None else orjson.dumps(value)
         position = Position(self.topic, partition, offset)
         self.queued.append(RawRecord(position, key, raw, list(headers), self.clock.wall_ms(), 0.0))
         return position
