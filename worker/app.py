@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 
 import redis
@@ -13,20 +14,40 @@ from worker.dedup import DedupStore, InMemoryDedupStore, RedisDedupStore
 from worker.loop import SendTag, Worker
 from worker.models import load_model
 from worker.runner import TorchRunner
-from worker.errors import ServiceUnavailable
+from worker.errors import ConfigError, ServiceUnavailable
 from worker.settings import Settings, redact_url, require_services
 from worker.sink import KafkaSink
 from worker.source import KafkaSource
 
 
 def build_runner(settings: Settings) -> TorchRunner:
-    """Load the model, place it on its device and warm it up."""
+    """Load the model, place it on its device and warm it up.
+
+    Raises ConfigError when a poll's worth of batches, at the speed measured in
+    warmup, would not fit comfortably in max_poll_interval_ms.
+    """
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
     model = load_model(settings.model)
     runner = TorchRunner(model, settings.device, settings.max_batch_size)
-    runner.warmup(settings.max_batch_size)
+    check_poll_interval(settings, runner.warmup(settings.max_batch_size))
     return runner
+
+
+def check_poll_interval(settings: Settings, batch_s: float) -> None:
+    """The time between two polls is at most one poll's worth of batches plus the wait limit.
+
+    Past max_poll_interval_ms the broker takes the worker's partitions away, so
+    insist on a margin of two (batches of real inputs may be slower than warmup's).
+    """
+    batches = math.ceil(settings.max_poll_records / settings.max_batch_size)
+    worst_s = settings.max_wait_ms / 1000 + batches * batch_s
+    if 2 * worst_s * 1000 > settings.max_poll_interval_ms:
+        raise ConfigError(
+            f"a poll's worth of records (max_poll_records={settings.max_poll_records}: {batches} batches of "
+            f"max_batch_size={settings.max_batch_size} at {batch_s:.2f} s each in warmup) needs about "
+            f"{worst_s:.1f} s, more than half of max_poll_interval_ms={settings.max_poll_interval_ms}: lower "
+            "max_poll_records or max_batch_size, or raise max_poll_interval_ms")
 
 
 def build_dedup(settings: Settings, clock: SystemClock) -> DedupStore:

@@ -82,6 +82,7 @@ class Worker:
         self._stop_requested = stop_requested or threading.Event()
         self._last_commit = clock.monotonic()
         self._last_stats = clock.monotonic()
+        self._last_poll = clock.monotonic()
         self.stats = WorkerStats()
 
     def stop(self) -> None:
@@ -107,7 +108,9 @@ class Worker:
 
     def step(self) -> None:
         """One poll-score-settle round; blocks at most until the next batch deadline."""
+        self._warn_if_slow()
         records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
+        self._last_poll = self._clock.monotonic()
         self._drop_revoked(self._source.take_revoked())
         self._admit(records)
         now = self._clock.monotonic()
@@ -258,6 +261,14 @@ class Worker:
                 return
             self._offsets.mark_committed(offsets)
         self._last_commit = now
+
+    def _warn_if_slow(self) -> None:
+        """Say so when the time since the last poll nears max.poll.interval.ms (the group would drop us)."""
+        since_poll_ms = (self._clock.monotonic() - self._last_poll) * 1000
+        if since_poll_ms > self._settings.max_poll_interval_ms / 2:
+            log.warning("slow_step", since_last_poll_ms=round(since_poll_ms),
+                        max_poll_interval_ms=self._settings.max_poll_interval_ms,
+                        advice="lower max_poll_records or max_batch_size, or raise max_poll_interval_ms")
 
     def _log_stats_if_due(self) -> None:
         interval = self._settings.stats_interval_s

@@ -10,6 +10,7 @@ batch that runs out of memory is split likewise and the safe size remembered.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -66,12 +67,19 @@ class TorchRunner:
         self.safe_batch_size = max_batch_size
         self._module = model.module.to(self.device).eval()
 
-    def warmup(self, batch_size: int, rounds: int = 3) -> None:
-        """Run a few batches of sample inputs so that the first real batch is not slow."""
+    def warmup(self, batch_size: int, rounds: int = 3) -> float:
+        """Run a few batches of sample inputs so that the first real batch is not slow.
+
+        Returns the seconds the last one took: what a full batch costs on this device.
+        """
         rng = random.Random(0)
         items = [self._model.prepare(self._model.sample_inputs(rng)) for _ in range(batch_size)]
+        took = 0.0
         for _ in range(rounds):
+            started = time.perf_counter()
             self._forward(items)
+            took = time.perf_counter() - started
+        return took
 
     def run(self, items: Sequence[Any]) -> list[Outcome]:
         outcomes: list[Outcome] = []

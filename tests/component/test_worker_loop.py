@@ -288,3 +288,14 @@ def test_an_offset_is_not_committed_before_its_done_mark_is_written():
     h.steps(2)
     assert h.source.committed == {("requests", 0): 2}
     assert h.dedup.reply_for("b") is not None
+
+
+def test_a_step_that_nears_max_poll_interval_is_reported():
+    from structlog.testing import capture_logs
+
+    h = Harness(max_poll_interval_ms=1000)
+    h.worker.step()
+    h.clock.advance(0.6)  # as if the last batch took 600 ms
+    with capture_logs() as logs:
+        h.worker.step()
+    assert [e for e in logs if e["event"] == "slow_step"][0]["since_last_poll_ms"] >= 600

@@ -49,3 +49,13 @@ def test_repr_hides_the_redis_password():
     settings = Settings.from_sources(None, {"REDIS_URL": "redis://user:s3cret@host:6379/0"})
     assert "s3cret" not in repr(settings)
     assert "user:***@host:6379" in repr(settings)
+
+
+def test_a_poll_worth_of_batches_must_fit_in_max_poll_interval():
+    from worker.app import check_poll_interval
+
+    settings = Settings.from_sources(None, {"STREAMSCORE_MAX_POLL_RECORDS": "500", "STREAMSCORE_MAX_BATCH_SIZE": "50",
+                                            "STREAMSCORE_MAX_POLL_INTERVAL_MS": "10000"})
+    check_poll_interval(settings, batch_s=0.4)  # 10 batches: 4 s, within half of 10 s
+    with pytest.raises(ConfigError, match="max_poll_records=500: 10 batches"):
+        check_poll_interval(settings, batch_s=0.6)
