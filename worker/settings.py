@@ -48,6 +48,8 @@ class Settings:
     max_poll_interval_ms: int = _setting(300_000, "Kafka max.poll.interval.ms: longest allowed gap between polls")
     session_timeout_ms: int = _setting(45_000, "Kafka session.timeout.ms")
     auto_offset_reset: str = _setting("earliest", "where a new group starts: earliest or latest")
+    assignor: str = _setting("range", "partition assignment: range, roundrobin, or cooperative-sticky "
+                             "(incremental rebalances; every worker of a group must use the same kind)")
     commit_interval_ms: int = _setting(0, "least time between offset commits; 0 commits after every batch")
     dedup_namespace: str = _setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
     dedup_ttl_s: int = _setting(86_400, "how long an answered request id is remembered")
@@ -131,6 +133,8 @@ def _validate(s: Settings) -> None:
         need(getattr(s, name) >= 0, f"{name} must be >= 0, got {getattr(s, name)}")
     need(s.auto_offset_reset in ("earliest", "latest"),
          f"auto_offset_reset must be earliest or latest, got {s.auto_offset_reset!r}")
+    need(s.assignor in ("range", "roundrobin", "cooperative-sticky"),
+         f"assignor must be range, roundrobin or cooperative-sticky, got {s.assignor!r}")
     need(s.log_format in ("auto", "json", "console"), f"log_format must be auto, json or console, got {s.log_format!r}")
     need(s.log_level in ("debug", "info", "warning", "error"),
          f"log_level must be debug, info, warning or error, got {s.log_level!r}")

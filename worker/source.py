@@ -14,6 +14,9 @@ from collections.abc import Iterable
 
 import structlog
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import CommitFailedError, KafkaTimeoutError, RebalanceInProgressError
 
 from worker.clock import Clock
@@ -23,6 +26,9 @@ from worker.offsets import TopicPartition as TP
 from worker.settings import Settings
 
 log = structlog.get_logger(__name__)
+
+ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+             "cooperative-sticky": CooperativeStickyAssignor}
 
 
 class _RebalanceRecorder(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -67,6 +73,7 @@ class KafkaSource:
             max_poll_records=settings.max_poll_records,
             max_poll_interval_ms=settings.max_poll_interval_ms,
             session_timeout_ms=settings.session_timeout_ms,
+            partition_assignment_strategy=[ASSIGNORS[settings.assignor]],
         )
         self._listener = _RebalanceRecorder(settings.client_id)
 

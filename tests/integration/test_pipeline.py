@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 import redis
 
 from tests.integration.kit import REPO, TopicReader, start_worker, wait_until
@@ -177,9 +178,11 @@ def test_expired_request_is_not_scored_and_its_id_stays_usable(bootstrap, redis_
     assert [r["status"] for r in landed.by_id()["late"]] == ["expired", "ok"]
 
 
-def test_a_second_worker_joining_mid_batch_loses_nothing(bootstrap, redis_url, topics, producer, tmp_path):
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_a_second_worker_joining_mid_batch_loses_nothing(bootstrap, redis_url, topics, producer, tmp_path, assignor):
     """A rebalance while a worker holds unscored requests: no request may be lost or scored twice."""
-    slow_batches = ("--max-batch-size", "1000", "--max-wait-ms", "4000", "--stats-interval-s", "0.2")
+    slow_batches = ("--max-batch-size", "1000", "--max-wait-ms", "4000", "--stats-interval-s", "0.2",
+                    "--assignor", assignor)
     first = start_worker(bootstrap, redis_url, topics, tmp_path, *slow_batches, name="first")
     inputs = churn_inputs(200)
     for i, row in enumerate(inputs):
