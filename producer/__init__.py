@@ -1,5 +1,6 @@
 """streamscore producer side: send scoring requests, await or collect replies."""
 
-from producer.client import ReplyTimeout, ScoringClient
+from producer.aio import AsyncScoringClient
+from producer.client import ClientRequest, ReplyTimeout, ScoreResult, ScoringClient
 
-__all__ = ["ReplyTimeout", "ScoringClient"]
+__all__ = ["AsyncScoringClient", "ClientRequest", "ReplyTimeout", "ScoreResult", "ScoringClient"]

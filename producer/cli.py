@@ -5,15 +5,52 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from producer.send import BadLine, SendSummary
+from worker.errors import WorkerError
+
+if TYPE_CHECKING:
+    from worker.backfill_plan import TimeRange
 
 DESCRIPTION = """\
 streamscore producer: the client side. Sends scoring requests to a requests
 topic, collects replies from a reply topic, scores a single request and waits
 for its reply, or runs the whole demo. KAFKA_BOOTSTRAP_SERVERS (or
 --bootstrap-servers) says where Kafka is; `make up` prints a local one.
+"""
+
+SEND_DESCRIPTION = """\
+Send requests to TOPIC with a progress bar, then print a summary (sent,
+failed, skipped, records per partition). Exit code 1 if any failed or was
+skipped.
+
+  JSONL  one request object per line: {"id": ..., "inputs": ...}, optional
+         "reply_to" and "deadline_ms"
+  CSV    a header row; an "inputs" column holding JSON (a cell that is not
+         JSON is taken as text), or else every column but id, reply_to,
+         deadline_ms and the --key-field is a number of the input vector
+
+A request without an id gets a fresh one. A line that cannot be read is
+skipped and listed, never sent. Or --synthetic MODEL --count N random valid
+requests (for load tests, with --rate).
+"""
+
+COLLECT_DESCRIPTION = """\
+Write the first reply per id of the reply topic TOPIC to OUT (JSONL): the
+replies stamped in [--from-time, --until-time), else all of them from the
+beginning, up to the end of the topic when collect started; with --idle-s,
+then newer ones until none came for that long.
+
+With --requests FILE (JSONL or CSV with ids) or --requests-topic (over
+[--requests-from-time, --requests-until-time), default all), also join
+requests and replies by id into --report (JSON: answered, ok, error, expired,
+missing ids, error codes); the exit code is then 1 if any request is missing.
+Times are ISO 8601 (UTC unless an offset is given) or Unix epoch milliseconds.
 """
 
 
@@ -24,24 +61,49 @@ def _parser() -> argparse.ArgumentParser:
                         help="Kafka brokers (default: $KAFKA_BOOTSTRAP_SERVERS)")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    send = commands.add_parser("send", help="send requests from a JSONL file or synthetic ones",
-                               description="Send requests to TOPIC: each line of FILE is a request object "
-                                           "({\"id\": ..., \"inputs\": ...}; a missing id is generated), or "
-                                           "--synthetic MODEL --count N valid random requests.")
+    send = commands.add_parser(
+        "send", help="send requests from a JSONL or CSV file, or synthetic ones",
+        description=SEND_DESCRIPTION,
+        epilog="examples:\n  python -m producer send requests --file requests.jsonl --rate 500\n"
+               "  python -m producer send requests --file customers.csv --key-field customer_id\n"
+               "  python -m producer send requests --synthetic churn --count 100000",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     send.add_argument("topic")
     source = send.add_mutually_exclusive_group(required=True)
-    source.add_argument("--file", type=Path, help="JSONL file of requests")
+    source.add_argument("--file", type=Path, help="JSONL (.jsonl) or CSV (.csv) file of requests")
     source.add_argument("--synthetic", metavar="MODEL", help="built-in model to make random inputs for")
+    send.add_argument("--format", choices=("jsonl", "csv"), help="the file's format (default: by its suffix)")
     send.add_argument("--count", type=int, default=1000, help="synthetic requests to send (default: 1000)")
     send.add_argument("--rate", type=float, help="requests per second at most (default: as fast as possible)")
-    send.add_argument("--no-key", action="store_true", help="send without a key (round-robin partitions)")
+    keys = send.add_mutually_exclusive_group()
+    keys.add_argument("--key", choices=("id", "none"), default="id",
+                      help="record key: the request id (default), or none (the producer spreads records)")
+    keys.add_argument("--no-key", dest="key", action="store_const", const="none", help="same as --key none")
+    keys.add_argument("--key-field", metavar="FIELD",
+                      help="key by this field (JSONL) or column (CSV): equal values share a partition, in order")
+    send.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    collect = commands.add_parser("collect", help="write the replies of a reply topic to JSONL",
-                                  description="Read TOPIC from its beginning until nothing new arrives for "
-                                              "--idle-s seconds, and write the first reply per id to OUT.")
+    collect = commands.add_parser(
+        "collect", help="write the replies of a reply topic (or a time range of it) to JSONL, and a report",
+        description=COLLECT_DESCRIPTION,
+        epilog="examples:\n  python -m producer collect requests.replies replies.jsonl\n"
+               "  python -m producer collect requests.backfill replies.jsonl --requests-topic requests \\\n"
+               "      --requests-from-time 2026-11-29T00:00:00Z --requests-until-time 2026-11-30T00:00:00Z",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     collect.add_argument("topic")
     collect.add_argument("out", type=Path)
-    collect.add_argument("--idle-s", type=float, default=5.0, help="stop after this long without new replies")
+    collect.add_argument("--from-time", help="first reply timestamp to collect (inclusive)")
+    collect.add_argument("--until-time", help="end of the replies' range (exclusive)")
+    collect.add_argument("--idle-s", type=float, default=0.0,
+                         help="after the end, keep reading until no reply came for this long (default: 0)")
+    requests = collect.add_mutually_exclusive_group()
+    requests.add_argument("--requests-topic", help="join with the requests of this topic")
+    requests.add_argument("--requests", type=Path, metavar="FILE",
+                          help="join with the requests of this JSONL or CSV file (those with an id)")
+    collect.add_argument("--requests-from-time", help="range of --requests-topic (inclusive; default: all)")
+    collect.add_argument("--requests-until-time", help="range of --requests-topic (exclusive)")
+    collect.add_argument("--report", type=Path, help="where to write the join (default: OUT.report.json)")
+    collect.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     score = commands.add_parser("score", help="send one request and print its reply")
     score.add_argument("requests_topic")
@@ -69,37 +131,80 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(_COMMANDS[args.command](args))
-    except (LookupError, ValueError, OSError) as exc:
+    except (LookupError, ValueError, OSError, WorkerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
 def _send(args: argparse.Namespace) -> int:
-    from producer.send import requests_from_jsonl, send_requests, synthetic_requests
+    from producer.send import count_requests, missing_topics, requests_from_file, send_requests, synthetic_requests
 
-    requests = requests_from_jsonl(args.file) if args.file else synthetic_requests(args.synthetic, args.count)
-    total = None if args.file else args.count
+    if missing_topics(args.bootstrap_servers, [args.topic]):
+        raise LookupError(f"topic {args.topic!r} does not exist; create it first "
+                          f"(`python -m producer create-topic {args.topic}`)")
+    if args.file:
+        requests: Iterable[Any] = requests_from_file(args.file, args.format, args.key_field)
+        total = count_requests(args.file, args.format)
+    else:
+        requests, total = synthetic_requests(args.synthetic, args.count), args.count
     summary = send_requests(args.bootstrap_servers, args.topic, requests, total=total, rate=args.rate,
-                            keyed=not args.no_key)
-    print(f"sent {summary.sent} requests to {args.topic} in {summary.seconds:.1f} s "
-          f"({summary.rate:,.0f}/s)", file=sys.stderr)
-    return 0
+                            keyed=args.key == "id", key_field=args.key_field, progress=not args.no_progress,
+                            record_send_times=False, raise_on_failure=False)
+    print(_send_summary(args.topic, summary), file=sys.stderr)
+    return 0 if not summary.failed and not summary.skipped else 1
+
+
+def _send_summary(topic: str, summary: SendSummary) -> str:
+    spread = "  ".join(f"{p}: {n:,}" for p, n in sorted(summary.partitions.items())) or "none"
+    lines = [f"sent {summary.sent:,} requests to {topic} in {summary.seconds:.1f} s ({summary.rate:,.0f}/s)",
+             f"  partitions  {spread}",
+             f"  failed      {summary.failed:,}" + (f"  (first: {summary.first_error})" if summary.first_error else ""),
+             f"  skipped     {len(summary.skipped):,} unreadable lines"]
+    lines += [f"    {bad.where}: {bad.reason}" for bad in summary.skipped[:10]]
+    if len(summary.skipped) > 10:
+        lines.append(f"    ... and {len(summary.skipped) - 10:,} more")
+    return "\n".join(lines)
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from producer.collect import ReplyCollector
+    from producer.collect import TopicSpanReader, collect_replies, join_report, request_ids_from_records
+    from producer.send import requests_from_file
 
-    collector = ReplyCollector(args.bootstrap_servers, args.topic)
+    reader = TopicSpanReader(args.bootstrap_servers, args.topic, _time_range(args.from_time, args.until_time))
     try:
-        while collector.poll(timeout_s=args.idle_s):
-            pass
         with args.out.open("wb") as out:
-            count = collector.write_jsonl(out)
+            tally = collect_replies(reader, out, args.idle_s, progress=not args.no_progress)
     finally:
-        collector.close()
-    print(f"wrote {count} replies ({collector.collection.duplicates} duplicates skipped) to {args.out}",
-          file=sys.stderr)
-    return 0
+        reader.close()
+    print(f"wrote {len(tally.status):,} replies to {args.out} ({tally.duplicates:,} duplicates skipped, "
+          f"{tally.unreadable:,} unreadable records)", file=sys.stderr)
+    if not (args.requests_topic or args.requests):
+        return 0
+    if args.requests:
+        ids: Iterable[str | None] = (None if isinstance(r, BadLine) else r.get("id")
+                                     for r in requests_from_file(args.requests, assign_ids=False))
+        report = join_report(ids, tally)
+    else:
+        requests = TopicSpanReader(args.bootstrap_servers, args.requests_topic,
+                                   _time_range(args.requests_from_time, args.requests_until_time))
+        try:
+            report = join_report(request_ids_from_records(requests.records(progress=not args.no_progress,
+                                                                           what="reading requests")), tally)
+        finally:
+            requests.close()
+    report_path = args.report or args.out.with_name(args.out.name + ".report.json")
+    report_path.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    print(report.render() + f"\nreport: {report_path}", file=sys.stderr)
+    return 1 if report.missing else 0
+
+
+def _time_range(from_time: str | None, until_time: str | None) -> TimeRange | None:
+    from worker.backfill_plan import TimeRange, parse_time
+
+    if from_time is None and until_time is None:
+        return None
+    return TimeRange(parse_time(from_time or "0", "--from-time"),
+                     None if until_time is None else parse_time(until_time, "--until-time"))
 
 
 def _score(args: argparse.Namespace) -> int:

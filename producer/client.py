@@ -1,79 +1,216 @@
-"""``ScoringClient``: send a request, get its reply back.
+"""``ScoringClient``: send requests, get their replies back.
 
 One client owns one KafkaProducer and one reply consumer. The consumer reads
-every partition of the reply topic from the end (no consumer group) on a
-background thread and hands each reply to the future waiting for its id.
-Replies for ids this client did not send are ignored, so many clients may
-share a reply topic; a per-client reply topic saves them the reading.
+every partition of the reply topic from its end (no consumer group) on a
+background thread and hands each reply to the future waiting for its id;
+replies for ids this client is not waiting for are skipped unread, so many
+clients may share a reply topic. Requests name the client's reply topic
+(``reply_to``), so a client may have one of its own (say
+``requests.replies.billing``), which saves it the skipping.
+
+The same thread resends requests that got no reply in time (same id: the
+worker's dedup makes that safe) and fails the ones out of retries with
+ReplyTimeout, so every future resolves: with the reply, ReplyTimeout, the
+send's KafkaError, or cancellation at ``close()``.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
-from concurrent.futures import Future
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import CancelledError, Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from producer.inflight import InFlight, Pending
 from producer.wire import decode_reply, encode_request, new_request_id
+
+Reply = dict[str, Any]
 
 
 class ReplyTimeout(TimeoutError):
-    """No reply arrived in time. The request may still be scored; retry with the same id."""
+    """No reply arrived in time. The request may still be scored; retrying with the same id is safe."""
+
+
+@dataclass(frozen=True)
+class ClientRequest:
+    """An item of ``score_many`` with more than inputs: its own id (for safe retries) or a deadline."""
+
+    inputs: Any
+    id: str | None = None
+    deadline_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """One outcome of ``score_many``: ``index`` is the item's position in the input."""
+
+    index: int
+    request_id: str
+    reply: Reply | None  # None when ``error`` is set
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reply is not None and self.reply.get("status") == "ok"
 
 
 class ScoringClient:
-    """Thread-safe. Use as a context manager, or call ``close()``."""
+    """Thread-safe. Use as a context manager, or call ``close()``.
 
-    def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str,
-                 timeout_s: float = 30.0) -> None:
+    ``reply_topic`` defaults to the worker's default, ``<requests_topic>.replies``.
+    ``timeout_s`` is how long a request waits for its reply in all, ``retries``
+    how many times it is sent again within that time when no reply came. The
+    constructor blocks until the reply consumer is positioned at the end of
+    the reply topic; raises LookupError if a topic does not exist.
+    """
+
+    def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
+                 timeout_s: float = 30.0, retries: int = 2) -> None:
+        if timeout_s <= 0 or retries < 0:
+            raise ValueError(f"need timeout_s > 0 and retries >= 0, got {timeout_s} and {retries}")
         servers = bootstrap_servers.split(",")
         self.requests_topic = requests_topic
-        self.reply_topic = reply_topic
+        self.reply_topic = reply_topic or f"{requests_topic}.replies"
         self.timeout_s = timeout_s
-        self._producer = KafkaProducer(bootstrap_servers=servers, acks="all", linger_ms=1)
-        self._consumer = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False, group_id=None)
-        self._waiting: dict[str, Future[dict[str, Any]]] = {}
+        self.retries = retries
+        self._inflight: InFlight[Future[Reply]] = InFlight()
         self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._assign_reply_partitions()
+        self._closing = threading.Event()  # tells the reader to stop
+        self._closed = False
+        self._reader_error: BaseException | None = None
+        self._consumer = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False, group_id=None)
+        try:
+            self._producer = KafkaProducer(bootstrap_servers=servers, acks="all", linger_ms=5,
+                                           allow_auto_create_topics=False)
+        except BaseException:
+            self._consumer.close()
+            raise
+        try:
+            if not self._consumer.partitions_for_topic(requests_topic):
+                raise LookupError(f"requests topic {requests_topic!r} does not exist; create it first")
+            self._assign_reply_partitions()
+        except BaseException:
+            self._shut_down()
+            raise
         self._reader = threading.Thread(target=self._read_replies, name="reply-reader", daemon=True)
         self._reader.start()
 
-    def submit(self, inputs: Any, request_id: str | None = None, deadline_ms: int | None = None) -> Future[dict[str, Any]]:
-        """Send a request; the future resolves to its reply (a dict). Reusing an id is a retry."""
-        request_id = request_id or new_request_id()
-        future: Future[dict[str, Any]] = Future()
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered, timed out or failed."""
         with self._lock:
-            self._waiting[request_id] = future
+            return len(self._inflight)
+
+    def submit(self, inputs: Any, request_id: str | None = None, deadline_ms: int | None = None,
+               timeout_s: float | None = None) -> Future[Reply]:
+        """Send a request without waiting (no flush); the future resolves to its reply.
+
+        The future raises ReplyTimeout when no reply came within the timeout,
+        or the KafkaError of a failed send. Submitting an id that is in flight
+        sends it again and returns the same future. Blocks only when the
+        producer's buffer is full. Raises RuntimeError after ``close()``.
+        """
+        if self._closing.is_set():
+            raise RuntimeError(f"the client is closed{self._why_closed()}")
+        request_id = request_id or new_request_id()
         value = encode_request(inputs, request_id, self.reply_topic, deadline_ms)
-        self._producer.send(self.requests_topic, key=request_id.encode(), value=value)
+        with self._lock:
+            pending = self._inflight.get(request_id)
+            if pending is None:
+                future: Future[Reply] = Future()
+                self._inflight.add(request_id, future, value, time.monotonic(), timeout_s or self.timeout_s,
+                                   self.retries)
+            else:
+                future = pending.waiter
+        self._send(request_id, value)
         return future
 
-    def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None) -> dict[str, Any]:
-        """Send a request and block for its reply. Raises ReplyTimeout."""
+    def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
+              deadline_ms: int | None = None) -> Reply:
+        """Send a request and block for its reply (a dict). Raises ReplyTimeout, KafkaError."""
+        timeout_s = timeout_s or self.timeout_s
         request_id = request_id or new_request_id()
-        future = self.submit(inputs, request_id)
+        future = self.submit(inputs, request_id, deadline_ms, timeout_s)
         try:
-            return future.result(timeout=timeout_s or self.timeout_s)
-        except TimeoutError:
-            raise ReplyTimeout(f"no reply for request {request_id} on {self.reply_topic} within "
-                               f"{timeout_s or self.timeout_s} s; is a worker consuming {self.requests_topic}?") from None
+            return future.result(timeout=timeout_s + 5.0)  # the reader gives up first; this is a backstop
+        except ReplyTimeout:
+            raise
+        except FutureTimeout:
+            raise ReplyTimeout(f"no reply for request {request_id} within {timeout_s:g} s") from None
+
+    def score_many(self, items: Iterable[Any], *, max_in_flight: int = 1000,
+                   timeout_s: float | None = None) -> Iterator[ScoreResult]:
+        """Score every item (inputs, or a ClientRequest), yielding results as replies come.
+
+        At most ``max_in_flight`` requests wait for replies at once; ``items``
+        is read lazily, only as fast as replies come. A timeout or failure is
+        a result with ``error`` set, never an exception, so one bad request
+        does not end the stream.
+        """
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        done: queue.SimpleQueue[ScoreResult] = queue.SimpleQueue()
+        waiting = Outstanding()
+        try:
+            for index, item in enumerate(items):
+                if waiting.count >= max_in_flight:
+                    yield waiting.taken(done.get())
+                waiting.add(self._start_item(index, item, done.put, timeout_s))
+            while waiting.count:
+                yield waiting.taken(done.get())
         finally:
-            with self._lock:
-                self._waiting.pop(request_id, None)
+            self.abandon(waiting.ids)  # the caller stopped early: no resends for what it no longer wants
+
+    def _start_item(self, index: int, item: Any, on_done: Callable[[ScoreResult], None],
+                    timeout_s: float | None = None) -> str:
+        """Submit one ``score_many`` item; ``on_done`` gets its result (on a client thread). Returns its id."""
+        request = item if isinstance(item, ClientRequest) else ClientRequest(item)
+        request_id = request.id or new_request_id()
+        future = self.submit(request.inputs, request_id, request.deadline_ms, timeout_s)
+        future.add_done_callback(lambda f: on_done(_result(index, request_id, f)))
+        return request_id
+
+    def abandon(self, request_ids: Iterable[str]) -> None:
+        """Stop waiting for these requests (no more resends) and cancel their futures."""
+        with self._lock:
+            abandoned = [p for p in (self._inflight.pop(i) for i in request_ids) if p is not None]
+        for pending in abandoned:
+            pending.waiter.cancel()
 
     def close(self) -> None:
+        """Stop reading replies, cancel the futures still waiting, close the Kafka clients. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         self._closing.set()
-        self._reader.join(timeout=5)
-        self._producer.close()
-        self._consumer.close()
+        self._reader.join(timeout=10)
+        with self._lock:
+            abandoned = self._inflight.drain()
+        for _, pending in abandoned:
+            pending.waiter.cancel()
+        self._shut_down()
 
     def __enter__(self) -> ScoringClient:
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    def _send(self, request_id: str, value: bytes) -> None:
+        sent = self._producer.send(self.requests_topic, key=request_id.encode(), value=value)
+        sent.add_errback(lambda exc: self._fail(request_id, exc))
+
+    def _fail(self, request_id: str, error: BaseException) -> None:
+        with self._lock:
+            pending = self._inflight.pop(request_id)
+        if pending is not None:
+            _resolve(pending.waiter, error=error)
 
     def _assign_reply_partitions(self) -> None:
         partitions = self._consumer.partitions_for_topic(self.reply_topic)
@@ -86,10 +223,84 @@ class ScoringClient:
             self._consumer.position(tp)  # resolve "end" now, before any request is sent
 
     def _read_replies(self) -> None:
-        while not self._closing.is_set():
-            for records in self._consumer.poll(timeout_ms=100).values():
-                for record in records:
-                    with self._lock:
-                        future = self._waiting.pop(record.key.decode(), None) if record.key else None
-                    if future is not None and not future.done():
-                        future.set_result(decode_reply(record.value))
+        try:
+            while not self._closing.is_set():
+                for records in self._consumer.poll(timeout_ms=100, max_records=5000).values():
+                    for record in records:
+                        self._deliver(record.key, record.value)
+                self._resend_or_expire()
+        except Exception as exc:  # the reader is gone: nobody would resolve what is in flight
+            self._reader_error = exc
+            with self._lock:
+                abandoned = self._inflight.drain()
+            for _, pending in abandoned:
+                _resolve(pending.waiter, error=exc)
+            self._closing.set()
+
+    def _deliver(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None or value is None:
+            return
+        with self._lock:
+            pending = self._inflight.pop(key.decode("utf-8", "replace"))
+        if pending is not None:
+            try:
+                _resolve(pending.waiter, reply=decode_reply(value))
+            except ValueError as exc:  # not JSON: the reply topic is written by something else too
+                _resolve(pending.waiter, error=exc)
+
+    def _resend_or_expire(self) -> None:
+        with self._lock:
+            due = self._inflight.take_due(time.monotonic())
+        for request_id, value in due.resend:
+            self._send(request_id, value)
+        for request_id, pending in due.expired:
+            _resolve(pending.waiter, error=self._timeout(request_id, pending))
+
+    def _timeout(self, request_id: str, pending: Pending[Future[Reply]]) -> ReplyTimeout:
+        waited = pending.interval_s * pending.sends_allowed
+        return ReplyTimeout(f"no reply for request {request_id} on {self.reply_topic} within {waited:g} s "
+                            f"({pending.sends} sends); is a worker consuming {self.requests_topic}?")
+
+    def _why_closed(self) -> str:
+        error = self._reader_error
+        return "" if error is None else f" (its reply reader failed: {type(error).__name__}: {error})"
+
+    def _shut_down(self) -> None:
+        self._producer.close()
+        self._consumer.close()
+
+
+class Outstanding:
+    """What a ``score_many`` stream still waits for (an id given twice counts twice)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.ids: set[str] = set()
+
+    def add(self, request_id: str) -> None:
+        self.count += 1
+        self.ids.add(request_id)
+
+    def taken(self, result: ScoreResult) -> ScoreResult:
+        self.count -= 1
+        self.ids.discard(result.request_id)
+        return result
+
+
+def _resolve(future: Future[Reply], reply: Reply | None = None, error: BaseException | None = None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(reply or {})
+
+
+def _result(index: int, request_id: str, future: Future[Reply]) -> ScoreResult:
+    if future.cancelled():
+        return ScoreResult(index, request_id, None, CancelledError())
+    error = future.exception()
+    if error is not None:
+        return ScoreResult(index, request_id, None, error)
+    return ScoreResult(index, request_id, future.result())
+

@@ -1,8 +1,17 @@
-"""Reading replies from a reply topic, e.g. into a JSONL file."""
+"""Reading replies from a reply topic: into a JSONL file, and joined with the requests by id.
+
+``ReplyCollector`` follows a reply topic for replies to known ids (the demo).
+``collect_replies`` copies a reply topic, or the span of it a time range
+gives (the same bounds as a backfill: from inclusive, until exclusive, else
+up to the end at start), to JSONL, first reply per id. ``join_report`` says
+which requests were answered, with which status, and which are missing.
+"""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, IO
 
@@ -11,6 +20,7 @@ from kafka import KafkaConsumer, TopicPartition
 from tqdm import tqdm
 
 from producer.wire import decode_reply, header
+from worker.backfill_plan import TimeRange, span_of
 
 
 @dataclass
@@ -83,3 +93,184 @@ class ReplyCollector:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+class TopicSpanReader:
+    """Reads every partition of a topic over the span a time range gives, then stops. Not thread-safe.
+
+    Without a range it reads from the beginning. The stop offsets are the
+    until time's, or the ends when the reader was made; ``follow_idle_s``
+    then keeps reading newer records until none came for that long.
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, time_range: TimeRange | None = None) -> None:
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None,
+                                       enable_auto_commit=False)
+        partitions = self._consumer.partitions_for_topic(topic)
+        if not partitions:
+            self._consumer.close()
+            raise LookupError(f"topic {topic!r} does not exist")
+        self.topic = topic
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        ends = self._consumer.end_offsets(tps)
+        if time_range is None:
+            froms = self._consumer.beginning_offsets(tps)
+            untils: dict[TopicPartition, int | None] = {}
+        else:
+            froms = _offsets(self._consumer.offsets_for_times({tp: time_range.from_ms for tp in tps}))
+            untils = {} if time_range.until_ms is None else _offsets(
+                self._consumer.offsets_for_times({tp: time_range.until_ms for tp in tps}))
+        self._stops: dict[TopicPartition, int] = {}
+        self._consumer.assign(tps)
+        for tp in tps:
+            span = span_of(froms.get(tp), untils.get(tp), ends[tp])
+            self._stops[tp] = span.stop
+            self._consumer.seek(tp, span.start)
+        self.total = sum(self._stops[tp] - self._consumer.position(tp) for tp in tps)
+        self._follow = time_range is None or time_range.until_ms is None
+
+    def records(self, follow_idle_s: float = 0.0, progress: bool = False, what: str = "reading") -> Iterator[Any]:
+        """Every record of the span in partition order (then newer ones, if following)."""
+        bar = tqdm(total=self.total, unit="rec", desc=f"{what} {self.topic}", disable=not progress)
+        try:
+            remaining = {tp for tp, stop in self._stops.items() if self._consumer.position(tp) < stop}
+            self._consumer.pause(*(set(self._stops) - remaining))
+            while remaining:
+                for tp, batch in self._consumer.poll(timeout_ms=500, max_records=5000).items():
+                    for record in batch:
+                        if record.offset >= self._stops[tp]:
+                            break
+                        bar.update(1)
+                        yield record
+                for tp in list(remaining):
+                    if self._consumer.position(tp) >= self._stops[tp]:
+                        remaining.discard(tp)
+                        self._consumer.pause(tp)
+        finally:
+            bar.close()
+        if follow_idle_s > 0 and self._follow:
+            yield from self._follow_until_idle(follow_idle_s)
+
+    def _follow_until_idle(self, idle_s: float) -> Iterator[Any]:
+        self._consumer.resume(*self._stops)
+        last_record = time.monotonic()
+        while time.monotonic() - last_record < idle_s:
+            for batch in self._consumer.poll(timeout_ms=200, max_records=5000).values():
+                last_record = time.monotonic()
+                yield from batch
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+@dataclass
+class ReplyTally:
+    """What a reply topic says about each id: the first reply's status (and error code)."""
+
+    status: dict[str, str] = field(default_factory=dict)
+    error_codes: dict[str, str] = field(default_factory=dict)
+    duplicates: int = 0  # replies after the first for an id
+    unreadable: int = 0  # records that are not a reply
+
+
+def collect_replies(reader: TopicSpanReader, out: IO[bytes], follow_idle_s: float = 0.0,
+                    progress: bool = False) -> ReplyTally:
+    """Write the first reply per id to ``out`` as JSONL; keeps only each id's status in memory."""
+    tally = ReplyTally()
+    for record in reader.records(follow_idle_s, progress, "collecting"):
+        try:
+            reply = decode_reply(record.value)
+            request_id = str(reply["id"])
+        except (ValueError, TypeError, KeyError):
+            tally.unreadable += 1
+            continue
+        if request_id in tally.status:
+            tally.duplicates += 1
+            continue
+        tally.status[request_id] = str(reply.get("status"))
+        error = reply.get("error")
+        if isinstance(error, dict) and error.get("code"):
+            tally.error_codes[request_id] = str(error["code"])
+        out.write(orjson.dumps(reply) + b"\n")
+    return tally
+
+
+def request_ids_from_records(records: Iterable[Any]) -> Iterator[str | None]:
+    """The id of each request record: its value's ``id``, else its key (as the worker reads them)."""
+    for record in records:
+        try:
+            body = orjson.loads(record.value) if record.value is not None else None
+        except orjson.JSONDecodeError:
+            body = None
+        found = body.get("id") if isinstance(body, dict) else None
+        if isinstance(found, str) and found:
+            yield found
+        elif record.key:
+            yield record.key.decode("utf-8", "replace")
+        else:
+            yield None
+
+
+@dataclass
+class JoinReport:
+    requests: int = 0  # distinct request ids
+    requests_without_id: int = 0
+    repeated_request_ids: int = 0  # request records whose id came before
+    answered: int = 0
+    ok: int = 0
+    error: int = 0
+    expired: int = 0
+    missing: int = 0
+    duplicate_replies: int = 0
+    replies_to_other_requests: int = 0
+    error_codes: dict[str, int] = field(default_factory=dict)
+    missing_ids: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        codes = ", ".join(f"{code}: {n}" for code, n in sorted(self.error_codes.items())) or "none"
+        return "\n".join([
+            f"requests {self.requests:,} ({self.requests_without_id:,} without an id, "
+            f"{self.repeated_request_ids:,} repeated ids)",
+            f"answered {self.answered:,}: ok {self.ok:,}, error {self.error:,}, expired {self.expired:,}",
+            f"missing  {self.missing:,}",
+            f"error codes: {codes}",
+            f"duplicate replies {self.duplicate_replies:,}; replies to other requests "
+            f"{self.replies_to_other_requests:,}",
+        ])
+
+
+def join_report(request_ids: Iterable[str | None], tally: ReplyTally) -> JoinReport:
+    """Join requests and replies by id."""
+    report = JoinReport(duplicate_replies=tally.duplicates)
+    seen: set[str] = set()
+    codes: Counter[str] = Counter()
+    for request_id in request_ids:
+        if request_id is None:
+            report.requests_without_id += 1
+            continue
+        if request_id in seen:
+            report.repeated_request_ids += 1
+            continue
+        seen.add(request_id)
+        status = tally.status.get(request_id)
+        if status is None:
+            report.missing_ids.append(request_id)
+            continue
+        report.answered += 1
+        if status == "ok":
+            report.ok += 1
+        elif status == "expired":
+            report.expired += 1
+        else:
+            report.error += 1
+        if request_id in tally.error_codes:
+            codes[tally.error_codes[request_id]] += 1
+    report.requests = len(seen)
+    report.missing = len(report.missing_ids)
+    report.replies_to_other_requests = sum(1 for i in tally.status if i not in seen)
+    report.error_codes = dict(codes)
+    return report
+
+
+def _offsets(found: dict[TopicPartition, Any]) -> dict[TopicPartition, int | None]:
+    return {tp: None if hit is None else int(hit.offset) for tp, hit in found.items()}

@@ -1,27 +1,51 @@
-"""Bulk sending of requests, with a progress bar and an optional rate limit."""
+"""Bulk sending of requests from files or synthetic inputs, with a progress bar and a rate limit.
+
+Files: JSONL (one request object per line: ``inputs``, optional ``id``,
+``reply_to``, ``deadline_ms``) and CSV (an ``inputs`` column holding JSON, or
+else every column but ``id``, ``reply_to``, ``deadline_ms`` and the key field
+is a number and the row is the input vector, in column order). A request
+without an id gets a fresh one. A line that cannot be read is skipped and
+counted, never sent half-formed.
+"""
 
 from __future__ import annotations
 
+import csv
 import random
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from tqdm import tqdm
 
 from producer.wire import encode_request, new_request_id
 
 RequestBody = dict[str, Any]
+_RESERVED_COLUMNS = ("id", "reply_to", "deadline_ms")
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line of an input file that is not a request; it is skipped and reported."""
+
+    where: str  # file:line
+    reason: str
 
 
 @dataclass
 class SendSummary:
-    sent: int = 0
+    sent: int = 0  # acknowledged by the broker
+    failed: int = 0
+    skipped: list[BadLine] = field(default_factory=list)
     seconds: float = 0.0
+    partitions: Counter[int] = field(default_factory=Counter)
+    first_error: Exception | None = None
     sent_at_ms: dict[str, int] = field(default_factory=dict)  # request id -> wall time of send
 
     @property
@@ -29,8 +53,19 @@ class SendSummary:
         return self.sent / self.seconds if self.seconds else 0.0
 
 
-def requests_from_jsonl(path: Path) -> Iterator[RequestBody]:
-    """Request bodies from a JSONL file; a line without ``id`` gets a fresh one."""
+def requests_from_file(path: Path, fmt: str | None = None, key_field: str | None = None,
+                       assign_ids: bool = True) -> Iterator[RequestBody | BadLine]:
+    """Requests from a JSONL or CSV file (``fmt``: jsonl or csv; default: by the file's suffix)."""
+    fmt = fmt or _format_of(path)
+    if fmt == "jsonl":
+        return requests_from_jsonl(path, assign_ids)
+    if fmt == "csv":
+        return requests_from_csv(path, key_field, assign_ids)
+    raise ValueError(f"{path}: unknown format {fmt!r}; use JSONL (.jsonl) or CSV (.csv)")
+
+
+def requests_from_jsonl(path: Path, assign_ids: bool = True) -> Iterator[RequestBody | BadLine]:
+    """Request bodies from a JSONL file; a line without ``id`` gets a fresh one (if ``assign_ids``)."""
     with path.open("rb") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -38,11 +73,67 @@ def requests_from_jsonl(path: Path) -> Iterator[RequestBody]:
             try:
                 body = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
-            if not isinstance(body, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object with 'inputs'")
-            body.setdefault("id", new_request_id())
+                yield BadLine(f"{path}:{number}", f"not JSON: {exc}")
+                continue
+            if not isinstance(body, dict) or "inputs" not in body:
+                yield BadLine(f"{path}:{number}", "expected a JSON object with 'inputs'")
+                continue
+            if assign_ids:
+                body.setdefault("id", new_request_id())
             yield body
+
+
+def requests_from_csv(path: Path, key_field: str | None = None,
+                      assign_ids: bool = True) -> Iterator[RequestBody | BadLine]:
+    """Request bodies from a CSV file with a header row (see the module's docstring)."""
+    with path.open(newline="", encoding="utf-8") as text:
+        rows = csv.DictReader(text)
+        columns = rows.fieldnames or []
+        features = [c for c in columns if c not in (*_RESERVED_COLUMNS, "inputs", key_field)]
+        for row in rows:
+            where = f"{path}:{rows.line_num}"
+            try:
+                body = _csv_body(row, features, "inputs" in columns)
+            except ValueError as exc:
+                yield BadLine(where, str(exc))
+                continue
+            if key_field and row.get(key_field):
+                body[key_field] = row[key_field]
+            if assign_ids:
+                body.setdefault("id", new_request_id())
+            yield body
+
+
+def _csv_body(row: dict[str, str], features: list[str], has_inputs: bool) -> RequestBody:
+    body: RequestBody = {}
+    if has_inputs:
+        cell = row.get("inputs") or ""
+        try:
+            body["inputs"] = orjson.loads(cell)
+        except orjson.JSONDecodeError:
+            body["inputs"] = cell  # plain text, for text models
+    else:
+        try:
+            body["inputs"] = [float(row[c]) for c in features]
+        except (TypeError, ValueError):
+            raise ValueError(f"expected numbers in columns {', '.join(features)}") from None
+    if row.get("id"):
+        body["id"] = row["id"]
+    if row.get("reply_to"):
+        body["reply_to"] = row["reply_to"]
+    if row.get("deadline_ms"):
+        try:
+            body["deadline_ms"] = int(row["deadline_ms"])
+        except ValueError:
+            raise ValueError(f"deadline_ms is not an integer: {row['deadline_ms']!r}") from None
+    return body
+
+
+def count_requests(path: Path, fmt: str | None = None) -> int:
+    """About how many requests a file holds (its non-empty lines, less a CSV header), for a progress bar."""
+    with path.open("rb") as lines:
+        count = sum(1 for line in lines if line.strip())
+    return max(0, count - 1) if (fmt or _format_of(path)) == "csv" else count
 
 
 def synthetic_requests(model: str, count: int, seed: int = 0) -> Iterator[RequestBody]:
@@ -55,36 +146,113 @@ def synthetic_requests(model: str, count: int, seed: int = 0) -> Iterator[Reques
         yield {"id": new_request_id(), "inputs": servable.sample_inputs(rng)}
 
 
-def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[RequestBody], *,
+def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[RequestBody | BadLine], *,
                   total: int | None = None, rate: float | None = None, keyed: bool = True,
-                  progress: bool = True) -> SendSummary:
-    """Send each request to ``topic`` (keyed by id unless ``keyed`` is False). Blocks until all are acked.
+                  key_field: str | None = None, progress: bool = True, record_send_times: bool = True,
+                  raise_on_failure: bool = True) -> SendSummary:
+    """Send each request to ``topic``; blocks until the broker acknowledged or refused every one.
 
-    ``rate`` caps requests per second (for load tests). Raises KafkaError if a send fails.
+    The record key is the request id (``keyed``), the request's ``key_field``
+    (records with the same value go to the same partition, in order), or
+    none. ``rate`` caps requests per second (for load tests). BadLine items
+    are counted as skipped. Raises the first KafkaError if a send failed,
+    unless ``raise_on_failure`` is False (then see ``failed``, ``first_error``).
     """
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), acks="all", linger_ms=5,
-                             batch_size=256 * 1024)
+                             batch_size=256 * 1024, allow_auto_create_topics=False)
     summary = SendSummary()
-    futures = []
+    acks = _Acks(summary)
     started = time.monotonic()
     bar = tqdm(total=total, unit="req", desc=f"sending to {topic}", disable=not progress)
     try:
-        for index, body in enumerate(requests):
+        for body in requests:
+            if isinstance(body, BadLine):
+                summary.skipped.append(body)
+                continue
             if rate:
-                lag = started + index / rate - time.monotonic()
+                lag = started + acks.submitted / rate - time.monotonic()
                 if lag > 0:
                     time.sleep(lag)
+            key = _key(body, keyed, key_field)
+            if isinstance(key, BadLine):
+                summary.skipped.append(key)
+                continue
             request_id = str(body["id"])
             value = encode_request(body["inputs"], request_id, body.get("reply_to"), body.get("deadline_ms"))
-            summary.sent_at_ms[request_id] = time.time_ns() // 1_000_000
-            futures.append(producer.send(topic, key=request_id.encode() if keyed else None, value=value))
+            if record_send_times:
+                summary.sent_at_ms[request_id] = time.time_ns() // 1_000_000
+            acks.watch(producer.send(topic, key=key, value=value))
             bar.update(1)
         producer.flush()
-        for future in futures:
-            future.get()  # flush() does not raise for failed records; get() does
+        acks.wait()
     finally:
         bar.close()
         producer.close()
-    summary.sent = len(futures)
     summary.seconds = time.monotonic() - started
+    if raise_on_failure and summary.first_error is not None:
+        raise summary.first_error
     return summary
+
+
+def missing_topics(bootstrap_servers: str, topics: list[str]) -> list[str]:
+    """Those of ``topics`` the broker does not have."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None)
+    try:
+        existing = consumer.topics()
+    finally:
+        consumer.close()
+    return [topic for topic in topics if topic not in existing]
+
+
+def _key(body: RequestBody, keyed: bool, key_field: str | None) -> bytes | None | BadLine:
+    if key_field is not None:
+        value = body.get(key_field)
+        if value is None:
+            return BadLine(f"request {body.get('id')}", f"no {key_field!r} field to key it by")
+        return str(value).encode()
+    return str(body["id"]).encode() if keyed else None
+
+
+class _Acks:
+    """Counts the broker's answers; callbacks run on the producer's thread."""
+
+    def __init__(self, summary: SendSummary) -> None:
+        self._summary = summary
+        self._done = threading.Condition()
+        self.submitted = 0
+        self._answered = 0
+
+    def watch(self, future: Any) -> None:
+        self.submitted += 1
+        future.add_callback(self._on_ack)
+        future.add_errback(self._on_error)
+
+    def wait(self, timeout_s: float = 60.0) -> None:
+        """After flush(): wait until every callback ran (flush may return just before the last ones)."""
+        with self._done:
+            self._done.wait_for(lambda: self._answered >= self.submitted, timeout=timeout_s)
+
+    def _on_ack(self, metadata: Any) -> None:
+        with self._done:
+            self._summary.sent += 1
+            self._summary.partitions[metadata.partition] += 1
+            self._answered += 1
+            self._done.notify_all()
+
+    def _on_error(self, error: Exception) -> None:
+        with self._done:
+            self._summary.failed += 1
+            self._summary.first_error = self._summary.first_error or error
+            self._answered += 1
+            self._done.notify_all()
+
+
+def _format_of(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    if suffix == ".csv":
+        return "csv"
+    if suffix == ".parquet":
+        raise ValueError(f"{path}: Parquet is not supported (it would need pyarrow); convert it to JSONL or CSV")
+    raise ValueError(f"{path}: cannot tell the format from the suffix; pass --format jsonl or --format csv")

@@ -1,4 +1,4 @@
-"""``python -m worker``: the streaming worker, and ``score-file`` for offline jobs."""
+"""``python -m worker``: the streaming worker, ``score-file`` for offline jobs, ``backfill`` for a time range."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import structlog
 import torch
 
 from worker.app import build_runner, build_worker
+from worker.backfill import add_backfill_parser, run_backfill
 from worker.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
 from worker.logs import configure_logging
 from worker.offline import score_file
@@ -36,6 +37,8 @@ examples:
   python -m worker --requests-topic requests --model churn
   python -m worker --requests-topic requests --max-batch-size 128 --max-wait-ms 5
   python -m worker score-file requests.jsonl replies.jsonl --model churn
+  python -m worker backfill --requests-topic requests --reply-topic requests.backfill \
+      --from-time 2026-11-29T00:00:00Z --until-time 2026-11-30T00:00:00Z
 
 exit codes: 0 stopped cleanly (SIGTERM/SIGINT), 1 delivery or runtime failure,
 2 bad setting or missing service (the message names it).
@@ -45,7 +48,7 @@ exit codes: 0 stopped cleanly (SIGTERM/SIGINT), 1 delivery or runtime failure,
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m worker", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", metavar="{run,score-file}")
+    commands = parser.add_subparsers(dest="command", metavar="{run,score-file,backfill}")
     run = commands.add_parser("run", help="consume, score and reply until stopped (the default)",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -58,12 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     offline.add_argument("output", type=Path, metavar="OUT")
     offline.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_flags(offline)
+    add_backfill_parser(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("run", "score-file", "-h", "--help"):
+    if not argv or argv[0] not in ("run", "score-file", "backfill", "-h", "--help"):
         argv = ["run", *argv]
     args = _parser().parse_args(argv)
     log = structlog.get_logger("worker")
@@ -72,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging(settings.log_format, settings.log_level)
         if args.command == "score-file":
             return _score_file(settings, args)
+        if args.command == "backfill":
+            return run_backfill(args)
         if settings.processes > 1:
             require_services(settings)  # one clear message here rather than one per child
             return _run_processes(settings, argv[1:])

@@ -1,0 +1,179 @@
+"""Backfill: re-scoring a time range of a topic as a bounded job, on a real broker and Redis."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import orjson
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+
+from producer.topics import create_topics
+from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
+from worker.backfill_plan import TimeRange, format_ms
+from worker.bounded_source import BoundedKafkaSource
+from worker.clock import SystemClock
+from worker.models import load_model
+from worker.settings import Settings
+
+# Recent times: the broker's retention (7 days by default) deletes records stamped long ago.
+BASE_MS = (time.time_ns() // 1_000_000 - 3_600_000) // 1000 * 1000
+STEP_MS = 10  # record i is stamped BASE_MS + STEP_MS * i
+TOTAL = 120_000
+FIRST, LAST = 10_000, 110_000  # the range: records FIRST .. LAST - 1
+RANGE = TimeRange(BASE_MS + STEP_MS * FIRST, BASE_MS + STEP_MS * LAST)  # from inclusive, until exclusive
+
+
+def stamped(i):
+    return BASE_MS + STEP_MS * i
+
+
+@pytest.fixture(scope="module")
+def big_topic(services):
+    """120,000 requests over 4 partitions, 100,000 of them in RANGE; every 1000th has an expired
+    deadline and a reply_to naming a live client's topic (a backfill must ignore both)."""
+    bootstrap = services[0]
+    topic = f"it-{uuid.uuid4().hex[:10]}.history"
+    live = f"{topic}.live-client"
+    create_topics(bootstrap, {topic: 4, live: 1})
+    rng = random.Random(7)
+    churn = load_model("churn")
+    rows = [orjson.dumps(churn.sample_inputs(rng)).decode() for _ in range(500)]
+    producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=20,
+                             batch_size=512 * 1024)
+    for i in range(TOTAL):
+        extra = f',"deadline_ms":1000,"reply_to":"{live}"' if i % 1000 == 0 else ""
+        value = f'{{"id":"b{i}","inputs":{rows[i % len(rows)]}{extra}}}'.encode()
+        producer.send(topic, key=f"b{i}".encode(), value=value, timestamp_ms=stamped(i))
+    producer.flush()
+    producer.close()
+    return topic, live
+
+
+def backfill(bootstrap, redis_url, tmp_path, topic, reply_topic, *extra, name="backfill"):
+    """Start ``python -m worker backfill``; returns the process and its log (stderr) and stdout paths."""
+    log_path, out_path = tmp_path / f"{name}.log", tmp_path / f"{name}.out"
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
+    command = [sys.executable, "-m", "worker", "backfill", "--requests-topic", topic, "--reply-topic", reply_topic,
+               "--log-format", "json", "--no-progress", "--torch-threads", "1", *extra]
+    with log_path.open("wb") as log_file, out_path.open("wb") as out_file:
+        process = subprocess.Popen(command, env=env, cwd=REPO, stdout=out_file, stderr=log_file)
+    STARTED.append(process)
+    return process, log_path, out_path
+
+
+def events(log_path, name):
+    return [e for e in (orjson.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{"))
+            if e.get("event") == name]
+
+
+def make_reply_topics(bootstrap, name):
+    create_topics(bootstrap, {name: 4, f"{name}.dlq": 1})
+    return name
+
+
+def read_all(bootstrap, topic, expected):
+    reader = TopicReader(bootstrap, topic)
+    try:
+        landed = reader.read_until(lambda l: len(l.records) >= expected, 120, f"{expected} records on {topic}")
+        return reader.read(2.0)  # anything beyond what was expected would show here
+    finally:
+        reader.close()
+
+
+def assert_exactly_the_range(landed):
+    by_id = landed.by_id()
+    assert len(landed.records) == LAST - FIRST, "a reply too many or too few"
+    assert by_id.keys() == {f"b{i}" for i in range(FIRST, LAST)}, "records outside the range were scored"
+    assert {r["status"] for r in landed.values()} == {"ok"}  # expired deadlines ignored
+
+
+FAST = ("--max-batch-size", "256", "--max-poll-records", "2000", "--stats-interval-s", "1")
+
+
+def test_a_backfill_scores_exactly_the_records_of_its_time_range_and_exits_0(bootstrap, redis_url, big_topic,
+                                                                             tmp_path):
+    topic, live = big_topic
+    replies = make_reply_topics(bootstrap, f"{topic}.bf-once")
+    process, log_path, out_path = backfill(bootstrap, redis_url, tmp_path, topic, replies,
+                                           "--from-time", format_ms(RANGE.from_ms),  # ISO 8601 ...
+                                           "--until-time", str(RANGE.until_ms), *FAST)  # ... and epoch ms
+    assert process.wait(timeout=240) == 0, log_path.read_text()[-5000:]
+    assert_exactly_the_range(read_all(bootstrap, replies, LAST - FIRST))
+    [finished] = events(log_path, "backfill_finished")
+    assert finished["complete"] and finished["offsets"] == LAST - FIRST == finished["committed"]
+    assert (finished["consumed"], finished["replied_ok"], finished["duplicates"]) == (LAST - FIRST, LAST - FIRST, 0)
+    assert "result        complete" in out_path.read_text()
+    assert not TopicReader(bootstrap, live).read(1.0).records, "a reply went to a request's own reply_to"
+
+
+def test_an_interrupted_backfill_resumes_where_it_stopped_and_repeats_nothing(bootstrap, redis_url, big_topic,
+                                                                              tmp_path):
+    topic, _ = big_topic
+    replies = make_reply_topics(bootstrap, f"{topic}.bf-resumed")
+    job = ("--from-time", str(RANGE.from_ms), "--until-time", format_ms(RANGE.until_ms),
+           "--job", f"{topic}.resumed", *FAST)  # a job name of this run's own: dedup outlives topics
+    first, first_log, _ = backfill(bootstrap, redis_url, tmp_path, topic, replies, *job, name="first")
+    wait_until(lambda: first.poll() is not None or any(e["consumed"] >= 30_000
+                                                       for e in events(first_log, "worker_stats")),
+               180, "the backfill to be about a third done", interval_s=0.5)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=60) == 3, first_log.read_text()[-5000:]  # stopped early: resumable
+    [stopped] = events(first_log, "backfill_finished")
+    assert not stopped["complete"] and 0 < stopped["committed"] < LAST - FIRST
+
+    second, second_log, _ = backfill(bootstrap, redis_url, tmp_path, topic, replies, *job, name="second")
+    assert second.wait(timeout=240) == 0, second_log.read_text()[-5000:]
+    [finished] = events(second_log, "backfill_finished")
+    assert finished["complete"] and finished["done_before"] == stopped["committed"]
+    assert finished["consumed"] == LAST - FIRST - stopped["committed"]  # nothing committed is read again
+    assert finished["duplicates"] == 0
+    assert_exactly_the_range(read_all(bootstrap, replies, LAST - FIRST))
+
+
+def test_an_open_range_ends_at_the_end_when_the_job_first_started_also_after_a_restart(bootstrap, topics):
+    producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all")
+    for i in range(40):
+        producer.send(topics.requests, value=b"{}", partition=i % 2, timestamp_ms=stamped(i))
+    producer.flush()
+    settings = Settings(kafka_bootstrap_servers=bootstrap, redis_url="memory://", requests_topic=topics.requests,
+                        group=f"{topics.requests}.open", max_poll_records=7)
+
+    def run_source(appended, stop_after=None):
+        source = BoundedKafkaSource(settings, SystemClock(), TimeRange(stamped(10)))
+        source.start()
+        for i in range(appended):  # records appended after the start are not part of the job
+            producer.send(topics.requests, value=b"{}", partition=i % 2, timestamp_ms=stamped(100 + i))
+        producer.flush()
+        handed = []
+        while not source.finished() and (stop_after is None or len(handed) < stop_after):
+            handed += source.poll(0.5, 7)
+        source.commit({(r.position.topic, r.position.partition): r.position.offset + 1 for r in handed})
+        complete = source.complete()
+        source.close()
+        return [(r.position.partition, r.position.offset) for r in handed], complete
+
+    first, complete = run_source(appended=10, stop_after=14)
+    assert not complete and 14 <= len(first) < 30
+    rest, complete = run_source(appended=10)
+    assert complete
+    # Records 10..39 alternate over partitions 0 and 1: offsets 5..19 of each.
+    assert sorted(first + rest) == sorted((p, o) for p in (0, 1) for o in range(5, 20))
+    producer.close()
+
+
+def test_a_backfill_refuses_a_group_whose_offsets_it_did_not_commit(bootstrap, redis_url, topics, tmp_path):
+    group = f"{topics.requests}.live"
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=group, enable_auto_commit=False)
+    consumer.assign([TopicPartition(topics.requests, 0)])
+    consumer.commit({TopicPartition(topics.requests, 0): OffsetAndMetadata(0, "", -1)})
+    consumer.close()
+    make_reply_topics(bootstrap, topics.replies)
+    process, log_path, _ = backfill(bootstrap, redis_url, tmp_path, topics.requests, topics.replies,
+                                    "--from-time", "0", "--group", group)
+    assert process.wait(timeout=60) == 2
+    assert "no backfill committed" in log_path.read_text()

@@ -1,0 +1,106 @@
+"""``python -m producer send`` and ``collect`` against a real broker, Redis and worker."""
+
+import csv
+import os
+import random
+import subprocess
+import sys
+import time
+
+import orjson
+from kafka import KafkaProducer
+
+from producer.topics import create_topics
+from tests.integration.kit import REPO, TopicReader, start_worker
+from worker.backfill_plan import format_ms
+from worker.models import load_model
+
+CHURN = load_model("churn")
+
+
+def producer_cli(bootstrap, *args, timeout_s=120):
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "producer", *args], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout_s)
+
+
+def test_send_from_jsonl_and_csv_then_collect_and_join_by_id(bootstrap, redis_url, topics, tmp_path):
+    rng = random.Random(5)
+    jsonl = tmp_path / "requests.jsonl"
+    jsonl.write_bytes(b"".join(orjson.dumps({"id": f"j{i}", "inputs": CHURN.sample_inputs(rng)}) + b"\n"
+                               for i in range(150)) + b"{oops\n")
+    table = tmp_path / "customers.csv"
+    with table.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["id", "customer", *(f"f{k}" for k in range(16))])
+        for i in range(100):
+            writer.writerow([f"c{i}", f"cust-{i % 7}", *CHURN.sample_inputs(rng)])
+
+    sent = producer_cli(bootstrap, "send", topics.requests, "--file", str(jsonl), "--rate", "500", "--no-progress")
+    assert sent.returncode == 1, sent.stderr  # one unreadable line: reported, the rest sent
+    assert "sent 150 requests" in sent.stderr and f"{jsonl}:151: not JSON" in sent.stderr
+    sent = producer_cli(bootstrap, "send", topics.requests, "--file", str(table), "--key-field", "customer",
+                        "--no-progress")
+    assert sent.returncode == 0, sent.stderr
+    assert "sent 100 requests" in sent.stderr and "skipped     0" in sent.stderr
+
+    landed = TopicReader(bootstrap, topics.requests).read_until(lambda l: len(l.records) >= 250, 30, "requests")
+    partition_of = {}
+    for record in landed.records:
+        if record.key.startswith(b"cust-"):  # keyed by customer: one partition per customer
+            assert partition_of.setdefault(record.key, record.partition) == record.partition
+    assert len(partition_of) == 7
+
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path)
+    TopicReader(bootstrap, topics.replies).read_until(lambda l: len(l.records) >= 250, 90, "replies", watch=worker)
+    assert worker.stop() == 0
+
+    out = tmp_path / "replies.jsonl"
+    collected = producer_cli(bootstrap, "collect", topics.replies, str(out), "--requests", str(jsonl),
+                             "--no-progress")
+    assert collected.returncode == 0, collected.stderr
+    assert len(out.read_bytes().splitlines()) == 250
+    report = orjson.loads((tmp_path / "replies.jsonl.report.json").read_bytes())
+    assert (report["requests"], report["answered"], report["ok"], report["missing"]) == (150, 150, 150, 0)
+    assert report["replies_to_other_requests"] == 100  # the CSV's
+
+    ghost = tmp_path / "with-ghost.jsonl"
+    ghost.write_bytes(jsonl.read_bytes() + b'{"id": "ghost", "inputs": [1]}\n')
+    collected = producer_cli(bootstrap, "collect", topics.replies, str(out), "--requests", str(ghost),
+                             "--report", str(tmp_path / "ghost.json"), "--no-progress")
+    assert collected.returncode == 1 and "missing  1" in collected.stderr
+    assert orjson.loads((tmp_path / "ghost.json").read_bytes())["missing_ids"] == ["ghost"]
+
+
+def test_collect_joins_a_backfills_replies_with_the_requests_of_its_range(bootstrap, redis_url, topics, tmp_path):
+    base = (time.time_ns() // 1_000_000 - 600_000) // 1000 * 1000
+    producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=5)
+    rng = random.Random(6)
+    for i in range(300):
+        value = {"id": f"t{i}", "inputs": CHURN.sample_inputs(rng) if i != 150 else [1.0]}
+        producer.send(topics.requests, key=f"t{i}".encode(), value=orjson.dumps(value), timestamp_ms=base + i)
+        if i == 200:  # no id anywhere: a dead letter
+            producer.send(topics.requests, value=b'{"inputs": []}', timestamp_ms=base + i)
+    producer.flush()
+    producer.close()
+    backfill_topic = f"{topics.requests}.bf"
+    create_topics(bootstrap, {backfill_topic: 2, f"{backfill_topic}.dlq": 1})
+    window = ("--from-time", str(base + 100), "--until-time", format_ms(base + 250))  # t100 .. t249
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "worker", "backfill", "--requests-topic", topics.requests,
+                           "--reply-topic", backfill_topic, *window, "--no-progress", "--torch-threads", "1"],
+                          env=env, cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "151 in range" in done.stdout and "149 ok, 1 error" in done.stdout and "dead letters  1" in done.stdout
+
+    out = tmp_path / "backfill.jsonl"
+    collected = producer_cli(bootstrap, "collect", backfill_topic, str(out), "--requests-topic", topics.requests,
+                             "--requests-from-time", window[1], "--requests-until-time", window[3], "--no-progress")
+    assert collected.returncode == 0, collected.stderr
+    report = orjson.loads((tmp_path / "backfill.jsonl.report.json").read_bytes())
+    assert (report["requests"], report["answered"], report["ok"], report["error"], report["missing"]) == (
+        150, 150, 149, 1, 0)
+    assert report["requests_without_id"] == 1 and report["error_codes"] == {"wrong_input_length": 1}
+    assert {orjson.loads(line)["id"] for line in out.read_bytes().splitlines()} == {f"t{i}" for i in range(100, 250)}
+    dead = TopicReader(bootstrap, f"{backfill_topic}.dlq").read_until(lambda l: len(l.records) >= 1, 30, "dead letter")
+    assert len(dead.records) == 1

@@ -1,0 +1,111 @@
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from worker.backfill_plan import (Resume, Span, TimeRange, decode_plan, encode_plan, format_ms, parse_time,
+                                  resume_point, span_of, without_deadline)
+from worker.errors import ConfigError
+
+DAY = TimeRange(1_764_374_400_000, 1_764_460_800_000)  # 2025-11-29T00:00Z .. 2025-11-30T00:00Z
+TP = ("requests", 2)
+
+
+@pytest.mark.parametrize("text, ms", [
+    ("1764374400000", 1_764_374_400_000),
+    ("0", 0),
+    ("2025-11-29T00:00:00Z", 1_764_374_400_000),
+    ("2025-11-29T00:00:00z", 1_764_374_400_000),
+    ("2025-11-29T00:00:00.250Z", 1_764_374_400_250),
+    ("2025-11-29T01:00:00+01:00", 1_764_374_400_000),
+    ("2025-11-29T00:00:00", 1_764_374_400_000),  # no offset: UTC
+    ("2025-11-29", 1_764_374_400_000),
+    (" 2025-11-29T00:00:00Z ", 1_764_374_400_000),
+])
+def test_parse_time_reads_iso_8601_and_epoch_milliseconds(text, ms):
+    assert parse_time(text) == ms
+
+
+@pytest.mark.parametrize("text, says", [
+    ("1764374400", "looks like seconds"),  # epoch seconds would silently mean January 1970
+    ("20251129", "looks like seconds"),
+    ("yesterday", "neither ISO 8601"),
+    ("2025-13-01", "neither ISO 8601"),
+    ("", "neither ISO 8601"),
+])
+def test_parse_time_refuses_what_it_cannot_read_and_names_the_flag(text, says):
+    with pytest.raises(ConfigError, match=says) as error:
+        parse_time(text, "--from-time")
+    assert "--from-time" in str(error.value)
+
+
+@given(st.integers(min_value=0, max_value=4_102_444_800_000))
+def test_format_ms_and_parse_time_round_trip(ms):
+    assert parse_time(format_ms(ms)) == ms
+
+
+def test_a_range_must_not_be_empty_or_reversed():
+    with pytest.raises(ConfigError, match="must be after"):
+        TimeRange(1_764_460_800_000, 1_764_374_400_000)
+    with pytest.raises(ConfigError, match="must be after"):
+        TimeRange(1_764_374_400_000, 1_764_374_400_000)
+    assert TimeRange(5, None).label() == "5-end"
+    assert DAY.label() == "1764374400000-1764460800000"
+
+
+@pytest.mark.parametrize("from_offset, until_offset, end, span", [
+    (10, 20, 30, Span(10, 20)),
+    (10, None, 30, Span(10, 30)),  # no record at or after the until time: up to the end
+    (None, None, 30, Span(30, 30)),  # no record at or after the from time: nothing to do
+    (None, 20, 30, Span(20, 20)),
+    (10, 40, 30, Span(10, 30)),  # never past the end captured at start
+    (0, 0, 0, Span(0, 0)),  # an empty partition
+])
+def test_span_of_offset_lookups(from_offset, until_offset, end, span):
+    assert span_of(from_offset, until_offset, end) == span
+
+
+def test_a_plan_survives_the_commit_metadata_and_nothing_else_passes_for_one():
+    assert decode_plan(encode_plan(DAY, Span(3, 9))) == (DAY, Span(3, 9))
+    assert decode_plan(encode_plan(TimeRange(7), Span(0, 0))) == (TimeRange(7), Span(0, 0))
+    assert len(encode_plan(DAY, Span(10**12, 10**12))) < 4096  # the broker's default metadata limit
+    for foreign in (None, "", "{}", "[]", "not json", '{"plan": "other"}',
+                    orjson.dumps({"plan": "streamscore-backfill/1", "from_ms": 5}).decode()):
+        assert decode_plan(foreign) is None
+
+
+def test_a_fresh_group_gets_a_fresh_plan():
+    assert resume_point(TP, "g", None, None, DAY, Span(10, 20)) == Resume(Span(10, 20), 10, resumed=False)
+
+
+def test_a_restarted_job_resumes_at_its_commit_with_its_stored_span():
+    stored = encode_plan(DAY, Span(10, 20))
+    # The fresh lookups differ (records were appended since): the stored span wins.
+    assert resume_point(TP, "g", 14, stored, DAY, Span(10, 35)) == Resume(Span(10, 20), 14, resumed=True)
+    assert resume_point(TP, "g", 20, stored, DAY, Span(10, 35)).position == 20  # finished: nothing left
+    assert resume_point(TP, "g", 99, stored, DAY, Span(10, 35)).position == 20  # clamped into the span
+    assert resume_point(TP, "g", 3, stored, DAY, Span(10, 35)).position == 10
+
+
+def test_a_group_that_ran_another_range_is_replanned():
+    stored = encode_plan(TimeRange(1, 2), Span(0, 5))
+    resume = resume_point(TP, "g", 5, stored, DAY, Span(10, 20))
+    assert resume == Resume(Span(10, 20), 10, resumed=False, replaced=TimeRange(1, 2))
+
+
+def test_a_group_with_offsets_no_backfill_committed_is_refused():
+    with pytest.raises(ConfigError, match="live worker's group"):
+        resume_point(TP, "streamscore-churn", 1234, "", DAY, Span(10, 20))
+
+
+@pytest.mark.parametrize("value, expected", [
+    (b'{"id": "a", "inputs": [1], "deadline_ms": 1000}', {"id": "a", "inputs": [1]}),
+    (b'{"id": "a", "inputs": [1]}', {"id": "a", "inputs": [1]}),
+])
+def test_without_deadline_drops_only_the_deadline(value, expected):
+    assert orjson.loads(without_deadline(value)) == expected
+
+
+@pytest.mark.parametrize("value", [None, b"", b"{not json", b'["deadline_ms"]', b'{"id": "a", "x": "deadline_ms"}'])
+def test_without_deadline_leaves_anything_else_byte_for_byte(value):
+    assert without_deadline(value) is value

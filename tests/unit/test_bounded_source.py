@@ -1,0 +1,217 @@
+"""BoundedKafkaSource's bookkeeping, over a stand-in for KafkaConsumer (never a broker's behaviour:
+tests/integration/test_backfill.py runs it on a real one)."""
+
+from dataclasses import dataclass
+
+import orjson
+import pytest
+from kafka import OffsetAndMetadata, TopicPartition
+
+from worker.backfill_plan import Span, TimeRange, decode_plan, encode_plan
+from worker.bounded_source import BoundedKafkaSource
+from worker.clock import FakeClock
+from worker.errors import ConfigError
+from worker.settings import Settings
+
+TOPIC = "req"
+SETTINGS = Settings(kafka_bootstrap_servers="k:9092", redis_url="memory://", requests_topic=TOPIC, group="bf")
+
+
+@dataclass
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: list | None = None
+
+
+@dataclass
+class Offset:
+    offset: int
+
+
+class FakeConsumer:
+    """Partitions as lists of records; offsets missing from a list are gaps (markers, compaction)."""
+
+    def __init__(self, logs: dict[int, list[Record]], ends: dict[int, int] | None = None) -> None:
+        self.logs = logs
+        self.ends = ends or {p: (records[-1].offset + 1 if records else 0) for p, records in logs.items()}
+        self.committed_offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.commits: list[dict] = []
+        self.positions: dict[TopicPartition, int] = {}
+        self.paused: set[TopicPartition] = set()
+        self.closed = False
+
+    def partitions_for_topic(self, topic):
+        return set(self.logs) if topic == TOPIC else None
+
+    def topics(self):
+        return {TOPIC}
+
+    def assign(self, tps):
+        self.positions = {tp: 0 for tp in tps}
+
+    def end_offsets(self, tps):
+        return {tp: self.ends[tp.partition] for tp in tps}
+
+    def offsets_for_times(self, times):
+        found = {}
+        for tp, ms in times.items():
+            hit = next((r for r in self.logs[tp.partition] if r.timestamp >= ms), None)
+            found[tp] = None if hit is None else Offset(hit.offset)
+        return found
+
+    def committed(self, tp, metadata=False):
+        return self.committed_offsets.get(tp)
+
+    def commit(self, offsets):
+        self.commits.append({(tp.topic, tp.partition): o.offset for tp, o in offsets.items()})
+        self.committed_offsets.update(offsets)
+
+    def seek(self, tp, offset):
+        self.positions[tp] = offset
+
+    def pause(self, *tps):
+        self.paused.update(tps)
+
+    def resume(self, *tps):
+        self.paused.difference_update(tps)
+
+    def position(self, tp):
+        return self.positions[tp]
+
+    def poll(self, timeout_ms, max_records):
+        fetched = {}
+        for tp, position in self.positions.items():
+            if tp in self.paused:
+                continue
+            batch = [r for r in self.logs[tp.partition] if r.offset >= position][:max_records]
+            if batch:
+                fetched[tp] = batch
+                self.positions[tp] = batch[-1].offset + 1
+            else:
+                self.positions[tp] = max(position, self.ends[tp.partition])  # skip trailing markers
+        return fetched
+
+    def close(self, autocommit=True):
+        self.closed = True
+
+
+def log_of(partition, timestamps, offsets=None):
+    offsets = offsets or range(len(timestamps))
+    return [Record(TOPIC, partition, o, ts, f"k{partition}-{o}".encode(),
+                   orjson.dumps({"id": f"r{partition}-{o}", "inputs": [1], "deadline_ms": 5}))
+            for o, ts in zip(offsets, timestamps)]
+
+
+def source_over(consumer, time_range, **options):
+    progress = []
+    source = BoundedKafkaSource(SETTINGS, FakeClock(), time_range, consumer=consumer, on_progress=progress.append,
+                                **options)
+    source.start(wait_s=0)
+    return source, progress
+
+
+def drain(source, max_records=3):
+    handed = []
+    for _ in range(100):
+        if source.finished():
+            return handed
+        handed += source.poll(0, max_records)
+    raise AssertionError("the source never finished")
+
+
+def test_hands_out_exactly_the_span_pauses_at_stop_and_finishes():
+    consumer = FakeConsumer({0: log_of(0, [100, 110, 120, 130, 140, 150]), 1: log_of(1, [90, 125, 160])})
+    source, progress = source_over(consumer, TimeRange(110, 150))
+    assert source.partitions == {(TOPIC, 0): Span(1, 5), (TOPIC, 1): Span(1, 2)}
+    assert source.total == 5 and source.done_before == 0
+    # The fresh plan is committed before anything is read, so that a restart finds it.
+    assert consumer.commits[0] == {(TOPIC, 0): 1, (TOPIC, 1): 1}
+    handed = drain(source)
+    assert sorted((r.position.partition, r.position.offset) for r in handed) == [
+        (0, 1), (0, 2), (0, 3), (0, 4), (1, 1)]
+    assert {TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)} <= consumer.paused
+    assert sum(progress) == 5
+    assert not source.complete()  # read, not yet answered
+
+
+def test_deadlines_are_dropped_unless_kept():
+    consumer = FakeConsumer({0: log_of(0, [100])})
+    source, _ = source_over(consumer, TimeRange(0))
+    assert "deadline_ms" not in orjson.loads(drain(source)[0].value)
+    source, _ = source_over(FakeConsumer({0: log_of(0, [100])}), TimeRange(0), keep_deadlines=True)
+    assert orjson.loads(drain(source)[0].value)["deadline_ms"] == 5
+
+
+def test_commits_carry_the_plan_and_complete_means_committed_to_every_stop():
+    consumer = FakeConsumer({0: log_of(0, [100, 110, 120])})
+    source, _ = source_over(consumer, TimeRange(100, 120))
+    drain(source)
+    source.commit({(TOPIC, 0): 1})
+    assert not source.complete()
+    source.commit({(TOPIC, 0): 2})
+    assert source.complete()
+    stored = consumer.committed_offsets[TopicPartition(TOPIC, 0)]
+    assert (stored.offset, decode_plan(stored.metadata)) == (2, (TimeRange(100, 120), Span(0, 2)))
+
+
+def test_a_span_ending_in_offsets_without_records_is_committed_at_its_stop():
+    # Offsets 3 and 4 hold no record (say transaction markers): the worker can only commit up to 3.
+    consumer = FakeConsumer({0: log_of(0, [100, 110, 120], offsets=[0, 1, 2])}, ends={0: 5})
+    source, _ = source_over(consumer, TimeRange(0))
+    assert source.partitions == {(TOPIC, 0): Span(0, 5)}
+    drain(source)
+    source.commit({(TOPIC, 0): 3})
+    assert consumer.commits[-1] == {(TOPIC, 0): 5}
+    assert source.complete()
+
+
+def test_a_partition_with_nothing_left_to_hand_out_is_committed_by_the_source_itself():
+    consumer = FakeConsumer({0: log_of(0, [100]), 1: []}, ends={0: 1, 1: 3})  # partition 1: markers only
+    source, _ = source_over(consumer, TimeRange(0))
+    drain(source)
+    assert consumer.committed_offsets[TopicPartition(TOPIC, 1)].offset == 3
+    source.commit({(TOPIC, 0): 1})
+    assert source.complete()
+
+
+def test_a_restart_resumes_from_the_committed_offsets_and_keeps_the_stops():
+    consumer = FakeConsumer({0: log_of(0, [100, 110, 120, 130])})
+    time_range = TimeRange(100)  # open-ended: the stop is the end when the job first started
+    consumer.committed_offsets[TopicPartition(TOPIC, 0)] = OffsetAndMetadata(2, encode_plan(time_range, Span(0, 3)), -1)
+    source, progress = source_over(consumer, time_range)
+    assert source.partitions == {(TOPIC, 0): Span(0, 3)}
+    assert source.done_before == 2 and source.total == 3
+    assert consumer.commits == []  # nothing new to record
+    assert [r.position.offset for r in drain(source)] == [2]  # not 3: appended after the first start
+    assert sum(progress) == 1
+
+
+def test_a_live_groups_offsets_are_never_touched():
+    consumer = FakeConsumer({0: log_of(0, [100])})
+    consumer.committed_offsets[TopicPartition(TOPIC, 0)] = OffsetAndMetadata(1, "", -1)
+    with pytest.raises(ConfigError, match="no backfill committed"):
+        source_over(consumer, TimeRange(0))
+    assert consumer.commits == []
+
+
+def test_a_range_with_nothing_in_it_is_finished_and_complete_at_once():
+    consumer = FakeConsumer({0: log_of(0, [100, 110]), 1: []})
+    source, _ = source_over(consumer, TimeRange(500))
+    assert source.total == 0
+    assert source.finished() and source.complete()
+
+
+def test_the_workers_pause_never_resumes_a_partition_that_reached_its_stop():
+    consumer = FakeConsumer({0: log_of(0, [100, 200]), 1: log_of(1, [100, 110, 120, 130])})
+    source, _ = source_over(consumer, TimeRange(100, 150))
+    source.poll(0, 2)  # all of partition 0's span, half of partition 1's
+    assert consumer.paused == {TopicPartition(TOPIC, 0)} and not source.finished()
+    source.pause(True)
+    assert consumer.paused == {TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)}
+    source.pause(False)
+    assert consumer.paused == {TopicPartition(TOPIC, 0)}

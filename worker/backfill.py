@@ -1,0 +1,257 @@
+"""``python -m worker backfill``: re-score a time range of a topic as a bounded job.
+
+The job is the streaming worker (same loop, model, batching, dedup and
+delivery guarantees) over a BoundedKafkaSource: it reads the records of the
+range (see worker/bounded_source.py for the exact bounds), scores them, and
+exits 0 once every partition's committed offset reached its stop.
+
+It keeps away from live traffic: its own consumer group and dedup namespace
+(both named after the job, by default the topic and the range), every reply
+to its own reply topic whatever the request's ``reply_to``, dead letters to
+``<reply topic>.dlq``. The environment variables that name the live worker's
+group, topics and namespace are ignored; only flags set them here.
+
+Stopped by SIGTERM or Ctrl-C, it finishes the batch in hand, commits, and
+exits 3; the same command again goes on from the committed offsets. Request
+deadlines are ignored (old requests would all be expired) unless
+``--keep-deadlines``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from types import FrameType
+from typing import Any
+
+import structlog
+from kafka.errors import KafkaError
+from tqdm import tqdm
+
+from worker.app import build_dedup, build_runner
+from worker.backfill_plan import TimeRange, format_ms, parse_time
+from worker.bounded_source import BoundedKafkaSource
+from worker.clock import SystemClock
+from worker.codec import H_DLQ_CODE
+from worker.errors import ConfigError, ServiceUnavailable
+from worker.loop import SendTag, Worker
+from worker.messages import Headers
+from worker.settings import Settings, add_flags, require_services
+from worker.sink import Delivery, KafkaSink
+
+log = structlog.get_logger(__name__)
+
+EXIT_INTERRUPTED = 3
+# What these name belongs to the live worker; a backfill takes them from flags only.
+LIVE_ONLY_ENV = ("STREAMSCORE_GROUP", "STREAMSCORE_REPLY_TOPIC", "STREAMSCORE_DEAD_LETTER_TOPIC",
+                 "STREAMSCORE_DEDUP_NAMESPACE", "STREAMSCORE_PROCESSES")
+
+DESCRIPTION = """\
+Re-score the records of --requests-topic whose timestamps are in
+[--from-time, --until-time) and exit: 0 when all are answered, 3 when stopped
+early (SIGTERM, Ctrl-C; run the same command again to go on), 1 on a delivery
+failure, 2 on a bad setting. Without --until-time the range ends at the end
+of each partition when the job first started.
+
+Times are ISO 8601 (UTC unless an offset is given) or Unix epoch milliseconds.
+Replies go to --reply-topic (required; never the live reply topic), dead
+letters to <reply-topic>.dlq; create both first. The job's consumer group and
+dedup namespace are named after --job (default: <topic>.<from ms>-<until ms>),
+so that live traffic and its dedup are untouched; the same command again
+resumes the same job, another --job runs the range again.
+"""
+
+EPILOG = """\
+example:
+  python -m producer create-topic requests.backfill --partitions 4
+  python -m producer create-topic requests.backfill.dlq --partitions 1
+  python -m worker backfill --requests-topic requests --reply-topic requests.backfill \\
+      --from-time 2026-11-29T00:00:00Z --until-time 2026-11-30T00:00:00Z
+"""
+
+
+def add_backfill_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("backfill", help="re-score a time range of a topic, then exit",
+                                 description=DESCRIPTION, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from-time", required=True, help="first timestamp to score (inclusive)")
+    parser.add_argument("--until-time", help="end of the range (exclusive; default: the end at start)")
+    parser.add_argument("--job", help="job name: sets the default --group (streamscore-backfill.<job>) and "
+                                      "--dedup-namespace (backfill.<job>)")
+    parser.add_argument("--keep-deadlines", action="store_true",
+                        help="answer requests whose deadline_ms passed 'expired' (default: score them all)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_flags(parser)
+
+
+def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Settings, TimeRange]:
+    """The job's Settings and range from flags and environment. Raises ConfigError."""
+    time_range = TimeRange(parse_time(args.from_time, "--from-time"),
+                           None if args.until_time is None else parse_time(args.until_time, "--until-time"))
+    settings = Settings.from_sources(args, {k: v for k, v in environ.items() if k not in LIVE_ONLY_ENV})
+    require_services(settings)
+    if args.reply_topic is None:
+        raise ConfigError("backfill needs --reply-topic: its replies go to a topic of their own, never to the "
+                          "live one (create it with `python -m producer create-topic NAME`)")
+    if settings.processes != 1:
+        raise ConfigError("a backfill runs in one process (it assigns itself every partition); drop --processes")
+    if args.reply_topic == settings.requests_topic:
+        raise ConfigError(f"--reply-topic must differ from --requests-topic ({args.reply_topic!r})")
+    job = args.job or f"{settings.requests_topic}.{time_range.label()}"
+    return replace(settings, group=args.group or f"streamscore-backfill.{job}",
+                   dedup_namespace=args.dedup_namespace or f"backfill.{job}",
+                   dead_letter_topic=args.dead_letter_topic or f"{args.reply_topic}.dlq"), time_range
+
+
+class ReplyTopicSink:
+    """Sends every reply to one topic, whatever the request's ``reply_to``; dead letters keep theirs."""
+
+    def __init__(self, sink: KafkaSink[SendTag], reply_topic: str) -> None:
+        self._sink = sink
+        self._reply_topic = reply_topic
+
+    @property
+    def pending(self) -> int:
+        return self._sink.pending
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: SendTag) -> None:
+        dead_letter = any(name == H_DLQ_CODE for name, _ in headers)
+        self._sink.send(topic if dead_letter else self._reply_topic, key, value, headers, tag)
+
+    def settle(self, timeout_s: float = 30.0) -> list[Delivery[SendTag]]:
+        return self._sink.settle(timeout_s)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        self._sink.close(timeout_s)
+
+
+def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested: threading.Event,
+                   keep_deadlines: bool = False,
+                   on_progress: Callable[[int], None] | None = None) -> tuple[Worker, BoundedKafkaSource]:
+    """The worker over the range, its source planned (or resumed) and its model loaded.
+
+    Raises ConfigError (a reply topic missing, a group that is not a
+    backfill's), LookupError (no such topic), ServiceUnavailable, ModelError.
+    """
+    clock = SystemClock()
+    try:
+        source = BoundedKafkaSource(settings, clock, time_range, keep_deadlines=keep_deadlines,
+                                    on_progress=on_progress)
+        sink: KafkaSink[SendTag] = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id)
+    except KafkaError as exc:
+        raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
+                                 f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
+    missing = source.missing_topics([settings.reply_topic, settings.dead_letter_topic])
+    if missing:
+        raise ConfigError(f"topic(s) {', '.join(missing)} do not exist; create them first, e.g. "
+                          f"`python -m producer create-topic {missing[0]} --partitions 4`")
+    source.start()
+    runner = build_runner(settings)
+    dedup = build_dedup(settings, clock)
+    worker = Worker(settings, source, ReplyTopicSink(sink, settings.reply_topic), dedup, runner, runner.prepare,
+                    clock, stop_requested=stop_requested)
+    return worker, source
+
+
+@dataclass(frozen=True)
+class BackfillSummary:
+    topic: str
+    time_range: TimeRange
+    reply_topic: str
+    group: str
+    offsets: int  # in the job's span
+    done_before: int  # committed by earlier runs of the job
+    committed: int  # committed now
+    stats: dict[str, Any]  # the worker's, for this run
+    seconds: float
+    complete: bool
+
+    def fields(self) -> dict[str, Any]:
+        return {"topic": self.topic, "from_ms": self.time_range.from_ms, "until_ms": self.time_range.until_ms,
+                "reply_topic": self.reply_topic, "group": self.group, "offsets": self.offsets,
+                "done_before": self.done_before, "committed": self.committed, "seconds": round(self.seconds, 3),
+                "complete": self.complete, **self.stats}
+
+    def render(self) -> str:
+        s = self.stats
+        until = "the end at start" if self.time_range.until_ms is None else format_ms(self.time_range.until_ms)
+        rate = s.get("consumed", 0) / self.seconds if self.seconds else 0.0
+        result = ("complete" if self.complete else
+                  f"INTERRUPTED: {self.committed:,} of {self.offsets:,} offsets done; "
+                  "run the same command again to go on")
+        return "\n".join([
+            "backfill summary",
+            f"  topic         {self.topic}  (group {self.group})",
+            f"  range         {format_ms(self.time_range.from_ms)} (inclusive) .. {until} (exclusive)",
+            f"  offsets       {self.offsets:,} in range, {self.done_before:,} done by earlier runs",
+            f"  records       {s.get('consumed', 0):,} read in this run",
+            f"  replies       {s.get('replied_ok', 0):,} ok, {s.get('replied_error', 0):,} error, "
+            f"{s.get('replied_expired', 0):,} expired  -> {self.reply_topic}",
+            f"  dead letters  {s.get('dead_lettered', 0):,}",
+            f"  duplicates    {s.get('duplicates', 0):,}  (ids answered before in this job, not re-scored)",
+            f"  duration      {self.seconds:.1f} s  ({rate:,.0f} records/s)",
+            f"  result        {result}",
+        ])
+
+
+class _ProgressBar:
+    """A tqdm bar by offsets, opened once the job knows its size."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._bar: tqdm | None = None
+
+    def open(self, total: int, initial: int, desc: str) -> None:
+        self._bar = tqdm(total=total, initial=initial, unit="rec", desc=desc, disable=not self._enabled,
+                         file=sys.stderr)
+
+    def __call__(self, offsets: int) -> None:
+        if self._bar is not None:
+            self._bar.update(offsets)
+            if self._bar.total is not None and self._bar.n >= self._bar.total:
+                self.close()  # all read: end the bar's line before the worker's last log lines
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def run_backfill(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> int:
+    """Run the job; returns the exit code (0 complete, 3 interrupted). Raises WorkerError, LookupError."""
+    settings, time_range = backfill_settings(args, environ)
+    started = time.monotonic()
+    stop_requested = threading.Event()
+    _stop_on_signals(stop_requested)
+    progress = _ProgressBar(enabled=not args.no_progress)
+    worker, source = build_backfill(settings, time_range, stop_requested=stop_requested,
+                                    keep_deadlines=args.keep_deadlines, on_progress=progress)
+    progress.open(source.total, source.done_before, f"backfill {settings.requests_topic}")
+    log.info("backfill_started", settings=repr(settings), from_ms=time_range.from_ms, until_ms=time_range.until_ms,
+             offsets=source.total, done_before=source.done_before)
+    try:
+        worker.run()
+    finally:
+        progress.close()
+    summary = BackfillSummary(settings.requests_topic, time_range, settings.reply_topic, settings.group,
+                              source.total, source.done_before, source.committed_offsets(),
+                              worker.stats.snapshot(), time.monotonic() - started, source.complete())
+    log.info("backfill_finished", **summary.fields())
+    print(summary.render())
+    return 0 if summary.complete else EXIT_INTERRUPTED
+
+
+def _stop_on_signals(stop_requested: threading.Event) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("stop_requested", signal=signal.Signals(signum).name)
+        stop_requested.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
