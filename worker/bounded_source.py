@@ -206,6 +206,9 @@ class BoundedKafkaSource:
         else:
             self._consumer.resume(*(TopicPartition(*tp) for tp, s in self._partitions.items() if not s.fetched_all))
 
+    def list_topics(self) -> set[str]:
+        return set(self._consumer.topics())
+
     def finished(self) -> bool:
         """True once every partition was read up to its stop offset."""
         return all(state.fetched_all for state in self._partitions.values())

@@ -32,6 +32,7 @@ from worker.runner import ModelRunner, Outcome
 from worker.settings import Settings
 from worker.sink import Delivery
 from worker.stats import WorkerStats
+from worker.topics import TopicDirectory
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +51,8 @@ class Source(Protocol):
         """Stop (True) or restart (False) fetching from every assigned partition; polling goes on."""
     def finished(self) -> bool:
         """True when a bounded source (a backfill) has nothing more to give."""
+    def list_topics(self) -> set[str]:
+        """Every topic on the broker (a metadata request)."""
     def close(self) -> None: ...
 
 
@@ -74,6 +77,7 @@ class Worker:
         self._sink = sink
         self._dedup = dedup
         self._gate = DedupGate(dedup)
+        self._topics = TopicDirectory(source.list_topics, clock)
         self._runner = runner
         self._prepare = prepare
         self._clock = clock
@@ -154,6 +158,11 @@ class Worker:
             pos = record.position
             self._offsets.track((pos.topic, pos.partition), pos.offset)
             decoded = decode_request(record, self._prepare, self._settings.max_record_bytes)
+            if isinstance(decoded, Request) and decoded.reply_to and not self._topics.exists(decoded.reply_to):
+                decoded = InvalidRecord(pos, "unknown_reply_topic",
+                                        f"reply_to topic {decoded.reply_to!r} does not exist; the reply comes here",
+                                        record.key, record.value, record.headers, decoded.id, None,
+                                        decoded.traceparent)
             if isinstance(decoded, InvalidRecord):
                 self._reject(decoded)
             else:

@@ -144,5 +144,8 @@ class KafkaSource:
     def finished(self) -> bool:
         return False  # a live topic never ends
 
+    def list_topics(self) -> set[str]:
+        return set(self._consumer.topics())
+
     def close(self) -> None:
         self._consumer.close(autocommit=False)

@@ -55,6 +55,9 @@ class FakeSource:
     def finished(self) -> bool:
         return False
 
+    def list_topics(self) -> set[str]:
+        return {self.topic, "requests.replies", "requests.dlq", "private"}
+
     def pause(self, paused: bool) -> None:
         self.paused = paused
 

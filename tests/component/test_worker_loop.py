@@ -299,3 +299,13 @@ def test_a_step_that_nears_max_poll_interval_is_reported():
     with capture_logs() as logs:
         h.worker.step()
     assert [e for e in logs if e["event"] == "slow_step"][0]["since_last_poll_ms"] >= 600
+
+
+def test_a_reply_to_that_names_a_missing_topic_is_answered_on_the_default_topic():
+    h = Harness()
+    h.source.produce({"id": "lost-topic", "inputs": INPUTS, "reply_to": "no-such-topic"})
+    h.steps()
+    (reply,) = h.replies()
+    assert reply["error"]["code"] == "unknown_reply_topic" and "no-such-topic" in reply["error"]["message"]
+    assert h.sink.to("no-such-topic") == []
+    assert h.worker.stats.batches == 0  # not scored
