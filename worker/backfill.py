@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from types import FrameType
 from typing import Any
 
 import structlog
@@ -44,6 +42,7 @@ from worker.loop import SendTag, Worker
 from worker.messages import Headers
 from worker.settings import Settings, add_flags, require_services
 from worker.sink import Delivery, KafkaSink
+from worker.signals import stop_on_signals
 
 log = structlog.get_logger(__name__)
 
@@ -228,7 +227,7 @@ def run_backfill(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     settings, time_range = backfill_settings(args, environ)
     started = time.monotonic()
     stop_requested = threading.Event()
-    _stop_on_signals(stop_requested)
+    stop_on_signals(stop_requested)
     progress = _ProgressBar(enabled=not args.no_progress)
     worker, source = build_backfill(settings, time_range, stop_requested=stop_requested,
                                     keep_deadlines=args.keep_deadlines, on_progress=progress)
@@ -245,13 +244,3 @@ def run_backfill(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     log.info("backfill_finished", **summary.fields())
     print(summary.render())
     return 0 if summary.complete else EXIT_INTERRUPTED
-
-
-def _stop_on_signals(stop_requested: threading.Event) -> None:
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("stop_requested", signal=signal.Signals(signum).name)
-        stop_requested.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import threading
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 
 import structlog
 import torch
@@ -20,6 +18,7 @@ from worker.logs import configure_logging
 from worker.offline import score_file
 from worker.settings import Settings, add_flags, require_services
 from worker.supervisor import child_commands, supervise
+from worker.signals import stop_on_signals
 
 DESCRIPTION = """\
 streamscore worker: consumes scoring requests from a Kafka topic, micro-batches
@@ -92,16 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
     stop_requested = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("stop_requested", signal=signal.Signals(signum).name)
-        stop_requested.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts
-
-    # Installed before the slow start (model load, group join), so that a stop
-    # asked for meanwhile is still a clean one.
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(stop_requested)
     worker = build_worker(settings, stop_requested)
     log.info("worker_started", settings=repr(settings))
     worker.run()
