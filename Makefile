@@ -5,7 +5,7 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up down status demo test test-unit typecheck clean
+.PHONY: help venv up down status demo test test-unit typecheck bench chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ test: venv  ## the whole test suite, integration tests on real Kafka + Redis
 
 test-unit: venv  ## unit and component tests only (no services, seconds)
 	@$(PYTHON) -m pytest tests/unit tests/component
+
+bench: venv  ## benchmarks: ceilings, naive baseline, streamscore grid -> bench/results/ (~8-10 min)
+	@$(WITH_SERVICES) $(PYTHON) -m bench $(BENCH_ARGS)
 
 typecheck: venv  ## mypy --strict on worker/ and producer/
 	@$(PYTHON) -m mypy

@@ -56,8 +56,9 @@ class ReplyCollector:
     def poll(self, timeout_s: float = 0.2) -> int:
         """Read what is there; returns how many new ids were answered."""
         new = 0
-        now_ms = time.time_ns() // 1_000_000
-        for records in self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=5000).values():
+        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=5000)
+        now_ms = time.time_ns() // 1_000_000  # after the poll: it may have waited up to timeout_s
+        for records in fetched.values():
             for record in records:
                 reply = decode_reply(record.value)
                 request_id = str(reply.get("id"))

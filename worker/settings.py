@@ -19,6 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 from worker.errors import ConfigError
 
 ENV_PREFIX = "STREAMSCORE_"
+# Read by deploy/local/services.sh and deploy/venv.sh, not by the worker: not "unknown".
+TOOLING_ENV = {"STREAMSCORE_STATE_DIR", "STREAMSCORE_CACHE_DIR"}
 PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": "REDIS_URL"}
 
 
@@ -75,7 +77,7 @@ class Settings:
         values: dict[str, Any] = {}
         known = {f.name for f in fields(cls)}
         for name in environ:
-            if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() not in known:
+            if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() not in known and name not in TOOLING_ENV:
                 raise ConfigError(f"unknown setting {name}; see `python -m worker --help` for the valid ones")
         for f in fields(cls):
             env_name = PLAIN_ENV.get(f.name, ENV_PREFIX + f.name.upper())

@@ -1,0 +1,33 @@
+"""The command line of each contender, all run with this Python from the repository root."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from bench.topics import RunTopics
+
+CommandFor = Callable[[RunTopics], list[str]]
+
+
+def kafka_ceiling(bootstrap: str, topics: RunTopics, reply_bytes: int) -> list[str]:
+    return [sys.executable, "-m", "bench.kafka_ceiling", "--bootstrap-servers", bootstrap,
+            "--requests-topic", topics.requests, "--reply-topic", topics.replies, "--group", topics.group,
+            "--reply-bytes", str(reply_bytes)]
+
+
+def naive(bootstrap: str, topics: RunTopics, model: str, torch_threads: int) -> list[str]:
+    return [sys.executable, "-m", "bench.naive", "--bootstrap-servers", bootstrap,
+            "--requests-topic", topics.requests, "--reply-topic", topics.replies, "--group", topics.group,
+            "--model", model, "--torch-threads", str(torch_threads)]
+
+
+def worker(bootstrap: str, redis_url: str, topics: RunTopics, model: str, batch_size: int, wait_ms: int,
+           torch_threads: int) -> list[str]:
+    """streamscore itself: a fresh group and dedup namespace, JSON logs, no periodic stats."""
+    return [sys.executable, "-m", "worker", "run", "--bootstrap-servers", bootstrap, "--redis-url", redis_url,
+            "--requests-topic", topics.requests, "--reply-topic", topics.replies,
+            "--dead-letter-topic", topics.dlq, "--model", model, "--group", topics.group,
+            "--dedup-namespace", topics.group, "--max-batch-size", str(batch_size),
+            "--max-wait-ms", str(wait_ms), "--torch-threads", str(torch_threads),
+            "--log-format", "json", "--stats-interval-s", "0"]

@@ -1,0 +1,135 @@
+"""Latency under load: send at a fixed rate while the worker runs, stamp each reply as it arrives.
+
+The sender (producer/send.py with ``rate=``) runs on a thread of this
+process and the reader on the calling thread, so send and receive times come
+from one clock. The sender keeps to its schedule whatever the replies do (an
+open loop); if this machine cannot send that fast, the achieved rate says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from kafka import KafkaConsumer, TopicPartition
+from tqdm import tqdm
+
+from producer.send import RequestBody, SendSummary, send_requests
+from bench.results import LatencyRun, percentile
+
+IDLE_TIMEOUT_S = 15.0
+# Where a request's time goes, from the reply's headers; "reply_to_reader" is received - reply CreateTime.
+STAGE_HEADERS = {"queue_wait": "queue-wait-ms", "batch_wait": "batch-wait-ms", "compute": "compute-ms"}  # after the last send, give up on replies that stop coming for this long
+
+
+@dataclass
+class _Sender:
+    summary: SendSummary | None = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class LatencyReader:
+    """Reads a reply topic from its current end; stamps each reply's id with the wall time its poll returned."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None,
+                                       client_id="bench-latency", enable_auto_commit=False, fetch_max_wait_ms=100)
+        partitions = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic) or ())]
+        self._consumer.assign(partitions)
+        self._consumer.seek_to_end(*partitions)
+        for tp in partitions:
+            self._consumer.position(tp)  # resolve "end" now, before anything is sent
+        self.received_ms: dict[str, float] = {}
+        self.batch_sizes: dict[str, int] = {}
+        self.stages: dict[str, dict[str, float]] = {}  # id -> where its time went, from the reply's headers
+
+    def poll(self) -> int:
+        polled = self._consumer.poll(timeout_ms=100, max_records=5000)
+        now_ms = time.time_ns() / 1e6
+        new = 0
+        for records in polled.values():
+            for record in records:
+                request_id = (record.key or b"").decode(errors="replace")
+                if request_id not in self.received_ms:
+                    self.received_ms[request_id] = now_ms
+                    headers = dict(record.headers or ())
+                    self.batch_sizes[request_id] = int(headers.get("batch-size") or 0)
+                    self.stages[request_id] = _stages(headers, now_ms - record.timestamp)
+                    new += 1
+        return new
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _stages(headers: dict[str, bytes], reply_transit_ms: float) -> dict[str, float]:
+    stages = {name: float(headers[header]) for name, header in STAGE_HEADERS.items() if header in headers}
+    stages["reply_to_reader"] = reply_transit_ms
+    return stages
+
+
+def open_loop(bootstrap: str, requests_topic: str, reply_topic: str, bodies: list[RequestBody], rate: float,
+              load: float, warmup_s: float, progress: bool, stages: bool = True) -> LatencyRun:
+    """Send ``bodies`` at ``rate`` per second and wait for their replies. Blocks; raises if sending fails.
+
+    ``stages``: break the latency down by the worker's reply headers (off for
+    the Kafka ceiling loop, whose headers only have the right size).
+    """
+    reader = LatencyReader(bootstrap, reply_topic)
+    sender = _Sender()
+
+    def send() -> None:
+        try:
+            sender.summary = send_requests(bootstrap, requests_topic, bodies, rate=rate, progress=False)
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            sender.error = exc
+        finally:
+            sender.done.set()
+
+    threading.Thread(target=send, name="bench-sender", daemon=True).start()
+    bar = tqdm(total=len(bodies), unit="reply", desc=f"  open loop {rate:,.0f}/s", disable=not progress, leave=False)
+    last_new = time.monotonic()
+    try:
+        while not (sender.done.is_set() and len(reader.received_ms) >= len(bodies)):
+            new = reader.poll()
+            bar.update(new)
+            if new or not sender.done.is_set():
+                last_new = time.monotonic()
+            elif time.monotonic() - last_new > IDLE_TIMEOUT_S:
+                break
+    finally:
+        bar.close()
+        reader.close()
+    if sender.error is not None or sender.summary is None:
+        raise RuntimeError(f"sending at {rate:.0f}/s failed: {sender.error}")
+    if not stages:
+        reader.stages.clear()
+        reader.batch_sizes.clear()
+    return _latency(sender.summary, reader, rate, load, warmup_s)
+
+
+def _latency(sent: SendSummary, reader: LatencyReader, rate: float, load: float, warmup_s: float) -> LatencyRun:
+    start_ms = min(sent.sent_at_ms.values())
+    measured_ids = [i for i, at in sent.sent_at_ms.items() if at >= start_ms + warmup_s * 1000]
+    answered = [i for i in measured_ids if i in reader.received_ms]
+    latencies = sorted(reader.received_ms[i] - sent.sent_at_ms[i] for i in answered)
+    sizes = [reader.batch_sizes[i] for i in answered if reader.batch_sizes.get(i)]
+    span_s = (max(sent.sent_at_ms.values()) - start_ms) / 1000
+    return LatencyRun(
+        load=load, offered_per_s=rate, achieved_per_s=(sent.sent - 1) / span_s if span_s > 0 else 0.0, sent=sent.sent, measured=len(answered),
+        missing=sum(1 for i in sent.sent_at_ms if i not in reader.received_ms),
+        p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95), p99_ms=percentile(latencies, 99),
+        max_ms=latencies[-1] if latencies else None,
+        mean_batch_size=sum(sizes) / len(sizes) if sizes else None,
+        stages_p50_ms=_stage_percentiles(reader, answered, 50), stages_p99_ms=_stage_percentiles(reader, answered, 99),
+    )
+
+
+def _stage_percentiles(reader: LatencyReader, ids: list[str], pct: float) -> dict[str, float | None]:
+    names = [*STAGE_HEADERS, "reply_to_reader"]
+    if not reader.stages:
+        return {}
+    return {name: percentile(sorted(reader.stages[i][name] for i in ids if name in reader.stages.get(i, {})), pct)
+            for name in names}

@@ -1,0 +1,64 @@
+"""The issue's targets, as ratios of figures measured in the same run. Nothing here is a measurement.
+
+Each check compares streamscore at the chosen configuration (``--batch-size``,
+``--max-wait-ms``) with a figure from the same run; a figure that was not
+measured gives ``met: None``, never a guess.
+"""
+
+from __future__ import annotations
+
+from bench.results import LatencyRun, Target, WorkloadResult
+
+KAFKA_CEILING_SHARE = 0.85
+NAIVE_FACTOR = 20.0
+MODEL_CEILING_SHARE = 0.90
+LATENCY_LOAD = 0.5
+LATENCY_SLACK_MS = 10.0
+
+
+def evaluate(result: WorkloadResult, checks: tuple[str, ...], batch_size: int, wait_ms: int) -> list[Target]:
+    point = result.point(batch_size, wait_ms)
+    ours = point.throughput.per_s if point else None
+    where = f"streamscore at batch {batch_size}, wait {wait_ms} ms"
+    targets = []
+    if "kafka_ceiling" in checks:
+        theirs = result.kafka_ceiling.per_s if result.kafka_ceiling else None
+        targets.append(_ratio("streamscore / Kafka ceiling", ours, theirs, KAFKA_CEILING_SHARE,
+                              f"{where} vs the plain kafka-python loop, closed loop"))
+        theirs_cpu = result.kafka_ceiling.cpu_us_per_request if result.kafka_ceiling else None
+        ours_cpu = point.throughput.cpu_us_per_request if point else None
+        targets.append(_ratio("streamscore / Kafka ceiling, by CPU time", theirs_cpu, ours_cpu, KAFKA_CEILING_SHARE,
+                              "the same ratio from CPU microseconds per request (ceiling / streamscore): what the "
+                              "throughput ratio would be with a core to each, less moved by other load; "
+                              "for reference, not the issue's measure"))
+    if "naive" in checks:
+        theirs = result.naive.per_s if result.naive else None
+        targets.append(_ratio("streamscore / naive baseline", ours, theirs, NAIVE_FACTOR,
+                              f"{where} vs one request at a time, closed loop"))
+    if "model_ceiling" in checks:
+        ceiling = point.model_ceiling if point else None
+        targets.append(_ratio("streamscore / model ceiling", ours, ceiling.items_per_s if ceiling else None,
+                              MODEL_CEILING_SHARE, f"{where} vs forward passes alone at batch {batch_size}, "
+                              "measured just before that worker started"))
+    if "latency" in checks:
+        targets.append(_latency(point.latency if point else [], wait_ms,
+                                point.throughput.compute_ms_p50 if point else None, where))
+    return targets
+
+
+def _ratio(name: str, numerator: float | None, denominator: float | None, required: float, detail: str) -> Target:
+    value = numerator / denominator if numerator and denominator else None
+    return Target(name, value, required, ">=", "x", None if value is None else value >= required, detail)
+
+
+def _latency(runs: list[LatencyRun], wait_ms: int, compute_ms: float | None, where: str) -> Target:
+    """p99 at half the maximum throughput <= max wait + 2 x batch compute time + 10 ms."""
+    run = min(runs, key=lambda r: abs(r.load - LATENCY_LOAD), default=None)
+    if run is None or compute_ms is None or run.p99_ms is None:
+        return Target("p99 latency at 50% load", None, None, "<=", "ms", None,
+                      f"{where}: not measured (no open-loop run or no compute time)")
+    bound = wait_ms + 2 * compute_ms + LATENCY_SLACK_MS
+    return Target("p99 latency at 50% load", run.p99_ms, bound, "<=", "ms", run.p99_ms <= bound,
+                  f"{where}, {run.load:.0%} load ({run.achieved_per_s:,.0f} req/s sent): bound = max wait "
+                  f"{wait_ms} + 2 x batch compute {compute_ms:.2f} (median compute-ms of full batches) + "
+                  f"{LATENCY_SLACK_MS:.0f} ms")
