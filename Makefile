@@ -7,6 +7,8 @@ WITH_SERVICES := deploy/local/with-services.sh
 
 .PHONY: help venv up down status demo test test-unit typecheck bench chaos clean
 
+CHAOS_SIZE ?= full
+
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
@@ -33,6 +35,9 @@ test-unit: venv  ## unit and component tests only (no services, seconds)
 
 bench: venv  ## benchmarks: ceilings, naive baseline, streamscore grid -> bench/results/ (~8-10 min)
 	@$(WITH_SERVICES) $(PYTHON) -m bench $(BENCH_ARGS)
+
+chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario (CHAOS_SIZE=small|full, ~10 min full)
+	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos --size $(CHAOS_SIZE)
 
 typecheck: venv  ## mypy --strict on worker/ and producer/
 	@$(PYTHON) -m mypy

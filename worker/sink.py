@@ -7,12 +7,12 @@ only once the broker acknowledged them (acks=all, idempotent producer).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from kafka import KafkaProducer
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.producer.future import FutureRecordMetadata
 
 from worker.messages import Headers
 
@@ -37,7 +37,7 @@ class KafkaSink(Generic[T]):
             linger_ms=linger_ms,
             max_block_ms=15_000,
         )
-        self._pending: list[tuple[T, Callable[[], None] | None, Exception | None]] = []
+        self._pending: list[tuple[T, FutureRecordMetadata | None, Exception | None]] = []
 
     @property
     def pending(self) -> int:
@@ -50,20 +50,27 @@ class KafkaSink(Generic[T]):
         except KafkaError as exc:  # e.g. no metadata for the topic within max_block_ms
             self._pending.append((tag, None, exc))
             return
-        self._pending.append((tag, future.get, None))
+        self._pending.append((tag, future, None))
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
-        """Flush, then report every queued send in the order it was made. Blocks."""
-        self._producer.flush(timeout=timeout_s)
+        """Flush, then report every finished send in the order it was made. Blocks up to ``timeout_s``.
+
+        Sends still unanswered then (the broker is away) stay queued for the next settle.
+        """
+        try:
+            self._producer.flush(timeout=timeout_s)
+        except KafkaTimeoutError:
+            pass  # some sends are still out: report the finished ones, keep the rest
         deliveries = []
-        for tag, wait, error in self._pending:
-            if wait is not None:
-                try:
-                    wait()
-                except KafkaError as exc:
-                    error = exc
+        still_out = []
+        for tag, future, error in self._pending:
+            if future is not None and not future.is_done:
+                still_out.append((tag, future, error))
+                continue
+            if future is not None and future.failed():
+                error = future.exception
             deliveries.append(Delivery(tag, error))
-        self._pending = []
+        self._pending = still_out
         return deliveries
 
     def close(self, timeout_s: float = 10.0) -> None:

@@ -17,7 +17,7 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, T
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from kafka.errors import CommitFailedError, KafkaTimeoutError, RebalanceInProgressError
+from kafka.errors import CommitFailedError, KafkaConnectionError, KafkaTimeoutError, RebalanceInProgressError
 
 from worker.clock import Clock
 from worker.errors import CommitDeferred
@@ -121,13 +121,13 @@ class KafkaSource:
     def commit(self, offsets: dict[TP, int]) -> None:
         """Commit next-offsets-to-read synchronously.
 
-        Raises CommitDeferred when the group is rebalancing (or the coordinator
-        is slow): nothing is lost, the same offsets can be committed later.
+        Raises CommitDeferred when the group is rebalancing or the coordinator
+        is slow or unreachable: nothing is lost, the offsets are committed later.
         """
         try:
             self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
                                    for (t, p), o in offsets.items()})
-        except (RebalanceInProgressError, CommitFailedError, KafkaTimeoutError) as exc:
+        except (RebalanceInProgressError, CommitFailedError, KafkaTimeoutError, KafkaConnectionError) as exc:
             raise CommitDeferred(str(exc)) from exc
 
     def finish_rebalance(self, timeout_s: float) -> None:

@@ -27,6 +27,7 @@ die() { echo "services: ERROR: $*" >&2; exit 1; }
 usage() {
   cat <<EOF
 Usage: deploy/local/services.sh {up|down|status|env|reset|--help}
+       deploy/local/services.sh {stop-kafka|start-kafka|stop-redis|start-redis}
 
 Local Apache Kafka 4.x broker (KRaft, one broker+controller node) and Redis,
 both bound to 127.0.0.1, run as plain background processes (no Docker).
@@ -43,6 +44,11 @@ both bound to 127.0.0.1, run as plain background processes (no Docker).
   env     Print only the two export lines above.
   reset   down, then delete the state dir (topics, offsets, logs). Use it when
           the broker will not start from old data (e.g. after changing ports).
+
+  stop-kafka, stop-redis    Stop one service as \`down\` does; the other keeps running.
+  start-kafka, start-redis  Start one service as \`up\` does (waits until it answers),
+          with its data as it was left (Redis keeps nothing: it runs without
+          persistence). For fault injection, e.g. the chaos suite (tests/chaos).
 
 Environment (default):
   KAFKA_PORT (19092)  KAFKA_CONTROLLER_PORT (19093)  REDIS_PORT (16379)
@@ -283,6 +289,13 @@ case "${1:-}" in
   status) status_line Kafka kafka_alive "$KAFKA_PID" "$KAFKA_PORT"
           status_line Redis redis_alive "$REDIS_PID" "$REDIS_PORT" ;;
   env)    print_env ;;
+  stop-kafka|stop-redis)
+          [[ -d "$STATE_DIR" ]] || { log "nothing to stop"; exit 0; }
+          lock
+          if [[ $1 == stop-kafka ]]; then stop_pid Kafka "$KAFKA_PID" 'kafka\.Kafka'
+          else stop_pid Redis "$REDIS_PID" 'redis-server'; fi ;;
+  start-kafka) lock; ensure_prereqs; start_kafka ;;
+  start-redis) lock; ensure_prereqs; start_redis ;;
   reset)  if [[ -d "$STATE_DIR" ]]; then
             [[ -f "$MARKER" || -z "$(ls -A "$STATE_DIR")" ]] || die "$STATE_DIR has no $MARKER; not deleting it"
             lock; stop_all

@@ -1,0 +1,51 @@
+"""``python -m tests.chaos``: run the chaos scenarios and print a table per scenario, then a summary.
+
+Needs KAFKA_BOOTSTRAP_SERVERS and REDIS_URL (``make chaos`` starts the local
+services and sets them). Scenarios c and d stop and start the services, so
+they run only against deploy/local/services.sh's own. Exit code 0 when every
+scenario that ran kept its promise, 1 otherwise, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from tests.chaos.report import scenario_block, summary_table, write_json
+from tests.chaos.run import run_scenario
+from tests.chaos.scenarios import SCENARIOS, SIZES
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--only", default=",".join(SCENARIOS), help="scenarios to run, e.g. a,c (default: all)")
+    parser.add_argument("--out", type=Path, help="results.json and worker logs (default: a new folder in /tmp)")
+    parser.add_argument("--seed", type=int, default=20261130, help="random moments of kills")
+    args = parser.parse_args(argv)
+    keys = [key.strip() for key in args.only.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in SCENARIOS]
+    bootstrap, redis_url = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get("REDIS_URL")
+    if unknown or not bootstrap or not redis_url:
+        parser.error(f"unknown scenarios {unknown} (known: {', '.join(SCENARIOS)})" if unknown else
+                     "set KAFKA_BOOTSTRAP_SERVERS and REDIS_URL (eval \"$(deploy/local/services.sh up)\"), "
+                     "or run `make chaos`")
+    out = args.out or Path(f"/tmp/streamscore-chaos-{time.strftime('%Y%m%d-%H%M%S')}")
+    results = []
+    for key in keys:
+        print(f"chaos: scenario {key}. {SCENARIOS[key].title} ({args.size})", file=sys.stderr, flush=True)
+        result = run_scenario(SCENARIOS[key], SIZES[args.size], bootstrap, redis_url, out, args.seed, verbose=True)
+        print(scenario_block(result), flush=True)
+        results.append(result)
+        write_json(results, out / "results.json")
+    print(summary_table(results))
+    print(f"results: {out / 'results.json'}")
+    return 1 if any(r.status == "FAIL" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The chaos scenarios: what each one breaks while the load runs, and what it promises.
+
+Every scenario promises that no request ID the broker acknowledged goes
+unanswered. Duplicate replies are allowed only where the README documents
+them: a worker that dies after the broker acknowledged a reply and before the
+ID's done mark was written re-scores it on redelivery (scenarios a and c).
+Workers run with ``--session-timeout-ms 6000`` so that a dead worker's
+partitions move in seconds rather than 45 s. In d, ``--max-poll-interval-ms``
+is shorter than the Redis outage: a worker that stopped polling while Redis is
+away would be dropped from the group.
+"""
+
+from __future__ import annotations
+
+from tests.chaos.run import Context, Scenario, Size
+
+SESSION = ("--session-timeout-ms", "6000")
+
+SIZES = {
+    "small": Size("small", rate=150, calm_s=4, kills=5, kill_gap_s=(2, 5), phase_s=6, outages=1, outage_s=7,
+                  stalls=1, stall_s=10, drain_s=90),
+    "full": Size("full", rate=300, calm_s=10, kills=12, kill_gap_s=(3, 10), phase_s=20, outages=3, outage_s=12,
+                 stalls=3, stall_s=12, drain_s=240),
+}
+
+
+def kill_workers(ctx: Context) -> str:
+    """a. SIGKILL a random worker at random moments; each starts again at once.
+
+    The next kill comes a random while after the restarted worker owns
+    partitions again, so that every kill hits a worker at work.
+    """
+    ctx.hold(ctx.size.calm_s)
+    for number in range(ctx.size.kills):
+        ctx.hold(ctx.rng.uniform(*ctx.size.kill_gap_s))
+        slot = ctx.rng.choice(ctx.fleet.live())
+        ctx.fleet.kill(slot)
+        ctx.note(f"kill {number + 1}: SIGKILL worker slot {slot}, restarted")
+        ctx.fleet.wait_assigned(slot)
+        ctx.note(f"kill {number + 1}: the new worker in slot {slot} owns partitions")
+    ctx.hold(ctx.size.calm_s)
+    return f"{ctx.size.kills} SIGKILLs"
+
+
+def scale_out_and_in(ctx: Context) -> str:
+    """b. One worker, then two, then three in the group; then back to one by SIGTERM."""
+    ctx.hold(ctx.size.phase_s)
+    for _ in range(2):
+        slot = ctx.fleet.add()
+        ctx.fleet.wait_assigned(slot)
+        ctx.note(f"scaled out: slot {slot} owns partitions, {len(ctx.fleet.live())} workers")
+        ctx.hold(ctx.size.phase_s)
+    for slot in sorted(ctx.fleet.live(), reverse=True)[:2]:
+        code = ctx.fleet.stop(slot)
+        ctx.note(f"scaled in: slot {slot} stopped with exit code {code}, {len(ctx.fleet.live())} workers")
+        ctx.hold(ctx.size.phase_s)
+    return "1 -> 2 -> 3 -> 2 -> 1 workers"
+
+
+def restart_broker(ctx: Context) -> str:
+    """c. Stop the broker (SIGTERM, a clean shutdown) and start it again."""
+    ctx.hold(ctx.size.calm_s)
+    for number in range(ctx.size.outages):
+        took = ctx.services.stop_kafka()
+        ctx.note(f"broker outage {number + 1}: stopped in {took:.1f} s")
+        try:
+            ctx.hold(ctx.size.outage_s)
+        finally:
+            took = ctx.services.start_kafka()
+            ctx.note(f"broker outage {number + 1}: started again in {took:.1f} s")
+        ctx.hold(ctx.size.calm_s)
+    return f"{ctx.size.outages} broker stop(s) of {ctx.size.outage_s:g} s + restart"
+
+
+def restart_redis(ctx: Context) -> str:
+    """d. Stop Redis and start it again (empty: it runs without persistence)."""
+    ctx.hold(ctx.size.calm_s)
+    for number in range(ctx.size.outages):
+        ctx.services.stop_redis()
+        ctx.note(f"Redis outage {number + 1}: stopped")
+        try:
+            ctx.hold(ctx.size.outage_s)
+        finally:
+            ctx.services.start_redis()
+            ctx.note(f"Redis outage {number + 1}: started again")
+        ctx.hold(ctx.size.calm_s)
+    return f"{ctx.size.outages} Redis stop(s) of {ctx.size.outage_s:g} s + restart"
+
+
+def stall_a_batch(ctx: Context) -> str:
+    """e. One worker's batch sleeps past max.poll.interval.ms; the group moves its partitions meanwhile."""
+    ctx.hold(ctx.size.calm_s)
+    for number in range(ctx.size.stalls):
+        ctx.stall_trigger.touch()
+        ctx.note(f"stall {number + 1}: triggered ({ctx.size.stall_s:g} s in one batch)")
+        ctx.hold(ctx.size.stall_s + ctx.size.calm_s)
+        if ctx.stall_trigger.exists():
+            ctx.stall_trigger.unlink()
+            ctx.problems.append(f"stall {number + 1}: no worker took the trigger (no batch was scored)")
+    return f"{ctx.size.stalls} batch(es) stalled {ctx.size.stall_s:g} s (max.poll.interval.ms 4000)"
+
+
+SCENARIOS = {
+    "a": Scenario("a", "SIGKILL workers", "no loss; duplicates only in the crash window", kill_workers,
+                  worker_args=(*SESSION,), duplicates_allowed="crash window"),
+    "b": Scenario("b", "scale 1 -> 3 -> 1", "no loss, no duplicate (clean SIGTERM scale-in)", scale_out_and_in,
+                  workers=1, worker_args=(*SESSION,)),
+    "c": Scenario("c", "broker stop/start", "no loss; duplicates only in the window of a worker death",
+                  restart_broker, worker_args=(*SESSION,), duplicates_allowed="crash window",
+                  restarts_allowed=True, needs_local_services=True),
+    "d": Scenario("d", "Redis stop/start", "no loss, no duplicate, no restart, no rebalance: pause and resume",
+                  restart_redis, worker_args=(*SESSION, "--max-poll-interval-ms", "5000"), needs_local_services=True,
+                  rebalances_allowed=False),
+    "e": Scenario("e", "batch > max.poll.interval", "no loss, no duplicate from the late batch or commit",
+                  stall_a_batch, worker_args=(*SESSION, "--max-poll-interval-ms", "4000",
+                                              "--model", "tests.chaos.slow_model:stalling_linear")),
+    "f": Scenario("f", "exactly-once mode", "", None, not_built="exactly-once mode is not built yet"),
+}

@@ -1,0 +1,41 @@
+"""The small size of every chaos scenario, against real Kafka and Redis.
+
+Each test runs one scenario (see tests/chaos/scenarios.py for what it breaks)
+and asserts its promise on what landed on the reply topic: no acknowledged
+request without a reply, duplicate replies only where a worker death explains
+them (a, c) and none elsewhere, clean exits on SIGTERM. On failure the
+message is the scenario's table, with the folder of the worker logs.
+Scenario f (exactly-once mode) is not built yet: `python -m tests.chaos`
+lists it as not run.
+"""
+
+import pytest
+
+from tests.chaos.local_services import LocalServices
+from tests.chaos.report import scenario_block, write_json
+from tests.chaos.run import run_scenario
+from tests.chaos.scenarios import SCENARIOS, SIZES
+
+
+STALL_BUG = pytest.mark.xfail(
+    strict=True,
+    reason="known bug: a batch that stalls past max.poll.interval.ms is scored and answered twice (the new "
+           "owner re-scores the record; the stalled worker still sends its late replies). Nothing is lost.")
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("key", ["a", "b", "c", "d", pytest.param("e", marks=STALL_BUG)])
+def test_scenario_keeps_its_promise(key, services, tmp_path):
+    bootstrap, redis_url = services
+    scenario = SCENARIOS[key]
+    if scenario.needs_local_services:
+        reason = LocalServices(bootstrap, redis_url).not_controllable()
+        if reason:
+            pytest.skip(f"scenario {key} stops and starts the services: {reason}")
+    result = run_scenario(scenario, SIZES["small"], bootstrap, redis_url, tmp_path, seed=7)
+    write_json([result], tmp_path / "results.json")
+    table = scenario_block(result)
+    assert result.tally is not None and result.tally.sent > 0, table
+    assert result.status == "pass", table
+    if key == "a":
+        assert result.kills == SIZES["small"].kills, table
