@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from kafka import KafkaAdminClient
+import time
+
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 
-def create_topics(bootstrap_servers: str, partitions: dict[str, int]) -> list[str]:
+def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: float = 30.0) -> list[str]:
     """Create each topic with its partition count (replication 1); returns those created.
 
-    Topics that exist already are left as they are.
+    Topics that exist already are left as they are. Returns once clients see
+    every created topic with all its partitions in their metadata (a topic
+    just created may not be there yet), or raises TimeoutError after ``wait_s``.
     """
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers.split(","), client_id="streamscore-admin")
     try:
@@ -21,6 +25,21 @@ def create_topics(bootstrap_servers: str, partitions: dict[str, int]) -> list[st
                 admin.create_topics(wanted)
             except TopicAlreadyExistsError:
                 pass  # created concurrently by someone else: fine
-        return [t.name for t in wanted]
     finally:
         admin.close()
+    _wait_until_visible(bootstrap_servers, {t.name: t.num_partitions for t in wanted}, wait_s)
+    return [t.name for t in wanted]
+
+
+def _wait_until_visible(bootstrap_servers: str, partitions: dict[str, int], wait_s: float) -> None:
+    if not partitions:
+        return
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None)
+    deadline = time.monotonic() + wait_s
+    try:
+        while any(len(consumer.partitions_for_topic(name)) < count for name, count in partitions.items()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topics {sorted(partitions)} were created but are not visible after {wait_s} s")
+            time.sleep(0.2)
+    finally:
+        consumer.close()
