@@ -155,6 +155,12 @@ class BoundedKafkaSource:
     def take_revoked(self) -> set[TP]:
         return set()  # assigned, never subscribed: nothing is revoked
 
+    def generation(self) -> int:
+        return 0  # no group membership to lose
+
+    def rebalancing(self) -> bool:
+        return False
+
     def commit(self, offsets: dict[TP, int]) -> None:
         """Commit next-offsets-to-read, each with its partition's plan. Raises CommitDeferred on failure.
 

@@ -41,10 +41,16 @@ log = structlog.get_logger(__name__)
 # the claim, None means it was never claimed.
 SendTag = tuple[Position, Completed | None]
 
+REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
+
 
 class Source(Protocol):
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]: ...
     def take_revoked(self) -> set[TP]: ...
+    def generation(self) -> int:
+        """Changes when the group membership changes; outside poll() that means the group dropped us."""
+    def rebalancing(self) -> bool:
+        """True while a revocation is announced but the new assignment is not known yet."""
     def commit(self, offsets: dict[TP, int]) -> None: ...
     def finish_rebalance(self, timeout_s: float) -> None: ...
     def pause(self, paused: bool) -> None:
@@ -87,6 +93,7 @@ class Worker:
         self._last_commit = clock.monotonic()
         self._last_stats = clock.monotonic()
         self._last_poll = clock.monotonic()
+        self._generation = source.generation()
         self.stats = WorkerStats()
 
     def stop(self) -> None:
@@ -115,10 +122,12 @@ class Worker:
         self._warn_if_slow()
         records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
         self._last_poll = self._clock.monotonic()
+        self._generation = self._source.generation()
         self._drop_revoked(self._source.take_revoked())
         self._admit(records)
         now = self._clock.monotonic()
-        while self._batcher.ready(now):
+        # Mid-rebalance, score nothing: a reply now could be for a partition that is leaving.
+        while self._batcher.ready(now) and not self._source.rebalancing():
             self._score(self._batcher.drain())
         self._settle()
         # While the dedup store is down, fetch nothing new but keep polling (to stay in the group).
@@ -126,6 +135,11 @@ class Worker:
         self._log_stats_if_due()
 
     def _drain(self) -> None:
+        for _ in range(3):  # first learn which partitions stay ours, if a rebalance is under way
+            if not self._source.rebalancing():
+                break
+            self._source.finish_rebalance(1.0)
+            self._drop_revoked(self._source.take_revoked())
         self._take_claimed()  # one more try for requests waiting on a claim; the rest are redelivered
         while self._batcher.pending:
             self._score(self._batcher.drain())
@@ -138,19 +152,23 @@ class Worker:
             self._commit(force=True)
 
     def _poll_timeout(self) -> float:
+        if self._source.rebalancing():
+            return REBALANCE_POLL_S
         deadline = self._batcher.deadline()
         if deadline is None:
             return 0.2  # idle: wake up now and then to notice stop()
         return max(0.0, deadline - self._clock.monotonic())
 
-    def _drop_revoked(self, revoked: set[TP]) -> None:
+    def _drop_revoked(self, revoked: set[TP]) -> set[TP]:
         """Forget partitions we no longer own; their unscored records go to the new owner."""
         if not revoked:
-            return
+            return revoked
         dropped = len(self._batcher.remove_if(lambda r: (r.position.topic, r.position.partition) in revoked))
         dropped += self._gate.drop(revoked)
         self._offsets.forget(revoked)
+        self.stats.handed_over += dropped
         log.info("partitions_revoked", partitions=sorted(revoked), dropped=dropped)
+        return revoked
 
     def _admit(self, records: Sequence[RawRecord]) -> None:
         valid: list[Request] = []
@@ -207,12 +225,27 @@ class Worker:
             return
         outcomes = self._runner.run([r.item for r in live])
         compute_s = self._clock.monotonic() - started
+        if self._source.generation() != self._generation:
+            live, outcomes = self._still_owned(live, outcomes)
         self.stats.record_batch(len(live), compute_s)
         for request, outcome in zip(live, outcomes):
             batch_wait_ms = (started - request.received_at) * 1000
             timings = Timings(queue_wait_ms=max(0.0, now_ms - batch_wait_ms - request.produced_ms),
                               batch_wait_ms=batch_wait_ms, compute_ms=compute_s * 1000)
             self._answer(request, "ok" if outcome.ok else "error", outcome, timings, len(live))
+
+    def _still_owned(self, batch: list[Request], outcomes: list[Outcome]) -> tuple[list[Request], list[Outcome]]:
+        """The group dropped us while this batch ran (it outlived max.poll.interval.ms, or heartbeats
+        stopped): settle the membership, then keep only what is still ours. The rest is not
+        answered here; its new owner scores it again (same record: a retry for the dedup store)."""
+        self._source.finish_rebalance(1.0)
+        self._generation = self._source.generation()
+        revoked = self._drop_revoked(self._source.take_revoked())
+        kept = [(r, o) for r, o in zip(batch, outcomes) if (r.position.topic, r.position.partition) not in revoked]
+        log.warning("membership_lost_during_batch", batch=len(batch), not_answered=len(batch) - len(kept),
+                    advice="a batch outlived max_poll_interval_ms: lower max_batch_size or raise the interval")
+        self.stats.handed_over += len(batch) - len(kept)
+        return [r for r, _ in kept], [o for _, o in kept]
 
     def _answer(self, request: Request, status: Status, outcome: Outcome, timings: Timings, batch_size: int) -> None:
         if status != "ok":

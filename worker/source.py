@@ -18,6 +18,7 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import CommitFailedError, KafkaConnectionError, KafkaTimeoutError, RebalanceInProgressError
+from kafka.structs import MemberState
 
 from worker.clock import Clock
 from worker.errors import CommitDeferred
@@ -38,6 +39,7 @@ class _RebalanceRecorder(ConsumerRebalanceListener):  # type: ignore[misc]
         self._client_id = client_id
         self._lock = threading.Lock()
         self._revoked: set[TP] = set()
+        self._lost: set[TP] = set()
 
     def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
         with self._lock:
@@ -49,12 +51,30 @@ class _RebalanceRecorder(ConsumerRebalanceListener):  # type: ignore[misc]
                  partitions=sorted((tp.topic, tp.partition) for tp in assigned))
 
     def on_partitions_lost(self, lost: Iterable[TopicPartition]) -> None:
-        self.on_partitions_revoked(lost)
-
-    def take_revoked(self) -> set[TP]:
         with self._lock:
-            revoked, self._revoked = self._revoked, set()
-        return revoked
+            self._lost.update((tp.topic, tp.partition) for tp in lost)
+
+    @property
+    def pending(self) -> bool:
+        """A revocation was announced and not yet resolved."""
+        with self._lock:
+            return bool(self._revoked)
+
+    def take_revoked(self, still_ours: set[TP], settled: bool) -> set[TP]:
+        """Lost partitions, and revoked partitions that are not ``still_ours``.
+
+        A lost partition is reported even when it is assigned again: its state
+        (fetch position) was reset to the committed offset. A revoked one
+        assigned back keeps its position, so it is not reported; until the
+        rebalance has ``settled``, revoked ones still assigned stay pending (an
+        eager rebalance announces the revocation before the join and replaces
+        the assignment when the join completes).
+        """
+        with self._lock:
+            gone = (self._revoked - still_ours) | self._lost
+            self._lost = set()
+            self._revoked = set() if settled else self._revoked - gone
+        return gone
 
 
 class KafkaSource:
@@ -109,14 +129,24 @@ class KafkaSource:
         ]
 
     def take_revoked(self) -> set[TP]:
-        """Partitions revoked or lost since the last call and not assigned to us again.
+        """Partitions revoked since the last call and not assigned to us again, and partitions lost.
 
         A partition revoked and then assigned back in the same rebalance keeps
         its fetch position in kafka-python (it does not rewind to the committed
-        offset), so the work in hand for it must be kept, not dropped.
+        offset), so the work in hand for it must be kept, not dropped. A lost
+        one restarts from the committed offset: its work in hand is dropped.
         """
         still_ours = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
-        return self._listener.take_revoked() - still_ours
+        settled = self._consumer.group_metadata().state is MemberState.STABLE
+        return self._listener.take_revoked(still_ours, settled)
+
+    def rebalancing(self) -> bool:
+        """True from an announced revocation until the group settles: what is in hand may be leaving."""
+        return self._listener.pending
+
+    def generation(self) -> int:
+        """The group generation; it changes outside poll() only when the group dropped this member."""
+        return int(self._consumer.group_metadata().generation_id)
 
     def commit(self, offsets: dict[TP, int]) -> None:
         """Commit next-offsets-to-read synchronously.
@@ -131,9 +161,16 @@ class KafkaSource:
             raise CommitDeferred(str(exc)) from exc
 
     def finish_rebalance(self, timeout_s: float) -> None:
-        """Poll with every partition paused, so a pending rebalance completes and no record is fetched."""
+        """Poll with every partition paused, so that a pending rebalance completes; consume nothing.
+
+        Partitions assigned during this poll are not paused and may return
+        records: each such partition is rewound to its first returned offset,
+        so that the next poll gives them again.
+        """
         self._consumer.pause(*self._consumer.assignment())
-        self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        for tp, records in fetched.items():
+            self._consumer.seek(tp, records[0].offset)
 
     def pause(self, paused: bool) -> None:
         if paused:

@@ -10,7 +10,8 @@ from typing import Any
 @dataclass
 class WorkerStats:
     """Every consumed record ends as exactly one of: reply (ok, error, expired),
-    dead letter, or duplicate. Not thread-safe."""
+    dead letter, duplicate, or handed over (its partition went to another
+    worker, which answers it). Not thread-safe."""
 
     consumed: int = 0
     replied_ok: int = 0
@@ -18,6 +19,7 @@ class WorkerStats:
     replied_expired: int = 0
     dead_lettered: int = 0
     duplicates: int = 0
+    handed_over: int = 0
     batches: int = 0
     scored: int = 0
     compute_s: float = 0.0
@@ -38,6 +40,7 @@ class WorkerStats:
             "replied_expired": self.replied_expired,
             "dead_lettered": self.dead_lettered,
             "duplicates": self.duplicates,
+            "handed_over": self.handed_over,
             "batches": self.batches,
             "mean_batch_size": round(self.scored / self.batches, 2) if self.batches else 0.0,
             "compute_s": round(self.compute_s, 3),

@@ -17,14 +17,8 @@ from tests.chaos.run import run_scenario
 from tests.chaos.scenarios import SCENARIOS, SIZES
 
 
-STALL_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="known bug: a batch that stalls past max.poll.interval.ms is scored and answered twice (the new "
-           "owner re-scores the record; the stalled worker still sends its late replies). Nothing is lost.")
-
-
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("key", ["a", "b", "c", "d", pytest.param("e", marks=STALL_BUG)])
+@pytest.mark.parametrize("key", ["a", "b", "c", "d", "e"])
 def test_scenario_keeps_its_promise(key, services, tmp_path):
     bootstrap, redis_url = services
     scenario = SCENARIOS[key]

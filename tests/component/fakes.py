@@ -20,7 +20,9 @@ class FakeSource:
         self.next_offset: dict[int, int] = {}
         self.committed: dict[tuple[str, int], int] = {}
         self.revoked: set[tuple[str, int]] = set()
-        self.rebalancing = False
+        self.group_generation = 1
+        self.commits_refused = False  # a rebalance is under way: commits are deferred
+        self.revocation_pending = False  # a revocation is announced, the assignment not final
         self.paused = False
         self.closed = False
 
@@ -45,8 +47,14 @@ class FakeSource:
         revoked, self.revoked = self.revoked, set()
         return revoked
 
+    def generation(self) -> int:
+        return self.group_generation
+
+    def rebalancing(self) -> bool:
+        return self.revocation_pending
+
     def commit(self, offsets: dict[tuple[str, int], int]) -> None:
-        if self.rebalancing:
+        if self.commits_refused:
             raise CommitDeferred("rebalance in progress")
         for tp, offset in offsets.items():
             assert offset >= self.committed.get(tp, 0), "a commit went backwards"
@@ -62,7 +70,7 @@ class FakeSource:
         self.paused = paused
 
     def finish_rebalance(self, timeout_s: float) -> None:
-        self.rebalancing = False
+        self.commits_refused = False
 
     def close(self) -> None:
         self.closed = True

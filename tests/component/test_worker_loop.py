@@ -134,6 +134,37 @@ def test_revoked_partition_work_is_dropped_uncommitted():
     assert h.source.committed.get(("requests", 1), 0) == 0
 
 
+def test_a_batch_that_outlives_its_membership_answers_only_what_is_still_ours():
+    h = Harness(max_batch_size=2, max_wait_ms=1000)
+    h.source.produce({"id": "p0", "inputs": INPUTS}, partition=0)
+    h.source.produce({"id": "p1", "inputs": INPUTS}, partition=1)
+    run = h.runner.run
+
+    def stalls_and_gets_dropped_from_the_group(items):
+        h.source.group_generation = -1  # the heartbeat thread left the group meanwhile
+        h.source.revoked = {("requests", 1)}  # what the rebalance that follows takes away
+        return run(items)
+
+    h.runner.run = stalls_and_gets_dropped_from_the_group
+    h.steps(2)
+    assert [r["id"] for r in h.replies()] == ["p0"]
+    assert h.source.committed == {("requests", 0): 1}
+    assert h.worker.stats.handed_over == 1
+
+
+def test_nothing_is_scored_while_a_revocation_awaits_the_new_assignment():
+    h = Harness(max_batch_size=8, max_wait_ms=5)
+    h.source.produce({"id": "p0", "inputs": INPUTS}, partition=0)
+    h.source.produce({"id": "p1", "inputs": INPUTS}, partition=1)
+    h.source.revocation_pending = True
+    h.steps(3)
+    assert h.replies() == []
+    h.source.revocation_pending = False
+    h.source.revoked = {("requests", 1)}  # the join completed: partition 1 went elsewhere
+    h.steps(2)
+    assert [r["id"] for r in h.replies()] == ["p0"]
+
+
 def test_stop_drains_the_batch_in_hand_then_closes():
     h = Harness(max_batch_size=8, max_wait_ms=10_000)
     for i in range(3):
@@ -188,11 +219,11 @@ def test_an_expired_request_can_be_retried_with_the_same_id():
 
 def test_a_commit_during_a_rebalance_is_deferred_not_fatal():
     h = Harness()
-    h.source.rebalancing = True
+    h.source.commits_refused = True
     h.source.produce({"id": "a", "inputs": INPUTS})
     h.steps(2)
     assert h.source.committed == {}
-    h.source.rebalancing = False
+    h.source.commits_refused = False
     h.steps(1)
     assert h.source.committed == {("requests", 0): 1}
 
@@ -200,7 +231,7 @@ def test_a_commit_during_a_rebalance_is_deferred_not_fatal():
 def test_stop_during_a_rebalance_finishes_it_and_commits():
     h = Harness()
     h.source.produce({"id": "a", "inputs": INPUTS})
-    h.source.rebalancing = True
+    h.source.commits_refused = True
     h.worker.step()
     h.worker.stop()
     h.worker.run()
