@@ -6,6 +6,7 @@ import math
 import threading
 
 import redis
+import structlog
 import torch
 from kafka.errors import KafkaError
 
@@ -18,6 +19,9 @@ from worker.errors import ConfigError, ServiceUnavailable
 from worker.settings import Settings, redact_url, require_services
 from worker.sink import KafkaSink
 from worker.source import KafkaSource
+from worker.transactions import ExactlyOnce, TransactionalSink
+
+log = structlog.get_logger(__name__)
 
 
 def build_runner(settings: Settings) -> TorchRunner:
@@ -72,11 +76,20 @@ def build_worker(settings: Settings, stop_requested: threading.Event | None = No
     clock = SystemClock()
     runner = build_runner(settings)
     dedup = build_dedup(settings, clock)
+    transactions: ExactlyOnce[SendTag] | None = None
     try:
         source = KafkaSource(settings, clock)
-        sink: KafkaSink[SendTag] = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id)
+        sink: KafkaSink[SendTag]
+        if settings.delivery == "exactly-once":
+            transactional: TransactionalSink[SendTag] = TransactionalSink(
+                settings.kafka_bootstrap_servers, settings.client_id, settings.transactional_id)
+            sink, transactions = transactional, ExactlyOnce(transactional, source)
+            log.info("exactly_once", transactional_id=settings.transactional_id)
+        else:
+            sink = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id)
     except KafkaError as exc:
         raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
                                  f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
     source.start()
-    return Worker(settings, source, sink, dedup, runner, runner.prepare, clock, stop_requested=stop_requested)
+    return Worker(settings, source, sink, dedup, runner, runner.prepare, clock, stop_requested=stop_requested,
+                  transactions=transactions)

@@ -138,6 +138,9 @@ def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested:
     Raises ConfigError (a reply topic missing, a group that is not a
     backfill's), LookupError (no such topic), ServiceUnavailable, ModelError.
     """
+    if settings.delivery != "at-least-once":
+        raise ConfigError("backfill supports delivery=at-least-once only (its resume plan lives in the "
+                          "consumer group's commit metadata); unset STREAMSCORE_DELIVERY / --delivery")
     clock = SystemClock()
     try:
         source = BoundedKafkaSource(settings, clock, time_range, keep_deadlines=keep_deadlines,

@@ -100,7 +100,7 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
 
 def _run_processes(settings: Settings, argv: list[str]) -> int:
     commands = child_commands(argv, settings.processes, settings.client_id, settings.device,
-                              torch.cuda.device_count())
+                              torch.cuda.device_count(), settings.transactional_id)
     return supervise(commands)
 
 

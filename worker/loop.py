@@ -31,6 +31,7 @@ from worker.offsets import TopicPartition as TP
 from worker.runner import ModelRunner, Outcome
 from worker.settings import Settings
 from worker.sink import Delivery
+from worker.transactions import TransactionAborted
 from worker.stats import WorkerStats
 from worker.topics import TopicDirectory
 
@@ -70,6 +71,18 @@ class Sink(Protocol):
     def close(self, timeout_s: float = ...) -> None: ...
 
 
+class Transactions(Protocol):
+    """Exactly-once delivery: every send since the last commit belongs to one transaction."""
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        """Commit the transaction together with these consumer offsets.
+
+        Raises TransactionAborted (after aborting, and rewinding the source to its committed offsets).
+        """
+    def abort(self, reason: str) -> None:
+        """Abort the transaction; the source consumes again from its committed offsets."""
+
+
 class DeliveryError(WorkerError):
     """The broker did not take a reply or dead letter; the worker must restart to redeliver."""
 
@@ -77,10 +90,12 @@ class DeliveryError(WorkerError):
 class Worker:
     def __init__(self, settings: Settings, source: Source, sink: Sink, dedup: DedupStore,
                  runner: ModelRunner, prepare: Callable[[Any], Any], clock: Clock,
-                 stop_requested: threading.Event | None = None) -> None:
+                 stop_requested: threading.Event | None = None, transactions: Transactions | None = None) -> None:
+        """``transactions`` (over the same sink and source) switches on exactly-once delivery."""
         self._settings = settings
         self._source = source
         self._sink = sink
+        self._transactions = transactions
         self._dedup = dedup
         self._gate = DedupGate(dedup)
         self._topics = TopicDirectory(source.list_topics, clock)
@@ -271,13 +286,17 @@ class Worker:
 
     def _settle(self, force_commit: bool = False) -> None:
         """Wait for acknowledgements, mark answered ids done, commit what is contiguous."""
-        failures = []
+        deliveries = self._sink.settle() if self._sink.pending else []
+        failures = [d for d in deliveries if d.error is not None]
+        if self._transactions is not None:
+            self._settle_transaction(deliveries, failures)
+            return
         completed: list[tuple[Position, Completed]] = []
-        for delivery in self._sink.settle() if self._sink.pending else ():
+        for delivery in deliveries:
             position, done = delivery.tag
             if delivery.error is not None:
-                failures.append(delivery)
-            elif done is None:
+                continue
+            if done is None:
                 self._offsets.ack((position.topic, position.partition), position.offset)
             else:
                 completed.append((position, done))
@@ -286,11 +305,52 @@ class Worker:
             self._offsets.ack((position.topic, position.partition), position.offset)
         self._commit(force_commit or bool(failures))
         if failures:
-            first = failures[0]
-            raise DeliveryError(f"{len(failures)} records were not delivered (first: {first.tag[0].token()}: "
-                                f"{first.error}); exiting so that they are consumed again")
+            raise DeliveryError(f"{len(failures)} records were not delivered ({_first_failure(failures)}); "
+                                "exiting so that they are consumed again")
+
+    def _settle_transaction(self, deliveries: list[Delivery[SendTag]], failures: list[Delivery[SendTag]]) -> None:
+        """Exactly-once: commit this step's replies with their offsets in one transaction, then write
+        the done marks. Any failure aborts the transaction and consumes again from the last commit."""
+        assert self._transactions is not None
+        if failures:
+            self._abort(f"{len(failures)} sends failed ({_first_failure(failures)})")
+            return
+        completed: list[tuple[Position, Completed]] = []
+        for delivery in deliveries:
+            position, done = delivery.tag
+            self._offsets.ack((position.topic, position.partition), position.offset)
+            if done is not None:
+                completed.append((position, done))
+        offsets = self._offsets.committable()
+        if not deliveries and not offsets:
+            return
+        try:
+            self._transactions.commit(offsets)
+        except TransactionAborted:
+            self._forget_in_hand()
+            return
+        self._offsets.mark_committed(offsets)
+        self._last_commit = self._clock.monotonic()
+        # After the commit, never before: a done mark for an aborted reply would lose the request.
+        self._gate.complete(completed, self._clock.monotonic())
+
+    def _abort(self, reason: str) -> None:
+        assert self._transactions is not None
+        self._transactions.abort(reason)
+        self._forget_in_hand()
+
+    def _forget_in_hand(self) -> None:
+        """After an abort: drop everything in hand; the source gives it again from the committed offsets."""
+        partitions = set(self._offsets.partitions())
+        dropped = len(self._batcher.remove_if(lambda r: True)) + self._gate.drop(partitions)
+        self._offsets.forget(partitions)
+        self.stats.aborted_transactions += 1
+        log.warning("consuming_again_from_last_commit", partitions=len(partitions), dropped_in_hand=dropped)
 
     def _commit(self, force: bool) -> None:
+        if self._transactions is not None:
+            self._settle_transaction([], [])
+            return
         now = self._clock.monotonic()
         if not force and (now - self._last_commit) * 1000 < self._settings.commit_interval_ms:
             return
@@ -318,6 +378,11 @@ class Worker:
         if interval and now - self._last_stats >= interval:
             self._last_stats = now
             log.info("worker_stats", **self.stats.snapshot())
+
+
+def _first_failure(failures: list[Delivery[SendTag]]) -> str:
+    first = failures[0]
+    return f"first: {first.tag[0].token()}: {first.error}"
 
 
 def _make_batcher(settings: Settings, cost: Callable[[Any], int] | None) -> Batcher[Request]:

@@ -53,6 +53,11 @@ class Settings:
     assignor: str = _setting("range", "partition assignment: range, roundrobin, or cooperative-sticky "
                              "(incremental rebalances; every worker of a group must use the same kind)")
     commit_interval_ms: int = _setting(0, "least time between offset commits; 0 commits after every batch")
+    delivery: str = _setting("at-least-once", "at-least-once (replies acknowledged, then offsets committed; dedup "
+                             "suppresses redeliveries) or exactly-once (replies and offsets in one Kafka "
+                             "transaction: read replies with isolation.level=read_committed)")
+    transactional_id: str = _setting("", "exactly-once: this worker's transactional id, unique among running "
+                                     "workers and the same across its restarts (default: <group>.<client-id>)")
     dedup_namespace: str = _setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
     dedup_ttl_s: int = _setting(86_400, "how long an answered request id is remembered")
     dedup_lease_ms: int = _setting(300_000, "how long a claim on a request id holds while it is scored")
@@ -89,11 +94,14 @@ class Settings:
         return cls(**values).with_derived_defaults()
 
     def with_derived_defaults(self) -> Settings:
+        group = self.group or f"streamscore-{self.model.replace(':', '.').replace('/', '.')}"
+        own_transactional_id = f"{group}.{self.client_id}" if self.delivery == "exactly-once" else ""
         return replace(
             self,
             reply_topic=self.reply_topic or f"{self.requests_topic}.replies",
             dead_letter_topic=self.dead_letter_topic or f"{self.requests_topic}.dlq",
-            group=self.group or f"streamscore-{self.model.replace(':', '.').replace('/', '.')}",
+            group=group,
+            transactional_id=self.transactional_id or own_transactional_id,
         )
 
 
@@ -137,6 +145,13 @@ def _validate(s: Settings) -> None:
          f"auto_offset_reset must be earliest or latest, got {s.auto_offset_reset!r}")
     need(s.assignor in ("range", "roundrobin", "cooperative-sticky"),
          f"assignor must be range, roundrobin or cooperative-sticky, got {s.assignor!r}")
+    need(s.delivery in ("at-least-once", "exactly-once"),
+         f"delivery must be at-least-once or exactly-once, got {s.delivery!r}")
+    need(s.delivery == "exactly-once" or not s.transactional_id,
+         "transactional_id is only used with delivery=exactly-once; unset it or set --delivery exactly-once")
+    need(s.delivery == "at-least-once" or s.commit_interval_ms == 0,
+         "commit_interval_ms applies to at-least-once delivery only (exactly-once commits one transaction "
+         "per step); unset it")
     need(s.log_format in ("auto", "json", "console"), f"log_format must be auto, json or console, got {s.log_format!r}")
     need(s.log_level in ("debug", "info", "warning", "error"),
          f"log_level must be debug, info, warning or error, got {s.log_level!r}")

@@ -8,7 +8,7 @@ only once the broker acknowledged them (acks=all, idempotent producer).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
@@ -28,15 +28,10 @@ class Delivery(Generic[T]):
 
 
 class KafkaSink(Generic[T]):
-    def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2) -> None:
-        self._producer = KafkaProducer(
-            bootstrap_servers=bootstrap_servers.split(","),
-            client_id=client_id,
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=linger_ms,
-            max_block_ms=15_000,
-        )
+    def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, **producer_config: Any) -> None:
+        self._config = dict(bootstrap_servers=bootstrap_servers.split(","), client_id=client_id, acks="all",
+                            enable_idempotence=True, linger_ms=linger_ms, max_block_ms=15_000, **producer_config)
+        self._producer = KafkaProducer(**self._config)
         self._pending: list[tuple[T, FutureRecordMetadata | None, Exception | None]] = []
 
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import structlog
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
@@ -83,6 +84,7 @@ class KafkaSource:
     def __init__(self, settings: Settings, clock: Clock) -> None:
         self._clock = clock
         self._topic = settings.requests_topic
+        self._reset_to_earliest = settings.auto_offset_reset == "earliest"
         self._consumer = KafkaConsumer(
             bootstrap_servers=settings.kafka_bootstrap_servers.split(","),
             group_id=settings.group,
@@ -94,6 +96,7 @@ class KafkaSource:
             max_poll_interval_ms=settings.max_poll_interval_ms,
             session_timeout_ms=settings.session_timeout_ms,
             partition_assignment_strategy=[ASSIGNORS[settings.assignor]],
+            isolation_level="read_committed" if settings.delivery == "exactly-once" else "read_uncommitted",
         )
         self._listener = _RebalanceRecorder(settings.client_id)
 
@@ -180,6 +183,20 @@ class KafkaSource:
 
     def finished(self) -> bool:
         return False  # a live topic never ends
+
+    def group_metadata(self) -> Any:
+        """This member's group identity, for committing offsets in a transaction (fences a dropped member)."""
+        return self._consumer.group_metadata()
+
+    def rewind(self) -> None:
+        """Consume every assigned partition again from its committed offset (after an aborted transaction)."""
+        assigned = list(self._consumer.assignment())
+        committed = {tp: self._consumer.committed(tp) for tp in assigned}
+        for tp, offset in committed.items():
+            if offset is None:
+                self._consumer.seek_to_beginning(tp) if self._reset_to_earliest else self._consumer.seek_to_end(tp)
+            else:
+                self._consumer.seek(tp, offset)
 
     def list_topics(self) -> set[str]:
         return set(self._consumer.topics())

@@ -20,6 +20,7 @@ class WorkerStats:
     dead_lettered: int = 0
     duplicates: int = 0
     handed_over: int = 0
+    aborted_transactions: int = 0  # exactly-once: each one's replies were discarded and their records consumed again
     batches: int = 0
     scored: int = 0
     compute_s: float = 0.0
@@ -41,6 +42,7 @@ class WorkerStats:
             "dead_lettered": self.dead_lettered,
             "duplicates": self.duplicates,
             "handed_over": self.handed_over,
+            "aborted_transactions": self.aborted_transactions,
             "batches": self.batches,
             "mean_batch_size": round(self.scored / self.batches, 2) if self.batches else 0.0,
             "compute_s": round(self.compute_s, 3),

@@ -22,11 +22,13 @@ log = structlog.get_logger(__name__)
 
 
 def child_commands(argv: list[str], processes: int, client_id: str, device: str,
-                   cuda_devices: int) -> list[list[str]]:
+                   cuda_devices: int, transactional_id: str = "") -> list[list[str]]:
     """The command line of each child: the parent's, with --processes 1 and its own identity."""
     commands = []
     for index in range(processes):
         extra = ["--processes", "1", "--client-id", f"{client_id}-{index}"]
+        if transactional_id:
+            extra += ["--transactional-id", f"{transactional_id}-{index}"]
         if device in ("auto", "cuda") and cuda_devices > 1:
             extra += ["--device", f"cuda:{index % cuda_devices}"]
         commands.append([sys.executable, "-m", "worker", "run", *argv, *extra])

@@ -201,6 +201,8 @@ class Fleet:
                    "--dead-letter-topic", t.dlq, "--group", f"{t.requests}.group", "--dedup-namespace", t.requests,
                    "--client-id", client_id, "--log-format", "json", "--stats-interval-s", "0",
                    "--torch-threads", "1", *self._args]
+        if "exactly-once" in self._args:  # one transactional id per slot: a restart fences its killed predecessor
+            command += ["--transactional-id", f"{t.requests}.{self._name}{slot}"]
         with log_path.open("wb") as log_file:
             process = subprocess.Popen(command, env=env, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
         STARTED.append(process)

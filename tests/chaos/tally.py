@@ -44,7 +44,7 @@ class ReplyReader:
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self._consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None,
-                                       enable_auto_commit=False)
+                                       enable_auto_commit=False, isolation_level="read_committed")
         self._partitions = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]
         self._consumer.assign(self._partitions)
         self._consumer.seek_to_beginning(*self._partitions)

@@ -3,10 +3,9 @@
 Each test runs one scenario (see tests/chaos/scenarios.py for what it breaks)
 and asserts its promise on what landed on the reply topic: no acknowledged
 request without a reply, duplicate replies only where a worker death explains
-them (a, c) and none elsewhere, clean exits on SIGTERM. On failure the
-message is the scenario's table, with the folder of the worker logs.
-Scenario f (exactly-once mode) is not built yet: `python -m tests.chaos`
-lists it as not run.
+them (a, c) and none elsewhere (f: SIGKILLs in exactly-once mode), clean
+exits on SIGTERM. On failure the message is the scenario's table, with the
+folder of the worker logs.
 """
 
 import pytest
@@ -18,7 +17,7 @@ from tests.chaos.scenarios import SCENARIOS, SIZES
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("key", ["a", "b", "c", "d", "e"])
+@pytest.mark.parametrize("key", ["a", "b", "c", "d", "e", "f"])
 def test_scenario_keeps_its_promise(key, services, tmp_path):
     bootstrap, redis_url = services
     scenario = SCENARIOS[key]

@@ -10,6 +10,7 @@ from worker.clock import FakeClock
 from worker.errors import CommitDeferred
 from worker.messages import Headers, Position, RawRecord
 from worker.sink import Delivery
+from worker.transactions import TransactionAborted
 
 
 class FakeSource:
@@ -17,6 +18,7 @@ class FakeSource:
         self.clock = clock
         self.topic = topic
         self.queued: list[RawRecord] = []
+        self.log: list[RawRecord] = []  # everything produced, for rewind()
         self.next_offset: dict[int, int] = {}
         self.committed: dict[tuple[str, int], int] = {}
         self.revoked: set[tuple[str, int]] = set()
@@ -31,8 +33,15 @@ class FakeSource:
         self.next_offset[partition] = offset + 1
         raw = value if isinstance(value, bytes) or value is None else orjson.dumps(value)
         position = Position(self.topic, partition, offset)
-        self.queued.append(RawRecord(position, key, raw, list(headers), self.clock.wall_ms(), 0.0))
+        record = RawRecord(position, key, raw, list(headers), self.clock.wall_ms(), 0.0)
+        self.queued.append(record)
+        self.log.append(record)
         return position
+
+    def rewind(self) -> None:
+        """Give every record from the committed offsets on again (after an aborted transaction)."""
+        self.queued = [r for r in self.log
+                       if r.position.offset >= self.committed.get((r.position.topic, r.position.partition), 0)]
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
         if self.paused:
@@ -117,3 +126,44 @@ class FakeSink:
 
     def to(self, topic: str) -> list[Sent]:
         return [s for s in self.sent if s.topic == topic]
+
+
+class FakeTransactionalSink(FakeSink):
+    """Sends become visible (in ``sent``) only when FakeExactlyOnce commits them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.uncommitted: list[Sent] = []
+
+    def settle(self, timeout_s: float = 30.0) -> list[Delivery]:
+        before = len(self.sent)
+        deliveries = super().settle(timeout_s)
+        self.uncommitted += self.sent[before:]
+        del self.sent[before:]
+        return deliveries
+
+
+class FakeExactlyOnce:
+    """Commits the sink's sends with the source's offsets, all or nothing; ``fail_commits`` aborts the next ones."""
+
+    def __init__(self, sink: FakeTransactionalSink, source: FakeSource) -> None:
+        self.sink = sink
+        self.source = source
+        self.fail_commits = 0
+        self.commits = 0
+        self.aborts: list[str] = []
+
+    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        if self.fail_commits:
+            self.fail_commits -= 1
+            self.abort("commit failed")
+            raise TransactionAborted("the broker aborted it")
+        self.commits += 1
+        self.sink.sent += self.sink.uncommitted
+        self.sink.uncommitted = []
+        self.source.committed.update(offsets)
+
+    def abort(self, reason: str) -> None:
+        self.aborts.append(reason)
+        self.sink.uncommitted = []
+        self.source.rewind()

@@ -127,9 +127,12 @@ class Landed:
 
 
 class TopicReader:
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    """Reads a topic from its beginning; ``read_committed`` hides records of open and aborted transactions."""
+
+    def __init__(self, bootstrap: str, topic: str, read_committed: bool = False) -> None:
         self._consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None,
-                                       enable_auto_commit=False)
+                                       enable_auto_commit=False,
+                                       isolation_level="read_committed" if read_committed else "read_uncommitted")
         partitions = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]
         self._consumer.assign(partitions)
         self._consumer.seek_to_beginning(*partitions)

@@ -28,6 +28,9 @@ def test_env_then_flags_then_derived_defaults():
     ({"STREAMSCORE_MAX_BATCH_SIZE": "0"}, "max_batch_size"),
     ({"STREAMSCORE_AUTO_OFFSET_RESET": "middle"}, "auto_offset_reset"),
     ({"STREAMSCORE_DEVICE": "tpu"}, "device"),
+    ({"STREAMSCORE_DELIVERY": "at-most-once"}, "delivery"),
+    ({"STREAMSCORE_TRANSACTIONAL_ID": "w1"}, "transactional_id"),
+    ({"STREAMSCORE_DELIVERY": "exactly-once", "STREAMSCORE_COMMIT_INTERVAL_MS": "100"}, "commit_interval_ms"),
     ({"REDIS_URL": "http://nope"}, "REDIS_URL"),
     ({"STREAMSCORE_MAX_WAIT_MS": "400000"}, "max_poll_interval_ms"),
     ({"STREAMSCORE_DEDUP_LEASE_MS": "10", "STREAMSCORE_MAX_WAIT_MS": "10"}, "dedup_lease_ms"),
@@ -59,3 +62,10 @@ def test_a_poll_worth_of_batches_must_fit_in_max_poll_interval():
     check_poll_interval(settings, batch_s=0.4)  # 10 batches: 4 s, within half of 10 s
     with pytest.raises(ConfigError, match="max_poll_records=500: 10 batches"):
         check_poll_interval(settings, batch_s=0.6)
+
+
+def test_exactly_once_derives_a_transactional_id_per_worker():
+    env = {"STREAMSCORE_REQUESTS_TOPIC": "req", "STREAMSCORE_DELIVERY": "exactly-once"}
+    assert Settings.from_sources(parse(["--client-id", "w7"]), env).transactional_id == "streamscore-churn.w7"
+    assert Settings.from_sources(parse(["--transactional-id", "mine"]), env).transactional_id == "mine"
+    assert Settings.from_sources(None, {"STREAMSCORE_REQUESTS_TOPIC": "req"}).transactional_id == ""

@@ -1,0 +1,87 @@
+"""The worker loop in exactly-once mode: replies become visible with their offsets, or not at all."""
+
+from tests.component.fakes import FakeExactlyOnce, FakeSource, FakeTransactionalSink
+from worker.clock import FakeClock
+from worker.dedup import InMemoryDedupStore
+from worker.loop import Worker
+from worker.models import load_model
+from worker.runner import TorchRunner
+from worker.settings import Settings
+
+INPUTS = [0.25] * 16
+
+
+class Harness:
+    def __init__(self, **overrides):
+        self.clock = FakeClock()
+        self.settings = Settings(kafka_bootstrap_servers="fake:1", redis_url="memory://", requests_topic="requests",
+                                 delivery="exactly-once", **overrides).with_derived_defaults()
+        self.source = FakeSource(self.clock)
+        self.sink = FakeTransactionalSink()
+        self.transactions = FakeExactlyOnce(self.sink, self.source)
+        self.dedup = InMemoryDedupStore(self.clock)
+        runner = TorchRunner(load_model("churn"), "cpu", self.settings.max_batch_size)
+        self.worker = Worker(self.settings, self.source, self.sink, self.dedup, runner, runner.prepare, self.clock,
+                             transactions=self.transactions)
+
+    def steps(self, count: int = 5) -> None:
+        for _ in range(count):
+            self.worker.step()
+
+    def reply_ids(self) -> list[str]:
+        return sorted(s.json()["id"] for s in self.sink.to("requests.replies"))
+
+
+def test_replies_and_offsets_are_committed_together():
+    h = Harness(max_batch_size=4, max_wait_ms=5)
+    for i in range(10):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS}, partition=i % 2)
+    h.steps()
+    assert h.reply_ids() == sorted(f"r{i}" for i in range(10))
+    assert h.source.committed == {("requests", 0): 5, ("requests", 1): 5}
+    assert h.transactions.aborts == []
+
+
+def test_an_aborted_commit_is_consumed_again_and_each_id_answered_once():
+    h = Harness(max_batch_size=4, max_wait_ms=5)
+    for i in range(8):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS})
+    h.transactions.fail_commits = 1
+    h.steps(6)
+    assert h.reply_ids() == sorted(f"r{i}" for i in range(8))  # once each: the aborted ones never showed
+    assert h.source.committed == {("requests", 0): 8}
+    assert h.worker.stats.aborted_transactions == 1
+
+
+def test_a_failed_send_aborts_the_step_and_nothing_of_it_is_visible():
+    h = Harness(max_batch_size=4, max_wait_ms=5)
+    for i in range(4):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS})
+    h.sink.fail_topics = {"requests.replies"}
+    h.worker.step()
+    assert h.reply_ids() == [] and h.sink.uncommitted == []
+    assert len(h.transactions.aborts) == 1 and h.source.committed == {}
+    h.sink.fail_topics = set()
+    h.steps()
+    assert h.reply_ids() == [f"r{i}" for i in range(4)]
+
+
+def test_done_marks_are_written_only_after_the_commit():
+    h = Harness(max_batch_size=1, max_wait_ms=5)
+    h.source.produce({"id": "only", "inputs": INPUTS})
+    h.transactions.fail_commits = 1
+    h.worker.step()
+    assert h.dedup.reply_for("only") is None  # aborted: a done mark now would lose the request
+    h.steps()
+    assert h.dedup.reply_for("only") is not None
+    assert h.reply_ids() == ["only"]
+
+
+def test_duplicates_alone_still_commit_their_offsets():
+    h = Harness(max_batch_size=1, max_wait_ms=5)
+    h.source.produce({"id": "same", "inputs": INPUTS})
+    h.steps()
+    h.source.produce({"id": "same", "inputs": INPUTS})
+    h.steps()
+    assert h.reply_ids() == ["same"]
+    assert h.source.committed == {("requests", 0): 2}
