@@ -5,6 +5,8 @@ warmed up. ``run`` takes prepared items and returns one output per item in
 input order. A batch that fails is split in halves until the failing items
 are isolated, so one poisonous request cannot take its batch-mates down; a
 batch that runs out of memory is split likewise and the safe size remembered.
+With ``amp`` set, the forward pass runs under ``torch.autocast`` in bf16 or
+fp16, and half-precision outputs are cast back to float32 before ``split``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ import torch
 
 from worker.errors import InvalidInput, ModelError
 from worker.models import Servable
+from worker.settings import check_amp
 
 log = structlog.get_logger(__name__)
+
+AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -54,16 +59,24 @@ def pick_device(setting: str) -> torch.device:
     return torch.device(setting)
 
 
+def autocast(device: torch.device, amp: str) -> torch.autocast:
+    """The context a forward pass runs in for the ``amp`` setting (off: autocast disabled)."""
+    return torch.autocast(device.type, dtype=AMP_DTYPES[amp], enabled=amp != "off")
+
+
 class TorchRunner:
     """Runs a ``Servable`` under ``torch.inference_mode()`` on one device. Not thread-safe."""
 
-    def __init__(self, model: Servable, device: str = "auto", max_batch_size: int = 64) -> None:
+    def __init__(self, model: Servable, device: str = "auto", max_batch_size: int = 64, amp: str = "off") -> None:
+        """Raises ConfigError when ``amp`` does not suit the device (fp16 off CUDA)."""
         self._model = model
         self.prepare = model.prepare
         self.cost = getattr(model, "cost", None)  # text models: tokens per prepared item
         self.name = model.name
         self.version = model.version
         self.device = pick_device(device)
+        check_amp(amp, self.device.type)  # again here: device "auto" is only now known
+        self.amp = amp
         self.safe_batch_size = max_batch_size
         self._module = model.module.to(self.device).eval()
 
@@ -107,9 +120,18 @@ class TorchRunner:
 
     def _forward(self, items: Sequence[Any]) -> list[Any]:
         batch = self._model.collate(items)
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self.device, self.amp):
             output = self._module(batch.to(self.device, non_blocking=True))
-        outputs = self._model.split(output.cpu() if isinstance(output, torch.Tensor) else output)
+        outputs = self._model.split(_to_host(output) if isinstance(output, torch.Tensor) else output)
         if len(outputs) != len(items):
             raise ModelError(f"model {self.name} returned {len(outputs)} outputs for {len(items)} inputs")
         return outputs
+
+
+def _to_host(output: torch.Tensor) -> torch.Tensor:
+    """The output on the CPU in float32 when autocast left it in half precision, so replies look the same.
+
+    Copied first, cast after: the half-precision tensor is the smaller one to move.
+    """
+    host = output.cpu()
+    return host.float() if host.dtype in (torch.float16, torch.bfloat16) else host

@@ -3,7 +3,7 @@ import random
 import pytest
 import torch
 
-from worker.errors import InvalidInput, ModelError
+from worker.errors import ConfigError, InvalidInput, ModelError
 from worker.models import load_model
 from worker.models.base import TensorModel
 from worker.runner import TorchRunner
@@ -28,6 +28,23 @@ def test_batched_results_equal_one_at_a_time():
     together = [o.output["churn_probability"] for o in runner.run(items)]
     alone = [runner.run([item])[0].output["churn_probability"] for item in items]
     assert together == pytest.approx(alone, abs=1e-6)
+
+
+def test_amp_bf16_on_cpu_stays_close_to_float32_and_replies_in_float32():
+    model = load_model("churn")
+    rng = random.Random(7)
+    items = [model.prepare(model.sample_inputs(rng)) for _ in range(64)]
+    exact = [o.output["churn_probability"] for o in TorchRunner(model, "cpu").run(items)]
+    bf16 = [o.output["churn_probability"] for o in TorchRunner(model, "cpu", amp="bf16").run(items)]
+    assert bf16 != exact  # autocast did run in bfloat16 ...
+    assert bf16 == pytest.approx(exact, abs=1e-2)  # ... with bfloat16's 8 significant bits
+    assert all(type(p) is float for p in bf16)
+
+
+def test_amp_fp16_is_refused_when_the_device_resolves_to_cpu():
+    device = "cpu" if torch.cuda.is_available() else "auto"  # "auto" is only resolved by the runner
+    with pytest.raises(ConfigError, match="amp=fp16 needs a CUDA device"):
+        TorchRunner(load_model("churn"), device, amp="fp16")
 
 
 class Picky(torch.nn.Module):
