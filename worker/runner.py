@@ -7,6 +7,9 @@ are isolated, so one poisonous request cannot take its batch-mates down; a
 batch that runs out of memory is split likewise and the safe size remembered.
 With ``amp`` set, the forward pass runs under ``torch.autocast`` in bf16 or
 fp16, and half-precision outputs are cast back to float32 before ``split``.
+On CUDA each collated batch is copied into pinned (page-locked) host memory
+and from there to the device without blocking; outputs come back with one
+copy per batch. On CPU the collated batch is used as it is.
 """
 
 from __future__ import annotations
@@ -67,8 +70,13 @@ def autocast(device: torch.device, amp: str) -> torch.autocast:
 class TorchRunner:
     """Runs a ``Servable`` under ``torch.inference_mode()`` on one device. Not thread-safe."""
 
-    def __init__(self, model: Servable, device: str = "auto", max_batch_size: int = 64, amp: str = "off") -> None:
-        """Raises ConfigError when ``amp`` does not suit the device (fp16 off CUDA)."""
+    def __init__(self, model: Servable, device: str = "auto", max_batch_size: int = 64, amp: str = "off",
+                 pinned: bool = True) -> None:
+        """Raises ConfigError when ``amp`` does not suit the device (fp16 off CUDA).
+
+        ``pinned=False`` copies batches to a CUDA device from pageable memory
+        (what bench/gpu.py compares against); it changes nothing on CPU.
+        """
         self._model = model
         self.prepare = model.prepare
         self.cost = getattr(model, "cost", None)  # text models: tokens per prepared item
@@ -77,6 +85,9 @@ class TorchRunner:
         self.device = pick_device(device)
         check_amp(amp, self.device.type)  # again here: device "auto" is only now known
         self.amp = amp
+        # Only from page-locked memory can the copy to the GPU be an asynchronous DMA; from pageable memory the
+        # driver stages it through a pinned buffer of its own, synchronously. Pinning exists only with CUDA.
+        self.pins_batches = pinned and self.device.type == "cuda"
         self.safe_batch_size = max_batch_size
         self._module = model.module.to(self.device).eval()
 
@@ -120,6 +131,8 @@ class TorchRunner:
 
     def _forward(self, items: Sequence[Any]) -> list[Any]:
         batch = self._model.collate(items)
+        if self.pins_batches:
+            batch = batch.pin_memory()  # from torch's cache of pinned blocks, not a fresh page-lock per batch
         with torch.inference_mode(), autocast(self.device, self.amp):
             output = self._module(batch.to(self.device, non_blocking=True))
         outputs = self._model.split(_to_host(output) if isinstance(output, torch.Tensor) else output)

@@ -47,6 +47,25 @@ def test_amp_fp16_is_refused_when_the_device_resolves_to_cpu():
         TorchRunner(load_model("churn"), device, amp="fp16")
 
 
+@pytest.mark.parametrize("pinned_forced", [False, True])
+def test_batches_are_pinned_only_for_cuda(monkeypatch, pinned_forced):
+    pinned = []
+
+    def pin_memory(tensor: torch.Tensor) -> torch.Tensor:
+        pinned.append(tensor.shape)
+        return tensor  # without CUDA there is nothing to pin into
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory)
+    model = load_model("churn")
+    runner = TorchRunner(model, "cpu")
+    assert not runner.pins_batches
+    if pinned_forced:  # what a CUDA device turns on: the same code path, checked here without one
+        runner.pins_batches = True
+    rng = random.Random(1)
+    assert all(o.ok for o in runner.run([model.prepare(model.sample_inputs(rng)) for _ in range(3)]))
+    assert pinned == ([torch.Size([3, 16])] if pinned_forced else [])
+
+
 class Picky(torch.nn.Module):
     """Fails any batch that contains a negative first feature."""
 
