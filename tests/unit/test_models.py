@@ -90,6 +90,55 @@ def test_chunks_larger_than_the_safe_batch_size():
     assert [o.output for o in outcomes] == [[0.0], [1.0], [2.0], [3.0], [4.0]]
 
 
+class Roomy(torch.nn.Module):
+    """Runs out of (pretend) GPU memory on batches larger than ``room``."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if len(x) > self.room:
+            raise torch.cuda.OutOfMemoryError(f"{len(x)} rows do not fit")
+        return x.sum(dim=1, keepdim=True)
+
+
+def test_out_of_memory_splits_the_batch_and_remembers_the_safe_size():
+    runner = TorchRunner(TensorModel(Roomy(room=3), "roomy", "1", features=1), "cpu", max_batch_size=8)
+    outcomes = runner.run([[float(i)] for i in range(8)])
+    assert [o.output for o in outcomes] == [[float(i)] for i in range(8)]
+    assert runner.safe_batch_size == 2  # 8 -> 4 -> 2: halved until a batch fit
+    runner.run([[1.0]] * 8)
+    assert runner.safe_batch_size == 2  # never raised again
+
+
+def test_a_warmup_batch_that_runs_out_of_memory_names_the_setting():
+    runner = TorchRunner(TensorModel(Roomy(room=3), "roomy", "1", features=1), "cpu", max_batch_size=8)
+    with pytest.raises(ConfigError, match="batch of 8 sample inputs runs out of memory.*lower max_batch_size"):
+        runner.warmup(8)
+
+
+@pytest.mark.parametrize("batch_bytes, spare_bytes, safe_batch_size", [
+    (1_000, 100_000, 64),  # plenty of room: unchanged
+    (1_000, 1_000, 51),    # 64 items x 0.8 x 1,000 / 1,000: the full batch fit, but with no margin
+    (1_000, 1_200, 61),
+])
+def test_the_gpu_memory_check_lowers_the_safe_batch_size(monkeypatch, batch_bytes, spare_bytes, safe_batch_size):
+    # The check runs only on CUDA; here its arithmetic runs against counters faked from the figures above.
+    resident = 5_000
+    for name, fake in {"reset_peak_memory_stats": lambda device: None,
+                       "memory_allocated": lambda device: resident,
+                       "max_memory_allocated": lambda device: resident + batch_bytes,
+                       "memory_reserved": lambda device: resident + batch_bytes,
+                       "mem_get_info": lambda device: (spare_bytes - batch_bytes, 10**12)}.items():
+        monkeypatch.setattr(torch.cuda, name, fake)
+    model = load_model("churn")
+    runner = TorchRunner(model, "cpu", max_batch_size=64)
+    rng = random.Random(2)
+    runner._fit_in_memory([model.prepare(model.sample_inputs(rng)) for _ in range(64)])
+    assert runner.safe_batch_size == safe_batch_size
+
+
 def test_tensor_model_checks_input_length():
     model = TensorModel(Picky(), "picky", "1", features=2)
     with pytest.raises(InvalidInput) as caught:
