@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import torch
 
@@ -35,24 +38,33 @@ def measure_model_ceiling(servable: Servable, requests: list[RequestBody], batch
     batch ``requests`` make (so that a text model's padding is sampled fairly). Blocks."""
     if threads:
         torch.set_num_threads(threads)
-    batches = _batches(servable, requests, batch_size)
+    items = [servable.prepare(r["inputs"]) for r in requests]
+    batches = [servable.collate(batch) for batch in full_batches(items, batch_size)]
     module = servable.module.eval()
-    times: list[float] = []
     with torch.inference_mode():
-        for i in range(WARMUP_ROUNDS):
-            module(batches[i % len(batches)])
-        started = time.perf_counter()
-        while time.perf_counter() - started < seconds or len(times) < max(3, len(batches)):
-            before = time.perf_counter()
-            module(batches[len(times) % len(batches)])
-            times.append(time.perf_counter() - before)
+        times = time_passes([partial(module, batch) for batch in batches], seconds)
     total = sum(times)
     return ModelCeiling(batch_size, batch_size * len(times) / total, statistics.median(times) * 1000, len(times))
 
 
-def _batches(servable: Servable, requests: list[RequestBody], batch_size: int) -> list[torch.Tensor]:
-    """Consecutive full batches covering ``requests`` (the last one wrapping around to the start)."""
-    count = max(1, -(-len(requests) // batch_size))
-    items = [servable.prepare(r["inputs"]) for r in requests]
-    return [servable.collate([items[(n * batch_size + i) % len(items)] for i in range(batch_size)])
-            for n in range(count)]
+def full_batches(items: Sequence[Any], batch_size: int) -> list[list[Any]]:
+    """Consecutive full batches covering ``items`` (the last one wrapping around to the start)."""
+    count = max(1, -(-len(items) // batch_size))
+    return [[items[(n * batch_size + i) % len(items)] for i in range(batch_size)] for n in range(count)]
+
+
+def time_passes(passes: Sequence[Callable[[], object]], seconds: float) -> list[float]:
+    """Seconds each timed pass took. Blocks.
+
+    WARMUP_ROUNDS untimed passes first; then the passes in turn for about
+    ``seconds``, and at least once each (at least 3 in all).
+    """
+    for i in range(WARMUP_ROUNDS):
+        passes[i % len(passes)]()
+    times: list[float] = []
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds or len(times) < max(3, len(passes)):
+        before = time.perf_counter()
+        passes[len(times) % len(passes)]()
+        times.append(time.perf_counter() - before)
+    return times

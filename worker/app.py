@@ -28,12 +28,13 @@ def build_runner(settings: Settings) -> TorchRunner:
     """Load the model, place it on its device and warm it up.
 
     Raises ConfigError when a poll's worth of batches, at the speed measured in
-    warmup, would not fit comfortably in max_poll_interval_ms.
+    warmup, would not fit comfortably in max_poll_interval_ms, or when amp does
+    not suit the device.
     """
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
     model = load_model(settings.model)
-    runner = TorchRunner(model, settings.device, settings.max_batch_size)
+    runner = TorchRunner(model, settings.device, settings.max_batch_size, settings.amp)
     check_poll_interval(settings, runner.warmup(settings.max_batch_size))
     return runner
 

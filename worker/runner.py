@@ -5,6 +5,13 @@ warmed up. ``run`` takes prepared items and returns one output per item in
 input order. A batch that fails is split in halves until the failing items
 are isolated, so one poisonous request cannot take its batch-mates down; a
 batch that runs out of memory is split likewise and the safe size remembered.
+On CUDA, warmup measures a full batch's peak memory and lowers the safe size
+up front when that batch would leave too little of the GPU's memory to spare.
+With ``amp`` set, the forward pass runs under ``torch.autocast`` in bf16 or
+fp16, and half-precision outputs are cast back to float32 before ``split``.
+On CUDA each collated batch is copied into pinned (page-locked) host memory
+and from there to the device without blocking; outputs come back with one
+copy per batch. On CPU the collated batch is used as it is.
 """
 
 from __future__ import annotations
@@ -18,10 +25,14 @@ from typing import Any, Protocol
 import structlog
 import torch
 
-from worker.errors import InvalidInput, ModelError
+from worker.errors import ConfigError, InvalidInput, ModelError
 from worker.models import Servable
+from worker.settings import check_amp
 
 log = structlog.get_logger(__name__)
+
+AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+MEMORY_SHARE = 0.8  # at most this share of the GPU memory still available may go to one batch
 
 
 @dataclass(frozen=True)
@@ -54,32 +65,82 @@ def pick_device(setting: str) -> torch.device:
     return torch.device(setting)
 
 
+def autocast(device: torch.device, amp: str) -> torch.autocast:
+    """The context a forward pass runs in for the ``amp`` setting (off: autocast disabled)."""
+    return torch.autocast(device.type, dtype=AMP_DTYPES[amp], enabled=amp != "off")
+
+
 class TorchRunner:
     """Runs a ``Servable`` under ``torch.inference_mode()`` on one device. Not thread-safe."""
 
-    def __init__(self, model: Servable, device: str = "auto", max_batch_size: int = 64) -> None:
+    def __init__(self, model: Servable, device: str = "auto", max_batch_size: int = 64, amp: str = "off",
+                 pinned: bool = True) -> None:
+        """Raises ConfigError when ``amp`` does not suit the device (fp16 off CUDA).
+
+        ``pinned=False`` copies batches to a CUDA device from pageable memory
+        (what bench/gpu.py compares against); it changes nothing on CPU.
+        """
         self._model = model
         self.prepare = model.prepare
         self.cost = getattr(model, "cost", None)  # text models: tokens per prepared item
         self.name = model.name
         self.version = model.version
         self.device = pick_device(device)
+        check_amp(amp, self.device.type)  # again here: device "auto" is only now known
+        self.amp = amp
+        # Only from page-locked memory can the copy to the GPU be an asynchronous DMA; from pageable memory the
+        # driver stages it through a pinned buffer of its own, synchronously. Pinning exists only with CUDA.
+        self.pins_batches = pinned and self.device.type == "cuda"
         self.safe_batch_size = max_batch_size
         self._module = model.module.to(self.device).eval()
 
     def warmup(self, batch_size: int, rounds: int = 3) -> float:
         """Run a few batches of sample inputs so that the first real batch is not slow.
 
-        Returns the seconds the last one took: what a full batch costs on this device.
+        On CUDA, then lowers ``safe_batch_size`` if a batch of this size leaves
+        too little memory to spare. Returns the seconds the last round took:
+        what a full batch costs on this device. Raises ConfigError when a batch
+        of this size runs out of memory outright.
         """
         rng = random.Random(0)
         items = [self._model.prepare(self._model.sample_inputs(rng)) for _ in range(batch_size)]
         took = 0.0
-        for _ in range(rounds):
-            started = time.perf_counter()
-            self._forward(items)
-            took = time.perf_counter() - started
+        try:
+            for _ in range(rounds):
+                started = time.perf_counter()
+                self._forward(items)
+                took = time.perf_counter() - started
+            if self.device.type == "cuda":
+                self._fit_in_memory(items)
+        except torch.cuda.OutOfMemoryError as exc:
+            raise ConfigError(f"a batch of {batch_size} sample inputs runs out of memory on {self.device} in "
+                              "warmup: lower max_batch_size") from exc
         return took
+
+    def _fit_in_memory(self, items: Sequence[Any]) -> None:
+        """Keep a batch's peak memory under MEMORY_SHARE of what this process could still get.
+
+        Measured on the warm model (weights and workspaces already resident),
+        and scaled as if memory grew in proportion to batch size. The margin is
+        for real inputs larger than the samples (longer texts) and for other
+        processes on the same GPU; an out-of-memory batch is still split at run time.
+        """
+        torch.cuda.reset_peak_memory_stats(self.device)
+        resident = torch.cuda.memory_allocated(self.device)
+        self._forward(items)
+        batch_bytes = torch.cuda.max_memory_allocated(self.device) - resident
+        free, _total = torch.cuda.mem_get_info(self.device)
+        # What torch's allocator holds but does not use (the batch's own blocks, now freed) is ours too.
+        spare = free + torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+        fits = int(len(items) * MEMORY_SHARE * spare / max(batch_bytes, 1))
+        if fits < self.safe_batch_size:
+            self._lower_safe_batch_size(fits, "batch_size_lowered_for_memory", batch_bytes=batch_bytes,
+                                        spare_bytes=spare)
+
+    def _lower_safe_batch_size(self, size: int, event: str, **details: int) -> None:
+        """From now on ``run`` cuts batches to ``size`` items (at least 1); the size never goes back up."""
+        self.safe_batch_size = max(1, min(self.safe_batch_size, size))
+        log.warning(event, safe_batch_size=self.safe_batch_size, **details)
 
     def run(self, items: Sequence[Any]) -> list[Outcome]:
         outcomes: list[Outcome] = []
@@ -96,8 +157,7 @@ class TorchRunner:
         except torch.cuda.OutOfMemoryError:
             if len(items) == 1:
                 return [Outcome(None, "out_of_memory", "the model ran out of memory on this request alone")]
-            self.safe_batch_size = max(1, len(items) // 2)
-            log.warning("batch_out_of_memory", batch_size=len(items), safe_batch_size=self.safe_batch_size)
+            self._lower_safe_batch_size(len(items) // 2, "batch_out_of_memory", batch_size=len(items))
             torch.cuda.empty_cache()
         except Exception as exc:  # any model failure: isolate the items that cause it
             if len(items) == 1:
@@ -107,9 +167,20 @@ class TorchRunner:
 
     def _forward(self, items: Sequence[Any]) -> list[Any]:
         batch = self._model.collate(items)
-        with torch.inference_mode():
+        if self.pins_batches:
+            batch = batch.pin_memory()  # from torch's cache of pinned blocks, not a fresh page-lock per batch
+        with torch.inference_mode(), autocast(self.device, self.amp):
             output = self._module(batch.to(self.device, non_blocking=True))
-        outputs = self._model.split(output.cpu() if isinstance(output, torch.Tensor) else output)
+        outputs = self._model.split(_to_host(output) if isinstance(output, torch.Tensor) else output)
         if len(outputs) != len(items):
             raise ModelError(f"model {self.name} returned {len(outputs)} outputs for {len(items)} inputs")
         return outputs
+
+
+def _to_host(output: torch.Tensor) -> torch.Tensor:
+    """The output on the CPU in float32 when autocast left it in half precision, so replies look the same.
+
+    Copied first, cast after: the half-precision tensor is the smaller one to move.
+    """
+    host = output.cpu()
+    return host.float() if host.dtype in (torch.float16, torch.bfloat16) else host

@@ -22,6 +22,7 @@ ENV_PREFIX = "STREAMSCORE_"
 # Read by deploy/local/services.sh and deploy/venv.sh, not by the worker: not "unknown".
 TOOLING_ENV = {"STREAMSCORE_STATE_DIR", "STREAMSCORE_CACHE_DIR"}
 PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": "REDIS_URL"}
+AMP_MODES = ("off", "bf16", "fp16")
 
 
 def _setting(default: Any, help: str, *, flag: str | None = None) -> Any:
@@ -40,6 +41,8 @@ class Settings:
     group: str = _setting("", "consumer group id (default: streamscore-<model>)")
     model: str = _setting("churn", "built-in model name, a TorchScript/.pt2 file, or module:factory")
     device: str = _setting("auto", "torch device: auto, cpu, cuda, cuda:N")
+    amp: str = _setting("off", "mixed precision of the forward pass: off, bf16 or fp16 (fp16 needs a CUDA device); "
+                        "replies stay float32")
     processes: int = _setting(1, "worker processes in this group on this host (one per GPU or core)")
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
     max_batch_size: int = _setting(64, "score a batch once it has this many requests")
@@ -157,6 +160,9 @@ def _validate(s: Settings) -> None:
          f"log_level must be debug, info, warning or error, got {s.log_level!r}")
     need(s.device == "auto" or s.device == "cpu" or s.device.startswith("cuda"),
          f"device must be auto, cpu, cuda or cuda:N, got {s.device!r}")
+    need(s.amp in AMP_MODES, f"amp must be off, bf16 or fp16, got {s.amp!r}")
+    if s.device == "cpu":  # "auto" is resolved, and checked again, when the runner picks its device
+        check_amp(s.amp, "cpu")
     need(s.max_wait_ms < s.max_poll_interval_ms,
          f"max_wait_ms ({s.max_wait_ms}) must be well below max_poll_interval_ms ({s.max_poll_interval_ms})")
     need(s.dedup_lease_ms > 2 * s.max_wait_ms,
@@ -165,6 +171,16 @@ def _validate(s: Settings) -> None:
     if s.redis_url:
         need(urlsplit(s.redis_url).scheme in ("redis", "rediss", "unix", "memory"),
              f"REDIS_URL must start with redis://, rediss://, unix:// or memory://, got {redact_url(s.redis_url)!r}")
+
+
+def check_amp(amp: str, device_type: str) -> None:
+    """Refuse fp16 autocast off CUDA: most CPUs have no fast float16 arithmetic; bf16 is what CPU autocast is for.
+
+    Raises ConfigError naming the setting and what to use instead.
+    """
+    if amp == "fp16" and device_type != "cuda":
+        raise ConfigError(f"amp=fp16 needs a CUDA device, and the device is {device_type}: "
+                          "use --amp bf16 (STREAMSCORE_AMP=bf16) on CPU, or --amp off")
 
 
 def require_services(s: Settings) -> None:

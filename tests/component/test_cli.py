@@ -24,6 +24,8 @@ def run_worker(*args, **env):
      "STREAMSCORE_MAX_WAIT"),
     (["--requests-topic", "t", "--model", "nope"], {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"},
      "unknown model 'nope'"),
+    (["--requests-topic", "t", "--amp", "fp16", "--device", "cpu"],
+     {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"}, "amp=fp16 needs a CUDA device"),
 ])
 def test_bad_setting_stops_the_worker_with_a_message_naming_it(args, env, named):
     result = run_worker(*args, **env)

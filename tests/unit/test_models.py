@@ -3,7 +3,7 @@ import random
 import pytest
 import torch
 
-from worker.errors import InvalidInput, ModelError
+from worker.errors import ConfigError, InvalidInput, ModelError
 from worker.models import load_model
 from worker.models.base import TensorModel
 from worker.runner import TorchRunner
@@ -30,6 +30,42 @@ def test_batched_results_equal_one_at_a_time():
     assert together == pytest.approx(alone, abs=1e-6)
 
 
+def test_amp_bf16_on_cpu_stays_close_to_float32_and_replies_in_float32():
+    model = load_model("churn")
+    rng = random.Random(7)
+    items = [model.prepare(model.sample_inputs(rng)) for _ in range(64)]
+    exact = [o.output["churn_probability"] for o in TorchRunner(model, "cpu").run(items)]
+    bf16 = [o.output["churn_probability"] for o in TorchRunner(model, "cpu", amp="bf16").run(items)]
+    assert bf16 != exact  # autocast did run in bfloat16 ...
+    assert bf16 == pytest.approx(exact, abs=1e-2)  # ... with bfloat16's 8 significant bits
+    assert all(type(p) is float for p in bf16)
+
+
+def test_amp_fp16_is_refused_when_the_device_resolves_to_cpu():
+    device = "cpu" if torch.cuda.is_available() else "auto"  # "auto" is only resolved by the runner
+    with pytest.raises(ConfigError, match="amp=fp16 needs a CUDA device"):
+        TorchRunner(load_model("churn"), device, amp="fp16")
+
+
+@pytest.mark.parametrize("pinned_forced", [False, True])
+def test_batches_are_pinned_only_for_cuda(monkeypatch, pinned_forced):
+    pinned = []
+
+    def pin_memory(tensor: torch.Tensor) -> torch.Tensor:
+        pinned.append(tensor.shape)
+        return tensor  # without CUDA there is nothing to pin into
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory)
+    model = load_model("churn")
+    runner = TorchRunner(model, "cpu")
+    assert not runner.pins_batches
+    if pinned_forced:  # what a CUDA device turns on: the same code path, checked here without one
+        runner.pins_batches = True
+    rng = random.Random(1)
+    assert all(o.ok for o in runner.run([model.prepare(model.sample_inputs(rng)) for _ in range(3)]))
+    assert pinned == ([torch.Size([3, 16])] if pinned_forced else [])
+
+
 class Picky(torch.nn.Module):
     """Fails any batch that contains a negative first feature."""
 
@@ -52,6 +88,55 @@ def test_chunks_larger_than_the_safe_batch_size():
     runner = TorchRunner(TensorModel(Picky(), "picky", "1", features=2), "cpu", max_batch_size=2)
     outcomes = runner.run([[float(i), 0.0] for i in range(5)])
     assert [o.output for o in outcomes] == [[0.0], [1.0], [2.0], [3.0], [4.0]]
+
+
+class Roomy(torch.nn.Module):
+    """Runs out of (pretend) GPU memory on batches larger than ``room``."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if len(x) > self.room:
+            raise torch.cuda.OutOfMemoryError(f"{len(x)} rows do not fit")
+        return x.sum(dim=1, keepdim=True)
+
+
+def test_out_of_memory_splits_the_batch_and_remembers_the_safe_size():
+    runner = TorchRunner(TensorModel(Roomy(room=3), "roomy", "1", features=1), "cpu", max_batch_size=8)
+    outcomes = runner.run([[float(i)] for i in range(8)])
+    assert [o.output for o in outcomes] == [[float(i)] for i in range(8)]
+    assert runner.safe_batch_size == 2  # 8 -> 4 -> 2: halved until a batch fit
+    runner.run([[1.0]] * 8)
+    assert runner.safe_batch_size == 2  # never raised again
+
+
+def test_a_warmup_batch_that_runs_out_of_memory_names_the_setting():
+    runner = TorchRunner(TensorModel(Roomy(room=3), "roomy", "1", features=1), "cpu", max_batch_size=8)
+    with pytest.raises(ConfigError, match="batch of 8 sample inputs runs out of memory.*lower max_batch_size"):
+        runner.warmup(8)
+
+
+@pytest.mark.parametrize("batch_bytes, spare_bytes, safe_batch_size", [
+    (1_000, 100_000, 64),  # plenty of room: unchanged
+    (1_000, 1_000, 51),    # 64 items x 0.8 x 1,000 / 1,000: the full batch fit, but with no margin
+    (1_000, 1_200, 61),
+])
+def test_the_gpu_memory_check_lowers_the_safe_batch_size(monkeypatch, batch_bytes, spare_bytes, safe_batch_size):
+    # The check runs only on CUDA; here its arithmetic runs against counters faked from the figures above.
+    resident = 5_000
+    for name, fake in {"reset_peak_memory_stats": lambda device: None,
+                       "memory_allocated": lambda device: resident,
+                       "max_memory_allocated": lambda device: resident + batch_bytes,
+                       "memory_reserved": lambda device: resident + batch_bytes,
+                       "mem_get_info": lambda device: (spare_bytes - batch_bytes, 10**12)}.items():
+        monkeypatch.setattr(torch.cuda, name, fake)
+    model = load_model("churn")
+    runner = TorchRunner(model, "cpu", max_batch_size=64)
+    rng = random.Random(2)
+    runner._fit_in_memory([model.prepare(model.sample_inputs(rng)) for _ in range(64)])
+    assert runner.safe_batch_size == safe_batch_size
 
 
 def test_tensor_model_checks_input_length():

@@ -31,6 +31,8 @@ def test_env_then_flags_then_derived_defaults():
     ({"STREAMSCORE_DELIVERY": "at-most-once"}, "delivery"),
     ({"STREAMSCORE_TRANSACTIONAL_ID": "w1"}, "transactional_id"),
     ({"STREAMSCORE_DELIVERY": "exactly-once", "STREAMSCORE_COMMIT_INTERVAL_MS": "100"}, "commit_interval_ms"),
+    ({"STREAMSCORE_AMP": "fp8"}, "amp must be off, bf16 or fp16"),
+    ({"STREAMSCORE_AMP": "fp16", "STREAMSCORE_DEVICE": "cpu"}, "amp=fp16 needs a CUDA device"),
     ({"REDIS_URL": "http://nope"}, "REDIS_URL"),
     ({"STREAMSCORE_MAX_WAIT_MS": "400000"}, "max_poll_interval_ms"),
     ({"STREAMSCORE_DEDUP_LEASE_MS": "10", "STREAMSCORE_MAX_WAIT_MS": "10"}, "dedup_lease_ms"),
@@ -46,6 +48,17 @@ def test_streaming_needs_services_and_a_topic(missing):
     env.pop({"requests_topic": "STREAMSCORE_REQUESTS_TOPIC"}.get(missing, missing))
     with pytest.raises(ConfigError, match=missing):
         require_services(Settings.from_sources(None, env))
+
+
+def test_amp_is_off_by_default_and_bf16_is_allowed_on_cpu():
+    assert Settings.from_sources(None, {}).amp == "off"
+    assert Settings.from_sources(parse(["--amp", "bf16", "--device", "cpu"]), {}).amp == "bf16"
+    assert Settings.from_sources(None, {"STREAMSCORE_AMP": "fp16", "STREAMSCORE_DEVICE": "cuda"}).amp == "fp16"
+
+
+def test_fp16_on_cpu_says_what_to_use_instead():
+    with pytest.raises(ConfigError, match=r"use --amp bf16 \(STREAMSCORE_AMP=bf16\) on CPU, or --amp off"):
+        Settings.from_sources(parse(["--amp", "fp16", "--device", "cpu"]), {})
 
 
 def test_repr_hides_the_redis_password():

@@ -66,6 +66,14 @@ def test_embeddings_match_the_sentence_transformers_reference(model, runner):
     assert dot(eating, revenue) == pytest.approx(-0.0214, abs=1e-3)
 
 
+def test_amp_bf16_on_cpu_keeps_embeddings_close(model, runner):
+    texts = [EATING, BREAD, HORSE, REVENUE]
+    exact = embed(runner, model, texts)
+    bf16 = embed(TorchRunner(model, "cpu", max_batch_size=8, amp="bf16"), model, texts)
+    for a, b in zip(exact, bf16):
+        assert a != b and dot(a, b) > 0.99  # ran in bfloat16, still the same direction
+
+
 def test_outputs_are_json_numbers_rounded_to_six_decimals(model):
     item = model.prepare(EATING)
     with torch.inference_mode():
