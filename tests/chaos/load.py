@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import orjson
 from kafka import KafkaProducer
+from kafka.errors import KafkaTimeoutError
 
 MAX_LAG_S = 0.1  # after a stall (the broker away), resume the rate instead of sending a burst
 
@@ -42,6 +43,7 @@ class Load:
                                        enable_idempotence=True, linger_ms=5)
         self._lock = threading.Lock()
         self._summary = LoadSummary()
+        self._in_flight: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._send_loop, name="chaos-load", daemon=True)
         self._started = 0.0
@@ -55,13 +57,24 @@ class Load:
             return len(self._summary.acked)
 
     def stop(self, flush_s: float = 120.0) -> LoadSummary:
+        """Sends the broker has not acknowledged ``flush_s`` after the stop count as failed.
+
+        (kafka-python's producer now and then stays stuck for minutes after a broker restart.)
+        """
         self._stop.set()
         self._thread.join()
         self._summary.seconds = time.monotonic() - self._started
-        self._producer.flush(timeout=flush_s)
-        self._producer.close(timeout=10)
+        try:
+            self._producer.flush(timeout=flush_s)
+            self._producer.close(timeout=10)
+        except KafkaTimeoutError:
+            pass
         with self._lock:
-            return self._summary
+            for request_id in self._in_flight:
+                self._summary.failed[request_id] = f"not acknowledged {flush_s:g} s after the load stopped"
+            self._in_flight.clear()
+            s = self._summary  # a copy: a stuck producer may still call back later
+            return LoadSummary(set(s.acked), dict(s.failed), s.attempted, s.seconds)
 
     def _send_loop(self) -> None:
         next_at = time.monotonic()
@@ -79,6 +92,7 @@ class Load:
         value = orjson.dumps({"id": request_id, "inputs": [round(self._rng.random(), 4) for _ in range(16)]})
         with self._lock:
             self._summary.attempted += 1
+            self._in_flight.add(request_id)
         try:
             future = self._producer.send(self._topic, key=request_id.encode(), value=value)
         except Exception as exc:  # e.g. no metadata within max_block_ms while the broker is away
@@ -89,8 +103,10 @@ class Load:
 
     def _acked(self, request_id: str) -> None:
         with self._lock:
+            self._in_flight.discard(request_id)
             self._summary.acked.add(request_id)
 
     def _failed(self, request_id: str, exc: BaseException) -> None:
         with self._lock:
+            self._in_flight.discard(request_id)
             self._summary.failed[request_id] = f"{type(exc).__name__}: {exc}"

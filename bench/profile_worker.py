@@ -1,0 +1,103 @@
+"""``python -m bench.profile_worker``: where a worker's CPU time goes, per request.
+
+Fills a fresh topic with requests, then runs the streaming worker in this
+process under cProfile until every request is consumed, and prints the
+functions with the most cumulative time, plus a summary by area (Kafka fetch,
+reply sends, dedup, acks and commits, decoding, the model). Needs
+KAFKA_BOOTSTRAP_SERVERS and REDIS_URL, like ``python -m bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import threading
+import time
+
+from bench.topics import RunTopics, prefill
+from bench.workloads import WORKLOADS
+from worker.app import build_worker
+from worker.settings import Settings, add_flags
+
+# Functions whose cumulative time is one area of the worker's work, in the loop's order.
+AREAS = {
+    "poll (kafka-python fetch)": "source.py:poll",
+    "decode and check": "codec.py:decode_request",
+    "dedup claim": "dedup_gate.py:claim",
+    "model": "runner.py:run",
+    "reply encode": "codec.py:encode_reply",
+    "reply send (kafka-python)": "sink.py:send",
+    "wait for acks": "sink.py:settle",
+    "dedup done marks": "dedup_gate.py:complete",
+    "offset commit": "source.py:commit",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile_worker", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", default="churn", choices=sorted(WORKLOADS))
+    parser.add_argument("--requests", type=int, default=40_000)
+    parser.add_argument("--top", type=int, default=25, help="functions to list (default 25)")
+    parser.add_argument("worker_args", nargs="*", help="after --: settings for the worker, e.g. -- --max-batch-size 256")
+    args = parser.parse_args(argv)
+    bootstrap, redis_url = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get("REDIS_URL")
+    if not bootstrap or not redis_url:
+        print("error: KAFKA_BOOTSTRAP_SERVERS and REDIS_URL must be set (`make up`, then eval its env)",
+              file=sys.stderr)
+        return 2
+
+    topics = RunTopics.fresh(f"profile-{args.workload}")
+    topics.create(bootstrap, partitions=4)
+    try:
+        prefill(bootstrap, topics.requests, WORKLOADS[args.workload].requests(args.requests), progress=True)
+        settings = _settings(args.workload, topics, args.worker_args)
+        stop = threading.Event()
+        worker = build_worker(settings, stop)
+        profiler = cProfile.Profile()
+        started = time.perf_counter()
+        cpu_started = time.process_time()
+        profiler.enable()
+        while worker.stats.consumed < args.requests:
+            worker.step()
+        profiler.disable()
+        wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+        worker.stop()
+        worker.run()  # drains, commits and closes
+    finally:
+        topics.delete(bootstrap)
+    _report(pstats.Stats(profiler), args.requests, wall_s, cpu_s, args.top)
+    return 0
+
+
+def _settings(workload: str, topics: RunTopics, worker_args: list[str]) -> Settings:
+
+    flags = argparse.ArgumentParser()
+    add_flags(flags)
+    given = flags.parse_args(["--model", WORKLOADS[workload].model, "--requests-topic", topics.requests,
+                              "--reply-topic", topics.replies, "--dead-letter-topic", topics.dlq,
+                              "--group", topics.group, "--dedup-namespace", topics.group,
+                              "--log-format", "json", "--stats-interval-s", "0", "--torch-threads", "1",
+                              *worker_args])
+    return Settings.from_sources(given)
+
+
+def _report(stats: pstats.Stats, requests: int, wall_s: float, cpu_s: float, top: int) -> None:
+    print(f"\n{requests:,} requests in {wall_s:.1f} s ({requests / wall_s:,.0f} req/s); "
+          f"process CPU {cpu_s / requests * 1e6:.0f} µs per request (all threads)")
+    print("\nmain-thread time by area (cumulative, µs per request):")
+    table = stats.stats  # type: ignore[attr-defined]
+    for area, where in AREAS.items():
+        file_part, function = where.split(":")
+        total = sum(entry[3] for (path, _line, name), entry in table.items()
+                    if path.endswith(file_part) and name == function)
+        print(f"  {area:<28} {total / requests * 1e6:8.1f}")
+    print()
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
