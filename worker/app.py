@@ -15,6 +15,7 @@ from worker.dedup import DedupStore, InMemoryDedupStore, RedisDedupStore
 from worker.loop import SendTag, Worker
 from worker.models import load_model
 from worker.runner import TorchRunner
+from worker.scoring import InlineScorer, Scorer, ThreadScorer
 from worker.errors import ConfigError, ServiceUnavailable
 from worker.settings import Settings, redact_url, require_services
 from worker.sink import KafkaSink
@@ -55,6 +56,13 @@ def check_poll_interval(settings: Settings, batch_s: float) -> None:
             "max_poll_records or max_batch_size, or raise max_poll_interval_ms")
 
 
+def build_scorer(settings: Settings, runner: TorchRunner, clock: SystemClock) -> Scorer:
+    """The model on its own thread when asked, or by default on a GPU: there its compute leaves the
+    CPU to the loop. On shared CPU cores the thread measured slower (bench/profile_worker.py)."""
+    on = settings.model_thread == "on" or (settings.model_thread == "auto" and runner.device.type == "cuda")
+    return ThreadScorer(runner, clock) if on else InlineScorer(runner, clock)
+
+
 def build_dedup(settings: Settings, clock: SystemClock) -> DedupStore:
     if settings.redis_url.startswith("memory://"):
         return InMemoryDedupStore(clock, settings.dedup_ttl_s, settings.dedup_lease_ms)
@@ -93,4 +101,4 @@ def build_worker(settings: Settings, stop_requested: threading.Event | None = No
                                  f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
     source.start()
     return Worker(settings, source, sink, dedup, runner, runner.prepare, clock, stop_requested=stop_requested,
-                  transactions=transactions)
+                  transactions=transactions, scorer=build_scorer(settings, runner, clock))

@@ -32,7 +32,7 @@ import structlog
 from kafka.errors import KafkaError
 from tqdm import tqdm
 
-from worker.app import build_dedup, build_runner
+from worker.app import build_dedup, build_runner, build_scorer
 from worker.backfill_plan import TimeRange, format_ms, parse_time
 from worker.bounded_source import BoundedKafkaSource
 from worker.clock import SystemClock
@@ -157,7 +157,7 @@ def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested:
     runner = build_runner(settings)
     dedup = build_dedup(settings, clock)
     worker = Worker(settings, source, ReplyTopicSink(sink, settings.reply_topic), dedup, runner, runner.prepare,
-                    clock, stop_requested=stop_requested)
+                    clock, stop_requested=stop_requested, scorer=build_scorer(settings, runner, clock))
     return worker, source
 
 

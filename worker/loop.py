@@ -1,14 +1,18 @@
 """The worker loop: poll, decode, deduplicate, batch, score, reply, commit.
 
-One thread does everything, in this order each step:
-1. act on partitions revoked during the last poll (drop their unscored work);
-2. poll records, decode them, claim their ids in the dedup store;
-3. score every ready batch and queue its replies;
+One thread does all the Kafka and Redis work, in this order each step:
+1. poll records; drop the unscored work of partitions revoked meanwhile;
+2. decode the records and claim their ids in the dedup store;
+3. answer the batch the scorer finished (except for partitions that left
+   while it ran), and hand it the next ready batch;
 4. settle: wait for the broker to acknowledge what was sent, mark answered
-   ids done, then commit the contiguous acknowledged offsets.
-Offsets are committed only for records whose reply or dead letter the broker
-acknowledged, or that were counted as duplicates: at-least-once delivery,
-with dedup making redeliveries harmless.
+   ids done, then commit the contiguous acknowledged offsets (exactly-once
+   mode: commit the replies and offsets in one transaction, then mark done).
+The scorer runs the model inline, or on a thread of its own so that steps go
+on while a batch computes (worker/scoring.py). Offsets are committed only for
+records whose reply or dead letter the broker acknowledged, or that were
+counted as duplicates: at-least-once delivery, with dedup making redeliveries
+harmless.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from worker.messages import Headers, InvalidRecord, Position, RawRecord, Reply, 
 from worker.offsets import OffsetTracker
 from worker.offsets import TopicPartition as TP
 from worker.runner import ModelRunner, Outcome
+from worker.scoring import InlineScorer, Scorer
 from worker.settings import Settings
 from worker.sink import Delivery
 from worker.transactions import TransactionAborted
@@ -43,6 +48,7 @@ log = structlog.get_logger(__name__)
 SendTag = tuple[Position, Completed | None]
 
 REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
+SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
 
 
 class Source(Protocol):
@@ -90,8 +96,10 @@ class DeliveryError(WorkerError):
 class Worker:
     def __init__(self, settings: Settings, source: Source, sink: Sink, dedup: DedupStore,
                  runner: ModelRunner, prepare: Callable[[Any], Any], clock: Clock,
-                 stop_requested: threading.Event | None = None, transactions: Transactions | None = None) -> None:
-        """``transactions`` (over the same sink and source) switches on exactly-once delivery."""
+                 stop_requested: threading.Event | None = None, transactions: Transactions | None = None,
+                 scorer: Scorer | None = None) -> None:
+        """``transactions`` (over the same sink and source) switches on exactly-once delivery;
+        ``scorer`` says where batches run (default: inline, in the loop's thread)."""
         self._settings = settings
         self._source = source
         self._sink = sink
@@ -100,6 +108,9 @@ class Worker:
         self._gate = DedupGate(dedup)
         self._topics = TopicDirectory(source.list_topics, clock)
         self._runner = runner
+        self._scorer = scorer or InlineScorer(runner, clock)
+        self._dropped_while_scoring: set[TP] = set()  # partitions handed over while the scorer had a batch
+        self._submitted_ms = 0  # wall clock when the scorer got its batch
         self._prepare = prepare
         self._clock = clock
         self._batcher = _make_batcher(settings, getattr(runner, "cost", None))
@@ -127,27 +138,41 @@ class Worker:
                 self.step()
             self._drain()
         finally:
+            self._scorer.close()
             self._source.close()
             self._sink.close()
             self._dedup.close()
         log.info("worker_stopped", **self.stats.snapshot())
 
     def step(self) -> None:
-        """One poll-score-settle round; blocks at most until the next batch deadline."""
+        """One poll-score-settle round; blocks at most until the next batch deadline (or, while the
+        scorer works, until it is done or SCORING_WAIT_S passed)."""
         self._warn_if_slow()
         records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
         self._last_poll = self._clock.monotonic()
         self._generation = self._source.generation()
         self._drop_revoked(self._source.take_revoked())
         self._admit(records)
-        now = self._clock.monotonic()
-        # Mid-rebalance, score nothing: a reply now could be for a partition that is leaving.
-        while self._batcher.ready(now) and not self._source.rebalancing():
-            self._score(self._batcher.drain())
+        if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic())):
+            # Nothing came in, or the next batch is ready already: wait on the model, not the network.
+            self._scorer.wait(SCORING_WAIT_S)
+        self._score_ready()
         self._settle()
-        # While the dedup store is down, fetch nothing new but keep polling (to stay in the group).
-        self._source.pause(self._gate.blocked)
+        # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep
+        # polling (to stay in the group).
+        self._source.pause(self._gate.blocked or self._batcher.pending >= self._settings.max_poll_records)
         self._log_stats_if_due()
+
+    def _score_ready(self) -> None:
+        """Answer the scorer's finished batch, and give it the next ready one, as long as it takes them.
+
+        Mid-rebalance, neither: a reply now could be for a partition that is leaving.
+        """
+        while not self._source.rebalancing():
+            self._answer_scored()
+            if self._scorer.busy or not self._batcher.ready(self._clock.monotonic()):
+                return
+            self._submit(self._batcher.drain())
 
     def _drain(self) -> None:
         for _ in range(3):  # first learn which partitions stay ours, if a rebalance is under way
@@ -156,8 +181,11 @@ class Worker:
             self._source.finish_rebalance(1.0)
             self._drop_revoked(self._source.take_revoked())
         self._take_claimed()  # one more try for requests waiting on a claim; the rest are redelivered
-        while self._batcher.pending:
-            self._score(self._batcher.drain())
+        while self._batcher.pending or self._scorer.busy:
+            self._scorer.wait(1.0)
+            self._answer_scored()
+            if self._batcher.pending and not self._scorer.busy:
+                self._submit(self._batcher.drain())
         self._settle(force_commit=True)
         for _ in range(3):  # a rebalance may be under way: let it finish, then commit what is still ours
             if not self._offsets.committable():
@@ -169,6 +197,8 @@ class Worker:
     def _poll_timeout(self) -> float:
         if self._source.rebalancing():
             return REBALANCE_POLL_S
+        if self._scorer.busy:
+            return 0.0  # take what has arrived, then wait on the scorer (see step)
         deadline = self._batcher.deadline()
         if deadline is None:
             return 0.2  # idle: wake up now and then to notice stop()
@@ -181,6 +211,8 @@ class Worker:
         dropped = len(self._batcher.remove_if(lambda r: (r.position.topic, r.position.partition) in revoked))
         dropped += self._gate.drop(revoked)
         self._offsets.forget(revoked)
+        if self._scorer.busy:
+            self._dropped_while_scoring |= revoked
         self.stats.handed_over += dropped
         log.info("partitions_revoked", partitions=sorted(revoked), dropped=dropped)
         return revoked
@@ -228,25 +260,36 @@ class Worker:
                       traceparent=record.traceparent)
         self._send_reply(reply, claimed=False)
 
-    def _score(self, batch: list[Request]) -> None:
-        started = self._clock.monotonic()
-        now_ms = self._clock.wall_ms()
+    def _submit(self, batch: list[Request]) -> None:
+        """Answer what expired while it waited; give the rest to the scorer."""
+        self._submitted_ms = now_ms = self._clock.wall_ms()
         live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
         for request in batch:
             if request.deadline_ms is not None and request.deadline_ms <= now_ms:
                 self._answer(request, "expired", Outcome(None, "deadline_exceeded", "the deadline passed before scoring"),
                              Timings(), 0)
-        if not live:
+        if live:
+            self._dropped_while_scoring = set()
+            self._scorer.submit(live)
+
+    def _answer_scored(self) -> None:
+        """Send the replies of the scorer's finished batch, except for partitions that left meanwhile."""
+        scored = self._scorer.take()
+        if scored is None:
             return
-        outcomes = self._runner.run([r.item for r in live])
-        compute_s = self._clock.monotonic() - started
+        live, outcomes = scored.batch, scored.outcomes
         if self._source.generation() != self._generation:
             live, outcomes = self._still_owned(live, outcomes)
-        self.stats.record_batch(len(live), compute_s)
+        if self._dropped_while_scoring:
+            kept = [(r, o) for r, o in zip(live, outcomes)
+                    if (r.position.topic, r.position.partition) not in self._dropped_while_scoring]
+            self.stats.handed_over += len(live) - len(kept)
+            live, outcomes = [r for r, _ in kept], [o for _, o in kept]
+        self.stats.record_batch(len(live), scored.compute_s)
         for request, outcome in zip(live, outcomes):
-            batch_wait_ms = (started - request.received_at) * 1000
-            timings = Timings(queue_wait_ms=max(0.0, now_ms - batch_wait_ms - request.produced_ms),
-                              batch_wait_ms=batch_wait_ms, compute_ms=compute_s * 1000)
+            batch_wait_ms = (scored.started - request.received_at) * 1000
+            timings = Timings(queue_wait_ms=max(0.0, self._submitted_ms - batch_wait_ms - request.produced_ms),
+                              batch_wait_ms=batch_wait_ms, compute_ms=scored.compute_s * 1000)
             self._answer(request, "ok" if outcome.ok else "error", outcome, timings, len(live))
 
     def _still_owned(self, batch: list[Request], outcomes: list[Outcome]) -> tuple[list[Request], list[Outcome]]:
@@ -344,6 +387,8 @@ class Worker:
         partitions = set(self._offsets.partitions())
         dropped = len(self._batcher.remove_if(lambda r: True)) + self._gate.drop(partitions)
         self._offsets.forget(partitions)
+        if self._scorer.busy:
+            self._dropped_while_scoring |= partitions
         self.stats.aborted_transactions += 1
         log.warning("consuming_again_from_last_commit", partitions=len(partitions), dropped_in_hand=dropped)
 

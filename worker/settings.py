@@ -43,6 +43,9 @@ class Settings:
     device: str = _setting("auto", "torch device: auto, cpu, cuda, cuda:N")
     amp: str = _setting("off", "mixed precision of the forward pass: off, bf16 or fp16 (fp16 needs a CUDA device); "
                         "replies stay float32")
+    model_thread: str = _setting("auto", "on: the model runs on a thread of its own, so polling, sending, "
+                                 "Redis and commits overlap its compute; off: one thread does everything; "
+                                 "auto: on for CUDA devices (on shared CPU cores it measured slower)")
     processes: int = _setting(1, "worker processes in this group on this host (one per GPU or core)")
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
     max_batch_size: int = _setting(64, "score a batch once it has this many requests")
@@ -148,6 +151,7 @@ def _validate(s: Settings) -> None:
          f"auto_offset_reset must be earliest or latest, got {s.auto_offset_reset!r}")
     need(s.assignor in ("range", "roundrobin", "cooperative-sticky"),
          f"assignor must be range, roundrobin or cooperative-sticky, got {s.assignor!r}")
+    need(s.model_thread in ("auto", "on", "off"), f"model_thread must be auto, on or off, got {s.model_thread!r}")
     need(s.delivery in ("at-least-once", "exactly-once"),
          f"delivery must be at-least-once or exactly-once, got {s.delivery!r}")
     need(s.delivery == "exactly-once" or not s.transactional_id,

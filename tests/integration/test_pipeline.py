@@ -19,10 +19,12 @@ def churn_inputs(count, seed=0):
     return [CHURN.sample_inputs(rng) for _ in range(count)]
 
 
+@pytest.mark.parametrize("model_thread", ["off", "on"])
 def test_every_request_gets_exactly_one_reply_equal_to_offline_scoring(bootstrap, redis_url, topics, producer,
-                                                                      tmp_path):
+                                                                      tmp_path, model_thread):
     inputs = churn_inputs(600)
-    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--max-batch-size", "32", "--max-wait-ms", "20")
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--max-batch-size", "32", "--max-wait-ms", "20",
+                          "--model-thread", model_thread)
     for i, row in enumerate(inputs):
         producer.send(topics.requests, {"id": f"r{i}", "inputs": row}, key=f"r{i}".encode())
     producer.flush()

@@ -1,0 +1,78 @@
+"""The worker loop with the model on its own thread: the loop polls and settles while a batch runs."""
+
+import threading
+
+from tests.component.fakes import FakeSink, FakeSource
+from worker.clock import FakeClock
+from worker.dedup import InMemoryDedupStore
+from worker.loop import Worker
+from worker.models import load_model
+from worker.runner import TorchRunner
+from worker.scoring import ThreadScorer
+from worker.settings import Settings
+
+INPUTS = [0.25] * 16
+
+
+class GatedRunner(TorchRunner):
+    """Each batch waits until the test opens the gate, so a test can act while the model 'runs'."""
+
+    def __init__(self) -> None:
+        super().__init__(load_model("churn"), "cpu", 8)
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def run(self, items):
+        self.started.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        return super().run(items)
+
+
+class Harness:
+    def __init__(self, runner: TorchRunner | None = None) -> None:
+        self.clock = FakeClock()
+        self.settings = Settings(kafka_bootstrap_servers="fake:1", redis_url="memory://", requests_topic="requests",
+                                 max_batch_size=8, max_wait_ms=5).with_derived_defaults()
+        self.source = FakeSource(self.clock)
+        self.sink = FakeSink()
+        self.runner = runner or TorchRunner(load_model("churn"), "cpu", 8)
+        self.worker = Worker(self.settings, self.source, self.sink, InMemoryDedupStore(self.clock), self.runner,
+                             self.runner.prepare, self.clock, scorer=ThreadScorer(self.runner, self.clock))
+
+    def reply_ids(self) -> list[str]:
+        return sorted(s.json()["id"] for s in self.sink.to("requests.replies"))
+
+
+def test_every_request_is_answered_once_and_committed():
+    h = Harness()
+    for i in range(50):
+        h.source.produce({"id": f"r{i:02d}", "inputs": INPUTS}, partition=i % 2)
+    for _ in range(100):
+        h.worker.step()
+        if len(h.reply_ids()) == 50:
+            break
+    h.worker.stop()
+    h.worker.run()  # drains and closes
+    assert h.reply_ids() == [f"r{i:02d}" for i in range(50)]
+    assert h.source.committed == {("requests", 0): 25, ("requests", 1): 25}
+
+
+def test_the_loop_keeps_polling_while_a_batch_runs_and_drops_what_left_meanwhile():
+    runner = GatedRunner()
+    h = Harness(runner)
+    for i in range(8):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS}, partition=i % 2)
+    h.worker.step()  # a full batch: handed to the model thread, which waits at the gate
+    assert runner.started.wait(5)
+    h.source.produce({"id": "later", "inputs": INPUTS}, partition=0)
+    h.source.revoked = {("requests", 1)}  # partition 1 moves while its records are being scored
+    h.worker.step()
+    assert h.source.queued == []  # polled while the model ran
+    runner.gate.set()
+    for _ in range(20):
+        h.worker.step()
+    h.worker.stop()
+    h.worker.run()
+    assert h.reply_ids() == ["later", "r0", "r2", "r4", "r6"]
+    assert h.worker.stats.handed_over == 4
+    assert ("requests", 1) not in h.source.committed

@@ -1,0 +1,115 @@
+"""Where a batch is scored: inline in the loop, or on a thread of its own while the loop goes on.
+
+The loop hands one batch at a time to a Scorer and takes the finished batch
+back. ``InlineScorer`` scores in ``submit`` (the loop waits for the model).
+``ThreadScorer`` scores on one background thread, so the loop keeps polling,
+decoding, claiming, sending and committing while the model runs: torch
+releases the GIL inside its kernels, so a heavy model's compute overlaps the
+Kafka and Redis work of the batches around it. One batch at a time either
+way: the model is not thread-safe, and a device runs one batch at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from worker.clock import Clock
+from worker.messages import Request
+from worker.runner import ModelRunner, Outcome
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A finished batch: its requests, one outcome each, and when and how long it ran."""
+
+    batch: list[Request]
+    outcomes: list[Outcome]
+    started: float
+    compute_s: float
+
+
+class Scorer(Protocol):
+    @property
+    def busy(self) -> bool:
+        """A batch was submitted and not yet taken back."""
+    def submit(self, batch: list[Request]) -> None:
+        """Start scoring ``batch``; only when not busy."""
+    def wait(self, timeout_s: float) -> None:
+        """Block until the batch in hand is done, or ``timeout_s`` passed."""
+    def take(self) -> Scored | None:
+        """The finished batch, once; None while it runs (or when none was submitted)."""
+    def close(self) -> None: ...
+
+
+class InlineScorer:
+    """Scores in ``submit``: nothing runs between the loop's steps."""
+
+    def __init__(self, runner: ModelRunner, clock: Clock) -> None:
+        self._runner = runner
+        self._clock = clock
+        self._done: Scored | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._done is not None
+
+    def submit(self, batch: list[Request]) -> None:
+        started = self._clock.monotonic()
+        outcomes = self._runner.run([r.item for r in batch])
+        self._done = Scored(batch, outcomes, started, self._clock.monotonic() - started)
+
+    def wait(self, timeout_s: float) -> None:
+        pass
+
+    def take(self) -> Scored | None:
+        done, self._done = self._done, None
+        return done
+
+    def close(self) -> None:
+        pass
+
+
+class ThreadScorer:
+    """Scores on one background thread. Its methods are for the loop's thread only."""
+
+    def __init__(self, runner: ModelRunner, clock: Clock) -> None:
+        self._runner = runner
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamscore-model")
+        self._running: tuple[list[Request], Future[tuple[list[Outcome], float, float]]] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._running is not None
+
+    def submit(self, batch: list[Request]) -> None:
+        assert self._running is None, "one batch at a time"
+        self._running = (batch, self._executor.submit(self._run, [r.item for r in batch]))
+
+    def _run(self, items: Sequence[Any]) -> tuple[list[Outcome], float, float]:
+        started = self._clock.monotonic()
+        outcomes = self._runner.run(items)
+        return outcomes, started, self._clock.monotonic() - started
+
+    def wait(self, timeout_s: float) -> None:
+        if self._running is not None:
+            try:
+                self._running[1].result(timeout=timeout_s)
+            except FutureTimeout:
+                pass
+
+    def take(self) -> Scored | None:
+        """Raises what the model raised (the runner turns model errors into outcomes; this is a bug)."""
+        if self._running is None or not self._running[1].done():
+            return None
+        batch, future = self._running
+        self._running = None
+        outcomes, started, compute_s = future.result()
+        return Scored(batch, outcomes, started, compute_s)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
