@@ -48,3 +48,13 @@ def test_one_call_handles_a_large_batch(stores):
     batch = [request(f"id-{i}", i) for i in range(5000)]
     assert all(real.claim(batch))
     assert not any(real.claim([request(f"id-{i}", 10_000 + i) for i in range(5000)]))
+
+
+def test_ids_with_quotes_newlines_and_non_ascii_make_the_same_keys_as_the_client(stores, redis_url):
+    real, _, namespace = stores
+    odd = ['a "quoted"\nid', "ünïcødé-😀", "back\\slash", "[1,2]"]
+    assert real.claim([request(i, n) for n, i in enumerate(odd)]) == [True] * 4
+    real.complete([(i, b"{}") for i in odd])
+    client = redis.Redis.from_url(redis_url)
+    assert [client.get(f"{namespace}:done:{i}") for i in odd] == [b"{}"] * 4
+    assert not any(real.claim([request(i, 100 + n) for n, i in enumerate(odd)]))
