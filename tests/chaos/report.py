@@ -29,7 +29,7 @@ def scenario_block(result: ScenarioResult) -> str:
         ("requests sent", f"{t.sent}  (acknowledged by the broker; {t.send_failed} sends failed)"),
         ("IDs answered", str(t.answered)),
         ("duplicate replies", f"{t.duplicate_replies}  (in the crash window {t.in_crash_window}, at most "
-                              f"{t.crash_gap_ms_max} ms before a death; outside it {t.outside_window})"),
+                              f"{t.crash_gap_ms_max} ms before a death or broker stop; outside it {t.outside_window})"),
         ("IDs scored twice", str(t.scored_twice)),
         ("lost", str(t.lost) + (f"  e.g. {', '.join(t.lost_ids[:5])}" if t.lost else "")),
         ("kills / restarts", f"{result.kills} / {result.restarts}  (restarts: workers that exited on their own)"),

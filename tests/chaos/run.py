@@ -49,6 +49,7 @@ class Context:
     stall_trigger: Path
     timeline: list[tuple[float, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # a fault that did not happen as planned
+    broker_outages: list[tuple[float, float]] = field(default_factory=list)  # c: (stopped, back), wall clock
     verbose: bool = False
 
     def note(self, what: str) -> None:
@@ -165,8 +166,11 @@ def _drive(scenario: Scenario, context: Context, bootstrap: str, topics: Topics,
         reader.read_to_end()
     finally:
         reader.close()
-    deaths_ms = [int(e.at * 1000) for e in fleet.exits if e.how in ("killed", "crashed")]
-    return count(sent.acked, sent.failed, reader.replies, deaths_ms, CRASH_WINDOW_MS), stop_codes
+    # A broker outage disrupts the replies in flight during it: an ack may come only after the group
+    # moved the partition, and the new owner answers the record again (README, Guarantees).
+    disruptions_ms = [(int(e.at * 1000), int(e.at * 1000)) for e in fleet.exits if e.how in ("killed", "crashed")]
+    disruptions_ms += [(int(stopped * 1000), int(back * 1000)) for stopped, back in context.broker_outages]
+    return count(sent.acked, sent.failed, reader.replies, disruptions_ms, CRASH_WINDOW_MS), stop_codes
 
 
 def _wait_answered(reader: ReplyReader, acked: set[str], context: Context) -> None:
@@ -195,7 +199,7 @@ def check(scenario: Scenario, result: ScenarioResult) -> list[str]:
         problems.append(f"{tally.duplicate_replies} duplicate replies where none may occur "
                         f"(e.g. {', '.join(tally.duplicate_ids[:3])})")
     elif tally.outside_window:
-        problems.append(f"{tally.outside_window} duplicate replies not explained by a worker death "
+        problems.append(f"{tally.outside_window} duplicate replies not explained by a worker death or broker stop "
                         f"(e.g. {', '.join(tally.unexplained_duplicate_ids[:3])})")
     if result.restarts and not scenario.restarts_allowed:
         problems.append(f"{result.restarts} worker(s) exited on their own and were restarted")

@@ -3,7 +3,9 @@
 Every scenario promises that no request ID the broker acknowledged goes
 unanswered. Duplicate replies are allowed only where the README documents
 them: a worker that dies after the broker acknowledged a reply and before the
-ID's done mark was written re-scores it on redelivery (scenarios a and c).
+ID's done mark was written re-scores it on redelivery (scenarios a and c), and
+so does a broker that stops while a reply's acknowledgement is outstanding, if
+the group moves the partition before the ack arrives (scenario c).
 Scenario f kills workers as a does, in exactly-once mode: the replies are read
 with isolation_level=read_committed (as in every scenario), and none may be a
 duplicate.
@@ -14,6 +16,8 @@ away would be dropped from the group.
 """
 
 from __future__ import annotations
+
+import time
 
 from tests.chaos.run import Context, Scenario, Size
 
@@ -64,12 +68,14 @@ def restart_broker(ctx: Context) -> str:
     """c. Stop the broker (SIGTERM, a clean shutdown) and start it again."""
     ctx.hold(ctx.size.calm_s)
     for number in range(ctx.size.outages):
+        stopped = time.time()
         took = ctx.services.stop_kafka()
         ctx.note(f"broker outage {number + 1}: stopped in {took:.1f} s")
         try:
             ctx.hold(ctx.size.outage_s)
         finally:
             took = ctx.services.start_kafka()
+            ctx.broker_outages.append((stopped, time.time()))
             ctx.note(f"broker outage {number + 1}: started again in {took:.1f} s")
         ctx.hold(ctx.size.calm_s)
     return f"{ctx.size.outages} broker stop(s) of {ctx.size.outage_s:g} s + restart"
@@ -108,7 +114,7 @@ SCENARIOS = {
                   worker_args=(*SESSION,), duplicates_allowed="crash window"),
     "b": Scenario("b", "scale 1 -> 3 -> 1", "no loss, no duplicate (clean SIGTERM scale-in)", scale_out_and_in,
                   workers=1, worker_args=(*SESSION,)),
-    "c": Scenario("c", "broker stop/start", "no loss; duplicates only in the window of a worker death",
+    "c": Scenario("c", "broker stop/start", "no loss; duplicates only in the window of a worker death or broker stop",
                   restart_broker, worker_args=(*SESSION,), duplicates_allowed="crash window",
                   restarts_allowed=True, needs_local_services=True),
     "d": Scenario("d", "Redis stop/start", "no loss, no duplicate, no restart, no rebalance: pause and resume",

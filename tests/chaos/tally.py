@@ -13,9 +13,12 @@ Definitions (per scenario, over request IDs the broker acknowledged to the produ
   second record of an answered ID through;
 - lost: IDs sent without any reply;
 - in crash window: duplicate replies whose earlier copy was written at most
-  ``window_ms`` before a worker died (SIGKILL, or exit on its own) and whose
-  later copy after it: the documented window (a reply acknowledged by the
-  broker, its done mark not yet written, when the worker died).
+  ``window_ms`` before a disruption, or during it, and whose later copy after
+  the disruption began. Disruptions: a worker death (SIGKILL, or exit on its
+  own), an instant; a broker outage, from its stop until it is back. These
+  are the documented windows: a reply acknowledged by the broker, its done
+  mark not yet written, when the worker died; a reply whose acknowledgement
+  was outstanding while the broker was away.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class Tally:
     from_two_records: int = 0
     lost: int = 0
     in_crash_window: int = 0
-    crash_gap_ms_max: int = 0  # the longest time from an earlier copy to the death that explains it
+    crash_gap_ms_max: int = 0  # the longest time from an earlier copy to the disruption that explains it
     not_ok: int = 0
     strangers: int = 0  # replies to IDs nobody sent (or whose send failed)
     lost_ids: list[str] = field(default_factory=list)
@@ -97,8 +100,9 @@ class Tally:
         return self.duplicate_replies - self.in_crash_window
 
 
-def count(sent: set[str], failed: Iterable[str], replies: list[SeenReply], deaths_ms: list[int],
-          window_ms: int) -> Tally:
+def count(sent: set[str], failed: Iterable[str], replies: list[SeenReply],
+          disruptions_ms: list[tuple[int, int]], window_ms: int) -> Tally:
+    """``disruptions_ms``: (start, end) of each worker death (start == end) and broker outage."""
     by_id: dict[str, list[SeenReply]] = {}
     for reply in replies:
         by_id.setdefault(reply.id, []).append(reply)
@@ -115,7 +119,7 @@ def count(sent: set[str], failed: Iterable[str], replies: list[SeenReply], death
         tally.duplicate_replies += len(seen) - 1
         tally.scored_twice += sum(1 for r in seen if r.status == "ok") > 1
         tally.from_two_records += len({r.source for r in seen}) > 1
-        gaps = [_death_gap(earlier.timestamp_ms, later.timestamp_ms, deaths_ms, window_ms)
+        gaps = [_disruption_gap(earlier.timestamp_ms, later.timestamp_ms, disruptions_ms, window_ms)
                 for earlier, later in zip(seen, seen[1:])]
         explained = sum(1 for gap in gaps if gap is not None)
         tally.in_crash_window += explained
@@ -126,9 +130,11 @@ def count(sent: set[str], failed: Iterable[str], replies: list[SeenReply], death
     return tally
 
 
-def _death_gap(earlier_ms: int, later_ms: int, deaths_ms: list[int], window_ms: int) -> int | None:
-    """Milliseconds from the earlier copy to the first death within the window before the later copy."""
-    gaps = [death - earlier_ms for death in deaths_ms if earlier_ms <= death <= min(earlier_ms + window_ms, later_ms)]
+def _disruption_gap(earlier_ms: int, later_ms: int, disruptions_ms: list[tuple[int, int]],
+                    window_ms: int) -> int | None:
+    """Milliseconds from the earlier copy to the first disruption that explains the pair (0: during one)."""
+    gaps = [max(0, start - earlier_ms) for start, end in disruptions_ms
+            if start <= min(earlier_ms + window_ms, later_ms) and earlier_ms <= end]
     return min(gaps) if gaps else None
 
 
