@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import structlog
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import FutureRecordMetadata
 
 from worker.messages import Headers
 
+log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
@@ -69,4 +71,9 @@ class KafkaSink(Generic[T]):
         return deliveries
 
     def close(self, timeout_s: float = 10.0) -> None:
-        self._producer.close(timeout=timeout_s)
+        """Close, waiting up to ``timeout_s`` for what is still out (its offsets were never committed)."""
+        try:
+            self._producer.close(timeout=timeout_s)
+        except KafkaTimeoutError:  # kafka-python raises when the flush inside close times out
+            log.warning("sink_closed_with_sends_out", timeout_s=timeout_s,
+                        consequence="those records were not committed: they are consumed again")
