@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=64, help="chosen --max-batch-size (default 64)")
     parser.add_argument("--max-wait-ms", type=int, default=10, help="chosen --max-wait-ms (default 10)")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of every requests topic (default 4)")
+    parser.add_argument("--worker-args", default="",
+                        help='extra streamscore settings for every worker of the run, e.g. '
+                             '--worker-args="--commit-interval-ms 100" (the ceilings are not affected)')
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results", help="results folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -56,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             "(`make bench`, or deploy/local/with-services.sh .venv/bin/python -m bench)")
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    ctx = RunContext(bootstrap, args.partitions, args.torch_threads, args.out / "logs", not args.no_progress)
+    ctx = RunContext(bootstrap, args.partitions, args.torch_threads, args.out / "logs", not args.no_progress,
+                     tuple(shlex.split(args.worker_args)))
     meta = _meta(args, argv)
     started = time.monotonic()
     results: list[WorkloadResult] = []
@@ -87,6 +91,7 @@ def _meta(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         "batch_size": args.batch_size,
         "max_wait_ms": args.max_wait_ms,
         "partitions": args.partitions,
+        "worker_args": args.worker_args,
         "definitions": DEFINITIONS,
     }
 

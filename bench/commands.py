@@ -23,11 +23,11 @@ def naive(bootstrap: str, topics: RunTopics, model: str, torch_threads: int) -> 
 
 
 def worker(bootstrap: str, redis_url: str, topics: RunTopics, model: str, batch_size: int, wait_ms: int,
-           torch_threads: int) -> list[str]:
-    """streamscore itself: a fresh group and dedup namespace, JSON logs, no periodic stats."""
+           torch_threads: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """streamscore itself: a fresh group and dedup namespace, JSON logs, no periodic stats, then ``extra``."""
     return [sys.executable, "-m", "worker", "run", "--bootstrap-servers", bootstrap, "--redis-url", redis_url,
             "--requests-topic", topics.requests, "--reply-topic", topics.replies,
             "--dead-letter-topic", topics.dlq, "--model", model, "--group", topics.group,
             "--dedup-namespace", topics.group, "--max-batch-size", str(batch_size),
             "--max-wait-ms", str(wait_ms), "--torch-threads", str(torch_threads),
-            "--log-format", "json", "--stats-interval-s", "0"]
+            "--log-format", "json", "--stats-interval-s", "0", *extra]

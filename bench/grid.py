@@ -57,7 +57,8 @@ def run_grid(ctx: RunContext, redis_url: str, workload: Workload, servable: Serv
 
 def _worker_command(ctx: RunContext, redis_url: str, model: str, batch_size: int, wait_ms: int,
                     topics: RunTopics) -> list[str]:
-    return commands.worker(ctx.bootstrap, redis_url, topics, model, batch_size, wait_ms, ctx.torch_threads)
+    return commands.worker(ctx.bootstrap, redis_url, topics, model, batch_size, wait_ms, ctx.torch_threads,
+                           ctx.worker_args)
 
 
 def _open_loops(ctx: RunContext, pool: RequestPool, plan: Plan, loads: tuple[float, ...], point: GridPoint,

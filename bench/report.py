@@ -20,7 +20,8 @@ def markdown(meta: dict[str, Any], workloads: list[WorkloadResult]) -> str:
         f"- load average (1/5/15 min) at start {_load(m['load_average_at_start'])}, at end "
         f"{_load(m.get('load_average_at_end', []))}: everything (broker, Redis, contenders, this harness) "
         "shares these cores, so compare figures within this run, not across runs",
-        f"- worker settings: --torch-threads {meta['torch_threads']}, {meta['partitions']} partitions per topic; "
+        f"- worker settings: --torch-threads {meta['torch_threads']} {meta.get('worker_args', '')}".rstrip()
+        + f", {meta['partitions']} partitions per topic; "
         f"chosen configuration: batch {meta['batch_size']}, wait {meta['max_wait_ms']} ms",
     ]
     for result in workloads:

@@ -27,6 +27,7 @@ class RunContext:
     torch_threads: int
     log_dir: Path
     progress: bool
+    worker_args: tuple[str, ...] = ()  # extra settings for every streamscore worker of the run
     startup_timeout_s: float = 180.0  # process start, imports, model load, group join (slow on a busy machine)
 
 
