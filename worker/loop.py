@@ -277,12 +277,12 @@ class Worker:
         scored = self._scorer.take()
         if scored is None:
             return
-        live, outcomes = scored.batch, scored.outcomes
+        left = self._dropped_while_scoring
         if self._source.generation() != self._generation:
-            live, outcomes = self._still_owned(live, outcomes)
-        if self._dropped_while_scoring:
-            kept = [(r, o) for r, o in zip(live, outcomes)
-                    if (r.position.topic, r.position.partition) not in self._dropped_while_scoring]
+            left = left | self._settle_lost_membership(len(scored.batch))
+        live, outcomes = scored.batch, scored.outcomes
+        if left:
+            kept = [(r, o) for r, o in zip(live, outcomes) if (r.position.topic, r.position.partition) not in left]
             self.stats.handed_over += len(live) - len(kept)
             live, outcomes = [r for r, _ in kept], [o for _, o in kept]
         self.stats.record_batch(len(live), scored.compute_s)
@@ -292,18 +292,16 @@ class Worker:
                               batch_wait_ms=batch_wait_ms, compute_ms=scored.compute_s * 1000)
             self._answer(request, "ok" if outcome.ok else "error", outcome, timings, len(live))
 
-    def _still_owned(self, batch: list[Request], outcomes: list[Outcome]) -> tuple[list[Request], list[Outcome]]:
-        """The group dropped us while this batch ran (it outlived max.poll.interval.ms, or heartbeats
-        stopped): settle the membership, then keep only what is still ours. The rest is not
-        answered here; its new owner scores it again (same record: a retry for the dedup store)."""
+    def _settle_lost_membership(self, batch_size: int) -> set[TP]:
+        """The group dropped us while a batch ran (it outlived max.poll.interval.ms, or heartbeats
+        stopped): settle the membership and return the partitions that left. Their requests are not
+        answered here; the new owner scores them again (same record: a retry for the dedup store)."""
         self._source.finish_rebalance(1.0)
         self._generation = self._source.generation()
         revoked = self._drop_revoked(self._source.take_revoked())
-        kept = [(r, o) for r, o in zip(batch, outcomes) if (r.position.topic, r.position.partition) not in revoked]
-        log.warning("membership_lost_during_batch", batch=len(batch), not_answered=len(batch) - len(kept),
+        log.warning("membership_lost_during_batch", batch=batch_size, partitions_lost=sorted(revoked),
                     advice="a batch outlived max_poll_interval_ms: lower max_batch_size or raise the interval")
-        self.stats.handed_over += len(batch) - len(kept)
-        return [r for r, _ in kept], [o for _, o in kept]
+        return revoked
 
     def _answer(self, request: Request, status: Status, outcome: Outcome, timings: Timings, batch_size: int) -> None:
         if status != "ok":

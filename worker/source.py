@@ -193,10 +193,12 @@ class KafkaSource:
         assigned = list(self._consumer.assignment())
         committed = {tp: self._consumer.committed(tp) for tp in assigned}
         for tp, offset in committed.items():
-            if offset is None:
-                self._consumer.seek_to_beginning(tp) if self._reset_to_earliest else self._consumer.seek_to_end(tp)
-            else:
+            if offset is not None:
                 self._consumer.seek(tp, offset)
+            elif self._reset_to_earliest:
+                self._consumer.seek_to_beginning(tp)
+            else:
+                self._consumer.seek_to_end(tp)
 
     def list_topics(self) -> set[str]:
         return set(self._consumer.topics())
