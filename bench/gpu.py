@@ -43,7 +43,7 @@ from bench.results import percentile
 from bench.runs import say
 from bench.workloads import WORKLOADS, load_or_skip
 from worker.models import Servable
-from worker.runner import TorchRunner, autocast
+from worker.models.runner import TorchRunner, autocast
 
 DEFINITIONS = {
     "items_per_s": "batch size x timed batches / their total time",

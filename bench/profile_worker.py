@@ -20,7 +20,7 @@ import time
 from bench.topics import RunTopics, prefill
 from bench.workloads import WORKLOADS
 from worker.app import build_worker
-from worker.settings import Settings, add_flags
+from worker.core.settings import Settings, add_flags
 
 # Functions whose cumulative time is one area of the worker's work, in the loop's order.
 AREAS = {

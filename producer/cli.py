@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from producer.send import BadLine, SendSummary
-from worker.errors import WorkerError
+from worker.core.errors import WorkerError
 
 if TYPE_CHECKING:
-    from worker.backfill_plan import TimeRange
+    from worker.jobs.backfill_plan import TimeRange
 
 DESCRIPTION = """\
 streamscore producer: the client side. Sends scoring requests to a requests
@@ -199,7 +199,7 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _time_range(from_time: str | None, until_time: str | None) -> TimeRange | None:
-    from worker.backfill_plan import TimeRange, parse_time
+    from worker.jobs.backfill_plan import TimeRange, parse_time
 
     if from_time is None and until_time is None:
         return None

@@ -20,7 +20,7 @@ from kafka import KafkaConsumer, TopicPartition
 from tqdm import tqdm
 
 from producer.wire import decode_reply, header
-from worker.backfill_plan import TimeRange, span_of
+from worker.jobs.backfill_plan import TimeRange, span_of
 
 
 @dataclass

@@ -10,17 +10,19 @@ import structlog
 import torch
 from kafka.errors import KafkaError
 
-from worker.clock import SystemClock
-from worker.dedup import DedupStore, InMemoryDedupStore, RedisDedupStore
-from worker.loop import SendTag, Worker
+from worker.core.clock import SystemClock
+from worker.dedup.memory import InMemoryDedupStore
+from worker.dedup.redis_store import RedisDedupStore
+from worker.ports import DedupStore, Scorer, SendTag
+from worker.stream.loop import Worker
 from worker.models import load_model
-from worker.runner import TorchRunner
-from worker.scoring import InlineScorer, Scorer, ThreadScorer
-from worker.errors import ConfigError, ServiceUnavailable
-from worker.settings import Settings, redact_url, require_services
-from worker.sink import KafkaSink
-from worker.source import KafkaSource
-from worker.transactions import ExactlyOnce, TransactionalSink
+from worker.models.runner import TorchRunner
+from worker.stream.scoring import InlineScorer, ThreadScorer
+from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.core.settings import Settings, redact_url, require_services
+from worker.kafka.sink import KafkaSink
+from worker.kafka.source import KafkaSource
+from worker.kafka.transactions import ExactlyOnce, TransactionalSink
 
 log = structlog.get_logger(__name__)
 

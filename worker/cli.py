@@ -12,11 +12,11 @@ import structlog
 import torch
 
 from worker.app import build_runner, build_worker
-from worker.backfill import add_backfill_parser, run_backfill
-from worker.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
+from worker.jobs.backfill import add_backfill_parser, run_backfill
+from worker.core.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
 from worker.logs import configure_logging
-from worker.offline import score_file
-from worker.settings import Settings, add_flags, require_services
+from worker.jobs.batch_file import score_file
+from worker.core.settings import Settings, add_flags, require_services
 from worker.supervisor import child_commands, supervise
 from worker.signals import stop_on_signals
 

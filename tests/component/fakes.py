@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import orjson
 
-from worker.clock import FakeClock
-from worker.errors import CommitDeferred
-from worker.messages import Headers, Position, RawRecord
-from worker.sink import Delivery
-from worker.transactions import TransactionAborted
+from worker.core.clock import FakeClock
+from worker.core.errors import CommitDeferred
+from worker.core.messages import Headers, Position, RawRecord
+from worker.ports import Delivery
+from worker.core.errors import TransactionAborted
 
 
 class FakeSource:

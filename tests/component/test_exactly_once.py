@@ -1,12 +1,12 @@
 """The worker loop in exactly-once mode: replies become visible with their offsets, or not at all."""
 
 from tests.component.fakes import FakeExactlyOnce, FakeSource, FakeTransactionalSink
-from worker.clock import FakeClock
-from worker.dedup import InMemoryDedupStore
-from worker.loop import Worker
+from worker.core.clock import FakeClock
+from worker.dedup.memory import InMemoryDedupStore
+from worker.stream.loop import Worker
 from worker.models import load_model
-from worker.runner import TorchRunner
-from worker.settings import Settings
+from worker.models.runner import TorchRunner
+from worker.core.settings import Settings
 
 INPUTS = [0.25] * 16
 

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.component.test_worker_loop import Harness
-from worker.codec import decode_request
-from worker.messages import InvalidRecord, Position, RawRecord, Request
+from worker.core.wire import decode_request
+from worker.core.messages import InvalidRecord, Position, RawRecord, Request
 from worker.models.churn import ChurnModel
 
 PREPARE = ChurnModel().prepare

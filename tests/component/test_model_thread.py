@@ -3,13 +3,13 @@
 import threading
 
 from tests.component.fakes import FakeSink, FakeSource
-from worker.clock import FakeClock
-from worker.dedup import InMemoryDedupStore
-from worker.loop import Worker
+from worker.core.clock import FakeClock
+from worker.dedup.memory import InMemoryDedupStore
+from worker.stream.loop import Worker
 from worker.models import load_model
-from worker.runner import TorchRunner
-from worker.scoring import ThreadScorer
-from worker.settings import Settings
+from worker.models.runner import TorchRunner
+from worker.stream.scoring import ThreadScorer
+from worker.core.settings import Settings
 
 INPUTS = [0.25] * 16
 

@@ -4,12 +4,13 @@ import orjson
 import pytest
 
 from tests.component.fakes import FakeSink, FakeSource
-from worker.clock import FakeClock
-from worker.dedup import InMemoryDedupStore
-from worker.loop import DeliveryError, Worker
+from worker.core.clock import FakeClock
+from worker.dedup.memory import InMemoryDedupStore
+from worker.core.errors import DeliveryError
+from worker.stream.loop import Worker
 from worker.models import load_model
-from worker.runner import TorchRunner
-from worker.settings import Settings
+from worker.models.runner import TorchRunner
+from worker.core.settings import Settings
 
 INPUTS = [0.25] * 16
 
@@ -71,7 +72,7 @@ def test_duplicate_id_is_scored_once_and_counted():
 def test_redelivered_record_with_a_live_claim_is_a_retry_not_a_duplicate():
     h = Harness()
     position = h.source.produce({"id": "retry-me", "inputs": INPUTS})
-    from worker.messages import Request
+    from worker.core.messages import Request
     h.dedup.claim([Request("retry-me", None, position)])  # claimed by a worker that then crashed
     h.steps()
     assert [r["id"] for r in h.replies()] == ["retry-me"]
@@ -239,7 +240,7 @@ def test_stop_during_a_rebalance_finishes_it_and_commits():
 
 
 def test_token_budget_needs_a_model_that_says_what_an_item_costs():
-    from worker.errors import ConfigError
+    from worker.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="max_batch_tokens"):
         Harness(max_batch_tokens=100)

@@ -14,11 +14,11 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartitio
 
 from producer.topics import create_topics
 from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
-from worker.backfill_plan import TimeRange, format_ms
-from worker.bounded_source import BoundedKafkaSource
-from worker.clock import SystemClock
+from worker.jobs.backfill_plan import TimeRange, format_ms
+from worker.kafka.bounded_source import BoundedKafkaSource
+from worker.core.clock import SystemClock
 from worker.models import load_model
-from worker.settings import Settings
+from worker.core.settings import Settings
 
 # Recent times: the broker's retention (7 days by default) deletes records stamped long ago.
 BASE_MS = (time.time_ns() // 1_000_000 - 3_600_000) // 1000 * 1000

@@ -11,7 +11,7 @@ from producer import AsyncScoringClient, ClientRequest, ReplyTimeout, ScoringCli
 from producer.topics import create_topics
 from tests.integration.kit import TopicReader, start_worker
 from worker.models import load_model
-from worker.runner import TorchRunner
+from worker.models.runner import TorchRunner
 
 CHURN = load_model("churn")
 RUNNER = TorchRunner(CHURN, "cpu", 256)

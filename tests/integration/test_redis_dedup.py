@@ -5,9 +5,10 @@ import uuid
 import pytest
 import redis
 
-from worker.clock import FakeClock
-from worker.dedup import InMemoryDedupStore, RedisDedupStore
-from worker.messages import Position, Request
+from worker.core.clock import FakeClock
+from worker.dedup.memory import InMemoryDedupStore
+from worker.dedup.redis_store import RedisDedupStore
+from worker.core.messages import Position, Request
 
 
 def request(request_id, offset, partition=0):

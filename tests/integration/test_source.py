@@ -1,8 +1,8 @@
 """KafkaSource on a real broker: what its rebalance handling promises the worker loop."""
 
-from worker.clock import SystemClock
-from worker.settings import Settings
-from worker.source import KafkaSource
+from worker.core.clock import SystemClock
+from worker.core.settings import Settings
+from worker.kafka.source import KafkaSource
 
 
 def _source(bootstrap: str, requests_topic: str, group: str) -> KafkaSource:

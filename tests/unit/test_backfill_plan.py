@@ -3,9 +3,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.backfill_plan import (Resume, Span, TimeRange, decode_plan, encode_plan, format_ms, parse_time,
+from worker.jobs.backfill_plan import (Resume, Span, TimeRange, decode_plan, encode_plan, format_ms, parse_time,
                                   resume_point, span_of, without_deadline)
-from worker.errors import ConfigError
+from worker.core.errors import ConfigError
 
 DAY = TimeRange(1_764_374_400_000, 1_764_460_800_000)  # 2025-11-29T00:00Z .. 2025-11-30T00:00Z
 TP = ("requests", 2)

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.batcher import Batcher
+from worker.core.batcher import Batcher
 
 
 def test_not_ready_until_size_or_wait():

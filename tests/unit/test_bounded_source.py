@@ -7,11 +7,11 @@ import orjson
 import pytest
 from kafka import OffsetAndMetadata, TopicPartition
 
-from worker.backfill_plan import Span, TimeRange, decode_plan, encode_plan
-from worker.bounded_source import BoundedKafkaSource
-from worker.clock import FakeClock
-from worker.errors import ConfigError
-from worker.settings import Settings
+from worker.jobs.backfill_plan import Span, TimeRange, decode_plan, encode_plan
+from worker.kafka.bounded_source import BoundedKafkaSource
+from worker.core.clock import FakeClock
+from worker.core.errors import ConfigError
+from worker.core.settings import Settings
 
 TOPIC = "req"
 SETTINGS = Settings(kafka_bootstrap_servers="k:9092", redis_url="memory://", requests_topic=TOPIC, group="bf")

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.codec import decode_request, encode_dead_letter, encode_reply
-from worker.messages import InvalidRecord, Position, RawRecord, Reply, Request, Timings
+from worker.core.wire import decode_request, encode_dead_letter, encode_reply
+from worker.core.messages import InvalidRecord, Position, RawRecord, Reply, Request, Timings
 from worker.models.churn import ChurnModel
 
 PREPARE = ChurnModel().prepare

@@ -3,10 +3,10 @@ import random
 import pytest
 import torch
 
-from worker.errors import ConfigError, InvalidInput, ModelError
+from worker.core.errors import ConfigError, InvalidInput, ModelError
 from worker.models import load_model
 from worker.models.base import TensorModel
-from worker.runner import TorchRunner
+from worker.models.runner import TorchRunner
 
 
 def test_churn_is_deterministic_and_a_probability():

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.offsets import OffsetTracker
+from worker.core.offsets import OffsetTracker
 
 TP = ("requests", 0)
 

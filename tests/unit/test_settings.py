@@ -2,8 +2,8 @@ import argparse
 
 import pytest
 
-from worker.errors import ConfigError
-from worker.settings import Settings, add_flags, require_services
+from worker.core.errors import ConfigError
+from worker.core.settings import Settings, add_flags, require_services
 
 
 def parse(argv):

@@ -2,7 +2,7 @@
 
 from kafka.errors import KafkaTimeoutError
 
-from worker.sink import KafkaSink
+from worker.kafka.sink import KafkaSink
 
 
 class ProducerWithSendsStuck:

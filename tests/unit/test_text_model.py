@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from worker.errors import InvalidInput, ModelError
+from worker.core.errors import InvalidInput, ModelError
 from worker.models import load_model
 from worker.models import minilm
-from worker.runner import TorchRunner
+from worker.models.runner import TorchRunner
 
 EATING = "A man is eating food."
 BREAD = "A man is eating a piece of bread."

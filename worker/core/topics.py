@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from worker.clock import Clock
+from worker.core.clock import Clock
 
 
 class TopicDirectory:

@@ -14,35 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from worker.clock import Clock
-from worker.messages import Request
-from worker.runner import ModelRunner, Outcome
-
-
-@dataclass(frozen=True)
-class Scored:
-    """A finished batch: its requests, one outcome each, and when and how long it ran."""
-
-    batch: list[Request]
-    outcomes: list[Outcome]
-    started: float
-    compute_s: float
-
-
-class Scorer(Protocol):
-    @property
-    def busy(self) -> bool:
-        """A batch was submitted and not yet taken back."""
-    def submit(self, batch: list[Request]) -> None:
-        """Start scoring ``batch``; only when not busy."""
-    def wait(self, timeout_s: float) -> None:
-        """Block until the batch in hand is done, or ``timeout_s`` passed."""
-    def take(self) -> Scored | None:
-        """The finished batch, once; None while it runs (or when none was submitted)."""
-    def close(self) -> None: ...
+from worker.core.clock import Clock
+from worker.core.messages import Request
+from worker.ports import ModelRunner, Outcome, Scored
 
 
 class InlineScorer:

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from worker.errors import InvalidInput
-from worker.messages import Headers, InvalidRecord, RawRecord, Reply, Request
+from worker.core.errors import InvalidInput
+from worker.core.messages import Headers, InvalidRecord, RawRecord, Reply, Request
 
 MAX_ID_LENGTH = 256
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")

@@ -30,8 +30,8 @@ from typing import Any
 
 import orjson
 
-from worker.errors import ConfigError
-from worker.offsets import TopicPartition as TP
+from worker.core.errors import ConfigError
+from worker.core.offsets import TopicPartition as TP
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _PLAN_TAG = "streamscore-backfill/1"

@@ -21,18 +21,14 @@ import structlog
 from kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.errors import KafkaError
 
-from worker.errors import WorkerError
-from worker.source import KafkaSource
-from worker.messages import Headers
-from worker.offsets import TopicPartition as TP
-from worker.sink import KafkaSink
+from worker.core.errors import TransactionAborted
+from worker.kafka.source import KafkaSource
+from worker.core.messages import Headers
+from worker.core.offsets import TopicPartition as TP
+from worker.kafka.sink import KafkaSink
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-
-
-class TransactionAborted(WorkerError):
-    """The transaction was aborted: none of its replies or offsets count; consume again from the commit."""
 
 
 class TransactionalSink(KafkaSink[T]):

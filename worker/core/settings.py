@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from worker.errors import ConfigError
+from worker.core.errors import ConfigError
 
 ENV_PREFIX = "STREAMSCORE_"
 # Read by deploy/local/services.sh and deploy/venv.sh, not by the worker: not "unknown".

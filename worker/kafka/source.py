@@ -21,11 +21,11 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import CommitFailedError, KafkaConnectionError, KafkaTimeoutError, RebalanceInProgressError
 from kafka.structs import MemberState
 
-from worker.clock import Clock
-from worker.errors import CommitDeferred
-from worker.messages import Position, RawRecord
-from worker.offsets import TopicPartition as TP
-from worker.settings import Settings
+from worker.core.clock import Clock
+from worker.core.errors import CommitDeferred
+from worker.core.messages import Position, RawRecord
+from worker.core.offsets import TopicPartition as TP
+from worker.core.settings import Settings
 
 log = structlog.get_logger(__name__)
 

@@ -15,9 +15,9 @@ from typing import TypeVar
 
 import structlog
 
-from worker.dedup import Completed, DedupStore
-from worker.messages import Position, Request
-from worker.offsets import TopicPartition as TP
+from worker.ports import Completed, DedupStore
+from worker.core.messages import Position, Request
+from worker.core.offsets import TopicPartition as TP
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

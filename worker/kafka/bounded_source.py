@@ -1,7 +1,7 @@
 """Reading a fixed span of a topic: the source of a backfill job.
 
 The spans (which offsets of each partition a job reads, and why) are defined
-in worker/backfill_plan.py. This adapter plans or resumes them at start, hands
+in worker/jobs/backfill_plan.py. This adapter plans or resumes them at start, hands
 the worker only records inside them, pauses each partition that reached its
 stop, and says ``finished()`` once all did. Partitions are assigned, not
 subscribed, in the job's own consumer group: no rebalances, nothing is ever
@@ -19,12 +19,12 @@ import structlog
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.errors import KafkaError
 
-from worker.backfill_plan import Resume, Span, TimeRange, encode_plan, resume_point, span_of, without_deadline
-from worker.clock import Clock
-from worker.errors import CommitDeferred
-from worker.messages import Position, RawRecord
-from worker.offsets import TopicPartition as TP
-from worker.settings import Settings
+from worker.jobs.backfill_plan import Resume, Span, TimeRange, encode_plan, resume_point, span_of, without_deadline
+from worker.core.clock import Clock
+from worker.core.errors import CommitDeferred
+from worker.core.messages import Position, RawRecord
+from worker.core.offsets import TopicPartition as TP
+from worker.core.settings import Settings
 
 log = structlog.get_logger(__name__)
 

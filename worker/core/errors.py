@@ -35,3 +35,11 @@ class InvalidInput(WorkerError):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class TransactionAborted(WorkerError):
+    """The transaction was aborted: none of its replies or offsets count; consume again from the commit."""
+
+
+class DeliveryError(WorkerError):
+    """The broker did not take a reply or dead letter; the worker must restart to redeliver."""

@@ -7,7 +7,6 @@ only once the broker acknowledged them (acks=all, idempotent producer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import structlog
@@ -15,18 +14,11 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import FutureRecordMetadata
 
-from worker.messages import Headers
+from worker.core.messages import Headers
+from worker.ports import Delivery
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Delivery(Generic[T]):
-    """The outcome of one send; ``tag`` is whatever the caller attached to it."""
-
-    tag: T
-    error: Exception | None
 
 
 class KafkaSink(Generic[T]):

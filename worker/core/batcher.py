@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from worker.core.errors import ConfigError
+from worker.core.messages import Request
+from worker.core.settings import Settings
 
 T = TypeVar("T")
 
@@ -115,3 +119,15 @@ class Batcher(Generic[T]):
 
     def _next_batch_full(self) -> bool:
         return self._next_batch_len() >= self.max_batch_size
+
+
+def request_batcher(settings: Settings, cost: Callable[[Any], int] | None) -> Batcher[Request]:
+    """Size and wait limits, plus a token budget when asked for (the model must say what an item costs)."""
+    if not settings.max_batch_tokens:
+        return Batcher(settings.max_batch_size, settings.max_wait_ms / 1000)
+    if cost is None:
+        raise ConfigError("max_batch_tokens is set, but the model has no cost function (only text models do); "
+                          "unset STREAMSCORE_MAX_BATCH_TOKENS / --max-batch-tokens")
+    item_cost = cost
+    return Batcher(settings.max_batch_size, settings.max_wait_ms / 1000,
+                   cost=lambda request: item_cost(request.item), max_batch_cost=settings.max_batch_tokens)

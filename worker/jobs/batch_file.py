@@ -15,9 +15,9 @@ from typing import IO
 import orjson
 from tqdm import tqdm
 
-from worker.codec import decode_request, encode_reply
-from worker.messages import InvalidRecord, Position, RawRecord, Reply, Request, Timings
-from worker.runner import ModelRunner
+from worker.core.wire import decode_request, encode_reply
+from worker.core.messages import InvalidRecord, Position, RawRecord, Reply, Request, Timings
+from worker.ports import ModelRunner
 
 
 @dataclass

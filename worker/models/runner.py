@@ -19,44 +19,20 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 import torch
 
-from worker.errors import ConfigError, InvalidInput, ModelError
+from worker.core.errors import ConfigError, InvalidInput, ModelError
+from worker.core.settings import check_amp
 from worker.models import Servable
-from worker.settings import check_amp
+from worker.ports import Outcome
 
 log = structlog.get_logger(__name__)
 
 AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 MEMORY_SHARE = 0.8  # at most this share of the GPU memory still available may go to one batch
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The result for one item: ``output`` when ok, else an error code and message."""
-
-    output: Any = None
-    error_code: str | None = None
-    error_message: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error_code is None
-
-
-class ModelRunner(Protocol):
-    name: str
-    version: str
-
-    def prepare(self, inputs: Any) -> Any:
-        """Validate one request's JSON inputs; raises InvalidInput."""
-
-    def run(self, items: Sequence[Any]) -> list[Outcome]:
-        """Score items; one Outcome per item, same order. Blocks while computing."""
 
 
 def pick_device(setting: str) -> torch.device:

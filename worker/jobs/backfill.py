@@ -2,7 +2,7 @@
 
 The job is the streaming worker (same loop, model, batching, dedup and
 delivery guarantees) over a BoundedKafkaSource: it reads the records of the
-range (see worker/bounded_source.py for the exact bounds), scores them, and
+range (see worker/kafka/bounded_source.py for the exact bounds), scores them, and
 exits 0 once every partition's committed offset reached its stop.
 
 It keeps away from live traffic: its own consumer group and dedup namespace
@@ -33,15 +33,16 @@ from kafka.errors import KafkaError
 from tqdm import tqdm
 
 from worker.app import build_dedup, build_runner, build_scorer
-from worker.backfill_plan import TimeRange, format_ms, parse_time
-from worker.bounded_source import BoundedKafkaSource
-from worker.clock import SystemClock
-from worker.codec import H_DLQ_CODE
-from worker.errors import ConfigError, ServiceUnavailable
-from worker.loop import SendTag, Worker
-from worker.messages import Headers
-from worker.settings import Settings, add_flags, require_services
-from worker.sink import Delivery, KafkaSink
+from worker.jobs.backfill_plan import TimeRange, format_ms, parse_time
+from worker.kafka.bounded_source import BoundedKafkaSource
+from worker.core.clock import SystemClock
+from worker.core.wire import H_DLQ_CODE
+from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.stream.loop import Worker
+from worker.core.messages import Headers
+from worker.core.settings import Settings, add_flags, require_services
+from worker.kafka.sink import KafkaSink
+from worker.ports import Delivery, SendTag
 from worker.signals import stop_on_signals
 
 log = structlog.get_logger(__name__)

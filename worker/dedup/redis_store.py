@@ -10,34 +10,12 @@ that is claimed or done is a duplicate. The done mark keeps the reply for
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import orjson
 import redis
 
-from worker.clock import Clock
-from worker.messages import Request
-
-Completed = tuple[str, bytes | None]  # request id, encoded reply (None: release the claim only)
-
-
-class DedupStore(Protocol):
-    def claim(self, requests: Sequence[Request]) -> list[bool]:
-        """For each request, True to score it, False if it is a duplicate. Blocks on I/O.
-
-        Raises redis.RedisError (or the store's equivalent) when unreachable;
-        nothing is claimed for sure then, and the call may be repeated.
-        """
-
-    def complete(self, done: Sequence[Completed]) -> None:
-        """Mark request ids as answered (keeping the reply) and release their claims.
-
-        An entry whose reply is None only releases the claim (an error reply:
-        a corrected retry with the same id is scored).
-        """
-
-    def close(self) -> None: ...
-
+from worker.core.messages import Request
+from worker.ports import Completed
 
 # The scripts build their keys (<namespace>:done:<id>, <namespace>:claim:<id>)
 # from a JSON list in one argument instead of declaring them: packing thousands
@@ -113,43 +91,3 @@ class RedisDedupStore:
 
     def close(self) -> None:
         self._redis.close()
-
-
-class InMemoryDedupStore:
-    """The same semantics in one process's memory: for tests and a single local worker."""
-
-    def __init__(self, clock: Clock, ttl_s: int = 86_400, lease_ms: int = 300_000) -> None:
-        self._clock = clock
-        self._ttl_s = ttl_s
-        self._lease_s = lease_ms / 1000
-        self._claims: dict[str, tuple[str, float]] = {}
-        self._done: dict[str, tuple[bytes, float]] = {}
-
-    def claim(self, requests: Sequence[Request]) -> list[bool]:
-        now = self._clock.monotonic()
-        verdicts = []
-        for request in requests:
-            token = request.position.token()
-            done = self._done.get(request.id)
-            if done is not None and done[1] > now:
-                verdicts.append(False)
-                continue
-            holder = self._claims.get(request.id)
-            if holder is None or holder[1] <= now:
-                self._claims[request.id] = holder = (token, now + self._lease_s)
-            verdicts.append(holder[0] == token)
-        return verdicts
-
-    def complete(self, done: Sequence[Completed]) -> None:
-        expires = self._clock.monotonic() + self._ttl_s
-        for request_id, reply in done:
-            if reply is not None:
-                self._done[request_id] = (reply, expires)
-            self._claims.pop(request_id, None)
-
-    def reply_for(self, request_id: str) -> bytes | None:
-        entry = self._done.get(request_id)
-        return entry[0] if entry else None
-
-    def close(self) -> None:
-        pass

@@ -1,0 +1,1 @@
+"""Dedup stores: Redis for real, in memory for tests and a single local worker."""

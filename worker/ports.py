@@ -1,0 +1,151 @@
+"""The ports: every interface the stream loop talks to, and the values that cross them.
+
+The loop, its policies and the jobs import this module and the pure core
+(``worker.core``) only; the adapters (``worker.kafka``, ``worker.dedup``,
+``worker.models``) implement these protocols. Nothing here imports torch,
+kafka-python or redis, so a port can be replaced (a second Kafka client, a
+fake in a test) without touching the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from worker.core.messages import Headers, Position, RawRecord, Request
+from worker.core.offsets import TopicPartition as TP
+
+T = TypeVar("T")
+
+# Request id, and its encoded reply to keep (None: release the claim only).
+Completed = tuple[str, bytes | None]
+# What a sent record stands for: its source record, and what to tell the dedup
+# store once the broker has it: (id, reply) marks it done, (id, None) releases
+# the claim, None means it was never claimed.
+SendTag = tuple[Position, Completed | None]
+
+
+@dataclass(frozen=True)
+class Delivery(Generic[T]):
+    """The outcome of one send; ``tag`` is whatever the caller attached to it."""
+
+    tag: T
+    error: Exception | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result for one item: ``output`` when ok, else an error code and message."""
+
+    output: Any = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code is None
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A finished batch: its requests, one outcome each, and when and how long it ran."""
+
+    batch: list[Request]
+    outcomes: list[Outcome]
+    started: float
+    compute_s: float
+
+
+class Source(Protocol):
+    """The requests: a consumer group member's view of its partitions. Not thread-safe."""
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
+        """Up to ``max_records`` records, in offset order per partition. Blocks up to ``timeout_s``;
+        rebalances happen inside this call only."""
+    def take_revoked(self) -> set[TP]:
+        """Partitions revoked or lost since the last call (and not ours again): drop their work in hand."""
+    def generation(self) -> int:
+        """Changes when the group membership changes; outside poll() that means the group dropped us."""
+    def rebalancing(self) -> bool:
+        """True while a revocation is announced but the new assignment is not known yet."""
+    def commit(self, offsets: dict[TP, int]) -> None:
+        """Commit next-offsets-to-read; blocks. Raises CommitDeferred when it cannot now (retry later)."""
+    def finish_rebalance(self, timeout_s: float) -> None:
+        """Let a pending rebalance complete without consuming anything. Blocks up to ``timeout_s``."""
+    def pause(self, paused: bool) -> None:
+        """Stop (True) or restart (False) fetching from every assigned partition; polling goes on."""
+    def finished(self) -> bool:
+        """True when a bounded source (a backfill) has nothing more to give."""
+    def list_topics(self) -> set[str]:
+        """Every topic on the broker (a metadata request)."""
+    def close(self) -> None: ...
+
+
+class Sink(Protocol[T]):
+    """Replies and dead letters out. ``send`` never raises for a failed delivery; ``settle`` reports it."""
+
+    @property
+    def pending(self) -> int:
+        """Sends not yet reported by ``settle``."""
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
+        """Queue a record for ``topic``; its outcome comes back, with ``tag``, from a later ``settle``."""
+    def settle(self, timeout_s: float = ...) -> list[Delivery[T]]:
+        """Wait up to ``timeout_s`` for the sends out; report each finished one, in send order.
+        Sends still unanswered stay pending for the next call."""
+    def close(self, timeout_s: float = ...) -> None: ...
+
+
+class Transactions(Protocol):
+    """Exactly-once delivery over a sink and a source: every send since the last commit is one transaction."""
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        """Commit the transaction together with these consumer offsets.
+
+        Raises TransactionAborted (after aborting, and rewinding the source to its committed offsets).
+        """
+    def abort(self, reason: str) -> None:
+        """Abort the transaction; the source consumes again from its committed offsets."""
+
+
+class DedupStore(Protocol):
+    def claim(self, requests: Sequence[Request]) -> list[bool]:
+        """For each request, True to score it, False if it is a duplicate. Blocks on I/O.
+
+        A record seen again at the same position is a retry (True while its
+        claim lives); a different record with a claimed or answered id is a
+        duplicate. Raises the store's own error when unreachable: nothing is
+        claimed for sure then, and the call may be repeated.
+        """
+    def complete(self, done: Sequence[Completed]) -> None:
+        """Mark request ids as answered (keeping the reply) and release their claims.
+
+        An entry whose reply is None only releases the claim (an error reply:
+        a corrected retry with the same id is scored).
+        """
+    def close(self) -> None: ...
+
+
+class ModelRunner(Protocol):
+    name: str
+    version: str
+
+    def prepare(self, inputs: Any) -> Any:
+        """Validate one request's JSON inputs into the model's item; raises InvalidInput."""
+    def run(self, items: Sequence[Any]) -> list[Outcome]:
+        """Score items; one Outcome per item, same order. Blocks while computing."""
+
+
+class Scorer(Protocol):
+    """Where batches run: one at a time, inline or on a thread of their own. For the loop's thread only."""
+
+    @property
+    def busy(self) -> bool:
+        """A batch was submitted and not yet taken back."""
+    def submit(self, batch: list[Request]) -> None:
+        """Start scoring ``batch``; only when not busy."""
+    def wait(self, timeout_s: float) -> None:
+        """Block until the batch in hand is done, or ``timeout_s`` passed."""
+    def take(self) -> Scored | None:
+        """The finished batch, once; None while it runs (or when none was submitted)."""
+    def close(self) -> None: ...

@@ -1,0 +1,77 @@
+"""Admission: from polled records to batched requests, refusals and counted duplicates.
+
+Each record is tracked for its offset, decoded against the wire contract and
+the model's ``prepare``, and its ``reply_to`` checked against the broker's
+topics. A record that cannot be scored is refused at once (an error reply,
+or a dead letter when it has no id). The rest are claimed in the dedup store
+through the gate: fresh ones join the batcher (or are refused when they
+alone exceed the token budget), duplicates are counted and acknowledged.
+Not thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from worker.core.batcher import Batcher
+from worker.core.clock import Clock
+from worker.core.messages import InvalidRecord, RawRecord, Request
+from worker.core.offsets import OffsetTracker
+from worker.core.stats import WorkerStats
+from worker.core.topics import TopicDirectory
+from worker.core.wire import decode_request
+from worker.ports import Outcome
+from worker.stream.dedup_gate import DedupGate
+from worker.stream.replies import Responder
+
+
+class Admission:
+    def __init__(self, prepare: Callable[[Any], Any], max_record_bytes: int, max_batch_tokens: int | None,
+                 topics: TopicDirectory, gate: DedupGate, batcher: Batcher[Request], offsets: OffsetTracker,
+                 responder: Responder, stats: WorkerStats, clock: Clock) -> None:
+        self._prepare = prepare
+        self._max_record_bytes = max_record_bytes
+        self._max_batch_tokens = max_batch_tokens
+        self._topics = topics
+        self._gate = gate
+        self._batcher = batcher
+        self._offsets = offsets
+        self._responder = responder
+        self._stats = stats
+        self._clock = clock
+
+    def admit(self, records: Sequence[RawRecord]) -> None:
+        """Track, decode and check every record; refuse the bad ones, claim the rest. May block on the
+        dedup store (never for long: the gate backs off while it is down)."""
+        valid: list[Request] = []
+        for record in records:
+            pos = record.position
+            self._offsets.track((pos.topic, pos.partition), pos.offset)
+            decoded = self._decode(record)
+            if isinstance(decoded, InvalidRecord):
+                self._responder.reject(decoded)
+            else:
+                valid.append(decoded)
+        self._stats.consumed += len(records)
+        self.take_claimed(valid)
+
+    def take_claimed(self, new: Sequence[Request] = ()) -> None:
+        """Claim ids (new ones and any still waiting); batch what is fresh, count duplicates."""
+        for request, fresh in self._gate.claim(new, self._clock.monotonic()):
+            if fresh and not self._batcher.fits(request):
+                self._responder.answer(request, "error", Outcome(None, "too_many_tokens",
+                                       f"the input alone exceeds max_batch_tokens={self._max_batch_tokens}"))
+            elif fresh:
+                self._batcher.add(request, request.received_at)
+            else:
+                self._stats.duplicates += 1
+                self._offsets.ack((request.position.topic, request.position.partition), request.position.offset)
+
+    def _decode(self, record: RawRecord) -> Request | InvalidRecord:
+        decoded = decode_request(record, self._prepare, self._max_record_bytes)
+        if isinstance(decoded, Request) and decoded.reply_to and not self._topics.exists(decoded.reply_to):
+            return InvalidRecord(record.position, "unknown_reply_topic",
+                                 f"reply_to topic {decoded.reply_to!r} does not exist; the reply comes here",
+                                 record.key, record.value, record.headers, decoded.id, None, decoded.traceparent)
+        return decoded

@@ -1,0 +1,134 @@
+"""When and how the stream commits: a policy per delivery mode, called once per loop step.
+
+Both policies take the step's deliveries (what the broker acknowledged or
+refused since the last step) and own the order that makes them safe:
+
+- ``AtLeastOnce``: acknowledge the offsets of delivered dead letters and
+  error replies at once, and of scored replies once their done marks are
+  written; commit the contiguous watermark when the commit interval has
+  passed. A failed delivery commits what is safe and raises DeliveryError
+  (the worker restarts, and the records are consumed again).
+- ``Transactional``: commit the step's replies with their offsets in one
+  Kafka transaction, then write the done marks (never before: a done mark
+  for an aborted reply would lose the request). Any failure aborts and
+  raises TransactionAborted: the caller drops what it holds, and the source
+  gives it again from the committed offsets.
+
+Time is passed in; nothing here sleeps. ``CommitTimer`` is the pure part.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import structlog
+
+from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted
+from worker.core.messages import Position
+from worker.core.offsets import OffsetTracker
+from worker.ports import Completed, Delivery, SendTag, Source, Transactions
+from worker.stream.dedup_gate import DedupGate
+
+log = structlog.get_logger(__name__)
+
+
+class CommitTimer:
+    """Commit at most once per ``interval_s``. Pure: the caller passes the time."""
+
+    def __init__(self, interval_s: float, now: float) -> None:
+        self._interval_s = interval_s
+        self._last = now
+
+    def should_commit(self, now: float) -> bool:
+        return now - self._last >= self._interval_s
+
+    def did_commit(self, now: float) -> None:
+        self._last = now
+
+
+class CommitPolicy(Protocol):
+    def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
+        """Account for ``deliveries`` and commit what they made safe (``force``: regardless of timing).
+
+        Raises DeliveryError or TransactionAborted (see the module docstring).
+        """
+
+
+class AtLeastOnce:
+    def __init__(self, source: Source, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
+                 now: float) -> None:
+        self._source = source
+        self._offsets = offsets
+        self._gate = gate
+        self._timer = CommitTimer(interval_s, now)
+
+    def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
+        failures = [d for d in deliveries if d.error is not None]
+        completed: list[tuple[Position, Completed]] = []
+        for delivery in deliveries:
+            position, done = delivery.tag
+            if delivery.error is not None:
+                continue
+            if done is None:
+                self._offsets.ack((position.topic, position.partition), position.offset)
+            else:
+                completed.append((position, done))
+        # A claimed request's offset counts as done only once its done mark is written.
+        for position in self._gate.complete(completed, now):
+            self._offsets.ack((position.topic, position.partition), position.offset)
+        if force or failures or self._timer.should_commit(now):
+            self._commit(now)
+        if failures:
+            raise DeliveryError(f"{len(failures)} records were not delivered ({first_failure(failures)}); "
+                                "exiting so that they are consumed again")
+
+    def _commit(self, now: float) -> None:
+        offsets = self._offsets.committable()
+        if offsets:
+            try:
+                self._source.commit(offsets)
+            except CommitDeferred as exc:
+                log.warning("commit_deferred", error=str(exc), partitions=len(offsets))
+                return
+            self._offsets.mark_committed(offsets)
+        self._timer.did_commit(now)
+
+
+class Transactional:
+    def __init__(self, transactions: Transactions, offsets: OffsetTracker, gate: DedupGate) -> None:
+        self._transactions = transactions
+        self._offsets = offsets
+        self._gate = gate
+
+    def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
+        """Commits whenever there is something to commit: a transaction spans one step."""
+        failures = [d for d in deliveries if d.error is not None]
+        if failures:
+            reason = f"{len(failures)} sends failed ({first_failure(failures)})"
+            self._transactions.abort(reason)
+            raise TransactionAborted(reason)
+        completed: list[tuple[Position, Completed]] = []
+        for delivery in deliveries:
+            position, done = delivery.tag
+            self._offsets.ack((position.topic, position.partition), position.offset)
+            if done is not None:
+                completed.append((position, done))
+        offsets = self._offsets.committable()
+        if not deliveries and not offsets:
+            return
+        self._transactions.commit(offsets)
+        self._offsets.mark_committed(offsets)
+        self._gate.complete(completed, now)
+
+
+def commit_policy(source: Source, transactions: Transactions | None, offsets: OffsetTracker, gate: DedupGate,
+                  interval_s: float, now: float) -> CommitPolicy:
+    """Exactly-once when given transactions (over the same sink and source), else at-least-once."""
+    if transactions is not None:
+        return Transactional(transactions, offsets, gate)
+    return AtLeastOnce(source, offsets, gate, interval_s, now)
+
+
+def first_failure(failures: list[Delivery[SendTag]]) -> str:
+    first = failures[0]
+    return f"first: {first.tag[0].token()}: {first.error}"

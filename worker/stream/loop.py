@@ -1,0 +1,190 @@
+"""The stream loop: a small scheduler over the ports and the policies.
+
+One thread does all the Kafka and Redis work, in this order each step:
+1. poll records; drop the unscored work of partitions revoked meanwhile
+   (stream/membership.py);
+2. admit them: decode, refuse what cannot be scored, claim ids in the dedup
+   store, batch what is fresh (stream/admission.py);
+3. answer the batch the scorer finished (except for partitions that left
+   while it ran), and hand it the next ready batch (stream/replies.py);
+4. settle: take the broker's acknowledgements and let the commit policy
+   commit what they made safe (stream/commit.py: at-least-once or
+   transactional).
+The scorer runs the model inline, or on a thread of its own so that steps go
+on while a batch computes (stream/scoring.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from worker.core.batcher import request_batcher
+from worker.core.clock import Clock
+from worker.core.errors import TransactionAborted
+from worker.core.messages import Request
+from worker.core.offsets import OffsetTracker
+from worker.core.settings import Settings
+from worker.core.stats import WorkerStats
+from worker.core.topics import TopicDirectory
+from worker.ports import DedupStore, ModelRunner, Outcome, Scorer, SendTag, Sink, Source, Transactions
+from worker.stream.admission import Admission
+from worker.stream.commit import commit_policy
+from worker.stream.dedup_gate import DedupGate
+from worker.stream.membership import Membership
+from worker.stream.replies import Responder
+from worker.stream.scoring import InlineScorer
+
+log = structlog.get_logger(__name__)
+
+REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
+SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
+IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
+
+
+class Worker:
+    def __init__(self, settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore,
+                 runner: ModelRunner, prepare: Callable[[Any], Any], clock: Clock,
+                 stop_requested: threading.Event | None = None, transactions: Transactions | None = None,
+                 scorer: Scorer | None = None) -> None:
+        """``transactions`` (over the same sink and source) switches on exactly-once delivery;
+        ``scorer`` says where batches run (default: inline, in the loop's thread)."""
+        self._settings = settings
+        self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
+        self._scorer = scorer or InlineScorer(runner, clock)
+        self._stop_requested = stop_requested or threading.Event()
+        self.stats = WorkerStats()
+        self._batcher = request_batcher(settings, getattr(runner, "cost", None))
+        offsets = OffsetTracker()
+        gate = DedupGate(dedup)
+        self._gate = gate
+        self._responder = Responder(sink, settings.reply_topic, settings.dead_letter_topic, runner.name,
+                                    runner.version, self.stats)
+        self._admission = Admission(prepare, settings.max_record_bytes, settings.max_batch_tokens,
+                                    TopicDirectory(source.list_topics, clock), gate, self._batcher, offsets,
+                                    self._responder, self.stats, clock)
+        self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self.stats)
+        now = clock.monotonic()
+        self._commits = commit_policy(source, transactions, offsets, gate, settings.commit_interval_ms / 1000, now)
+        self._offsets = offsets
+        self._submitted_ms = 0  # wall clock when the scorer got its batch
+        self._last_stats = self._last_poll = now
+
+    def stop(self) -> None:
+        """Ask the loop to finish the work in hand and return. Safe from a signal handler or thread."""
+        self._stop_requested.set()
+
+    def run(self) -> None:
+        """Loop until ``stop()`` (or a bounded source is finished), then drain, settle, commit
+        and close. Raises DeliveryError."""
+        try:
+            while not self._stop_requested.is_set() and not self._source.finished():
+                self.step()
+            self._drain()
+        finally:
+            self._scorer.close()
+            self._source.close()
+            self._sink.close()
+            self._dedup.close()
+        log.info("worker_stopped", **self.stats.snapshot())
+
+    def step(self) -> None:
+        """One poll-score-settle round; blocks at most until the next batch deadline (or, while the
+        scorer works, until it is done or SCORING_WAIT_S passed)."""
+        self._warn_if_slow()
+        records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
+        self._last_poll = self._clock.monotonic()
+        self._membership.polled()
+        self._admission.admit(records)
+        if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic())):
+            # Nothing came in, or the next batch is ready already: wait on the model, not the network.
+            self._scorer.wait(SCORING_WAIT_S)
+        self._score_ready()
+        self._settle()
+        # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep
+        # polling (to stay in the group).
+        self._source.pause(self._gate.blocked or self._batcher.pending >= self._settings.max_poll_records)
+        self._log_stats_if_due()
+
+    def _score_ready(self) -> None:
+        """Answer the scorer's finished batch, and give it the next ready one, as long as it takes them.
+
+        Mid-rebalance, neither: a reply now could be for a partition that is leaving.
+        """
+        while not self._source.rebalancing():
+            self._answer_scored()
+            if self._scorer.busy or not self._batcher.ready(self._clock.monotonic()):
+                return
+            self._submit(self._batcher.drain())
+
+    def _drain(self) -> None:
+        for _ in range(3):  # first learn which partitions stay ours, if a rebalance is under way
+            if not self._source.rebalancing():
+                break
+            self._membership.settle_rebalance()
+        self._admission.take_claimed()  # one more try for requests waiting on a claim; the rest are redelivered
+        while self._batcher.pending or self._scorer.busy:
+            self._scorer.wait(1.0)
+            self._answer_scored()
+            if self._batcher.pending and not self._scorer.busy:
+                self._submit(self._batcher.drain())
+        self._settle(force_commit=True)
+        for _ in range(3):  # a rebalance may be under way: let it finish, then commit what is still ours
+            if not self._offsets.committable():
+                return
+            self._membership.settle_rebalance()
+            self._settle(force_commit=True)
+
+    def _poll_timeout(self) -> float:
+        if self._source.rebalancing():
+            return REBALANCE_POLL_S
+        if self._scorer.busy:
+            return 0.0  # take what has arrived, then wait on the scorer (see step)
+        deadline = self._batcher.deadline()
+        if deadline is None:
+            return IDLE_POLL_S
+        return max(0.0, deadline - self._clock.monotonic())
+
+    def _submit(self, batch: list[Request]) -> None:
+        """Answer what expired while it waited; give the rest to the scorer."""
+        self._submitted_ms = now_ms = self._clock.wall_ms()
+        live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
+        for request in batch:
+            if request.deadline_ms is not None and request.deadline_ms <= now_ms:
+                self._responder.answer(request, "expired",
+                                       Outcome(None, "deadline_exceeded", "the deadline passed before scoring"))
+        if live:
+            self._membership.batch_submitted()
+            self._scorer.submit(live)
+
+    def _answer_scored(self) -> None:
+        scored = self._scorer.take()
+        if scored is not None:
+            left = self._membership.left_while_scoring(len(scored.batch))
+            self._responder.answer_scored(scored, self._submitted_ms, left)
+
+    def _settle(self, force_commit: bool = False) -> None:
+        deliveries = self._sink.settle() if self._sink.pending else []
+        try:
+            self._commits.settle(deliveries, self._clock.monotonic(), force_commit)
+        except TransactionAborted:
+            self._membership.drop_all()
+
+    def _warn_if_slow(self) -> None:
+        """Say so when the time since the last poll nears max.poll.interval.ms (the group would drop us)."""
+        since_poll_ms = (self._clock.monotonic() - self._last_poll) * 1000
+        if since_poll_ms > self._settings.max_poll_interval_ms / 2:
+            log.warning("slow_step", since_last_poll_ms=round(since_poll_ms),
+                        max_poll_interval_ms=self._settings.max_poll_interval_ms,
+                        advice="lower max_poll_records or max_batch_size, or raise max_poll_interval_ms")
+
+    def _log_stats_if_due(self) -> None:
+        interval = self._settings.stats_interval_s
+        now = self._clock.monotonic()
+        if interval and now - self._last_stats >= interval:
+            self._last_stats = now
+            log.info("worker_stats", **self.stats.snapshot())
+

@@ -1,0 +1,90 @@
+"""Group membership: what the stream drops when partitions leave, and when the group dropped it.
+
+A partition revoked or lost goes to another worker, which consumes it from
+the committed offset: its unscored requests here are dropped (batched or
+waiting for a claim), its offsets forgotten, and the replies of a batch that
+was scoring when it left are not sent (the new owner scores the same
+records again: a retry, for the dedup store). If the group generation
+changed outside poll(), the group dropped this worker while a batch ran
+(it outlived max.poll.interval.ms, or heartbeats stopped); the membership
+is settled first, then the batch's replies go only to what is still ours.
+Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from worker.core.batcher import Batcher
+from worker.core.messages import Request
+from worker.core.offsets import OffsetTracker
+from worker.core.offsets import TopicPartition as TP
+from worker.core.stats import WorkerStats
+from worker.ports import Scorer, Source
+from worker.stream.dedup_gate import DedupGate
+
+log = structlog.get_logger(__name__)
+
+SETTLE_S = 1.0  # one bounded wait for a pending rebalance to complete
+
+
+class Membership:
+    def __init__(self, source: Source, batcher: Batcher[Request], gate: DedupGate, offsets: OffsetTracker,
+                 scorer: Scorer, stats: WorkerStats) -> None:
+        self._source = source
+        self._batcher = batcher
+        self._gate = gate
+        self._offsets = offsets
+        self._scorer = scorer
+        self._stats = stats
+        self._generation = source.generation()
+        self._left_while_scoring: set[TP] = set()
+
+    def polled(self) -> None:
+        """After each poll: note the generation, drop what was revoked in it."""
+        self._generation = self._source.generation()
+        self.drop(self._source.take_revoked())
+
+    def settle_rebalance(self) -> None:
+        """Let a pending rebalance complete (bounded), then drop what left in it."""
+        self._source.finish_rebalance(SETTLE_S)
+        self.drop(self._source.take_revoked())
+
+    def drop(self, partitions: set[TP]) -> set[TP]:
+        """Forget partitions we no longer own; their unscored records go to the new owner."""
+        if not partitions:
+            return partitions
+        dropped = len(self._batcher.remove_if(lambda r: (r.position.topic, r.position.partition) in partitions))
+        dropped += self._gate.drop(partitions)
+        self._offsets.forget(partitions)
+        if self._scorer.busy:
+            self._left_while_scoring |= partitions
+        self._stats.handed_over += dropped
+        log.info("partitions_revoked", partitions=sorted(partitions), dropped=dropped)
+        return partitions
+
+    def drop_all(self) -> None:
+        """After an aborted transaction: drop everything in hand; the source gives it again from the
+        committed offsets."""
+        partitions = set(self._offsets.partitions())
+        dropped = len(self._batcher.remove_if(lambda r: True)) + self._gate.drop(partitions)
+        self._offsets.forget(partitions)
+        if self._scorer.busy:
+            self._left_while_scoring |= partitions
+        self._stats.aborted_transactions += 1
+        log.warning("consuming_again_from_last_commit", partitions=len(partitions), dropped_in_hand=dropped)
+
+    def batch_submitted(self) -> None:
+        self._left_while_scoring = set()
+
+    def left_while_scoring(self, batch_size: int) -> set[TP]:
+        """The partitions whose replies of the finished batch must not be sent."""
+        left = self._left_while_scoring
+        if self._source.generation() == self._generation:
+            return left
+        self._source.finish_rebalance(SETTLE_S)
+        self._generation = self._source.generation()
+        lost = self.drop(self._source.take_revoked())
+        log.warning("membership_lost_during_batch", batch=batch_size, partitions_lost=sorted(lost),
+                    advice="a batch outlived max_poll_interval_ms: lower max_batch_size or raise the interval")
+        return left | lost
