@@ -107,8 +107,7 @@ def _run_processes(settings: Settings, argv: list[str]) -> int:
 def _score_file(settings: Settings, args: argparse.Namespace) -> int:
     runner = build_runner(settings)
     started = time.monotonic()
-    summary = score_file(runner, args.input, args.output, settings.max_batch_size, settings.max_record_bytes,
-                         progress=not args.no_progress)
+    summary = score_file(runner, args.input, args.output, settings, progress=not args.no_progress)
     took = time.monotonic() - started
     print(f"scored {summary.lines} lines in {took:.1f} s: {summary.ok} ok, {summary.errors} errors, "
           f"{summary.dead_letters} dead letters -> {args.output}", file=sys.stderr)

@@ -55,14 +55,26 @@ def test_item_too_costly_alone_is_refused():
         batcher.add(11, 0.0)
 
 
-def test_backpressure_and_remove_if():
-    batcher: Batcher[int] = Batcher(max_batch_size=2, max_wait_s=1.0, max_pending=3)
+def test_remove_if_keeps_the_rest_in_order():
+    batcher: Batcher[int] = Batcher(max_batch_size=2, max_wait_s=1.0)
     for i in range(3):
         batcher.add(i, float(i))
-    assert batcher.saturated
     assert batcher.remove_if(lambda n: n % 2 == 0) == [0, 2]
-    assert not batcher.saturated
+    assert batcher.pending == 1
     assert batcher.deadline() == 2.0
+
+
+def test_full_without_waiting_by_count_or_by_cost():
+    by_count: Batcher[int] = Batcher(max_batch_size=2, max_wait_s=1.0)
+    by_count.add(1, 0.0)
+    assert not by_count.full() and not by_count.ready(0.5)
+    by_count.add(1, 0.0)
+    assert by_count.full() and by_count.ready(0.0)
+    by_cost: Batcher[int] = Batcher(max_batch_size=10, max_wait_s=1.0, cost=lambda n: n, max_batch_cost=10)
+    by_cost.add(6, 0.0)
+    assert not by_cost.full()
+    by_cost.add(5, 0.0)  # 6 + 5 overflows: the first batch is complete with the 6 alone
+    assert by_cost.full() and by_cost.drain() == [6]
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -23,8 +23,7 @@ class Batcher(Generic[T]):
     """Collects items into batches of at most ``max_batch_size`` items.
 
     ``cost`` and ``max_batch_cost`` (both or neither) bound the summed cost of
-    a batch, e.g. tokens for a text model. ``max_pending`` is the backpressure
-    threshold: ``saturated`` says when the caller should stop feeding.
+    a batch, e.g. tokens for a text model.
     Not thread-safe.
     """
 
@@ -35,7 +34,6 @@ class Batcher(Generic[T]):
         *,
         cost: Callable[[T], int] | None = None,
         max_batch_cost: int | None = None,
-        max_pending: int | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -45,7 +43,6 @@ class Batcher(Generic[T]):
             raise ValueError("cost and max_batch_cost go together: give both or neither")
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_s
-        self.max_pending = max_pending if max_pending is not None else 4 * max_batch_size
         self._cost = cost
         self._max_batch_cost = max_batch_cost
         self._items: deque[tuple[float, T]] = deque()
@@ -53,11 +50,6 @@ class Batcher(Generic[T]):
     @property
     def pending(self) -> int:
         return len(self._items)
-
-    @property
-    def saturated(self) -> bool:
-        """True when at least ``max_pending`` items wait: pause the input."""
-        return len(self._items) >= self.max_pending
 
     def fits(self, item: T) -> bool:
         """Whether the item could ever be batched (its cost alone fits the budget)."""
@@ -79,9 +71,12 @@ class Batcher(Generic[T]):
         """Whether a batch should be drained now."""
         if not self._items:
             return False
-        if now >= self._items[0][0] + self.max_wait_s:
-            return True
-        return self._next_batch_len() < len(self._items) or self._next_batch_full()
+        return now >= self._items[0][0] + self.max_wait_s or self.full()
+
+    def full(self) -> bool:
+        """Whether the next batch is complete without waiting: it is at the size limit, or the item
+        after it would not fit its cost budget."""
+        return self._next_batch_len() < len(self._items) or self._next_batch_len() >= self.max_batch_size
 
     def drain(self) -> list[T]:
         """Remove and return the next batch (possibly empty), oldest first."""
@@ -116,9 +111,6 @@ class Batcher(Generic[T]):
             total += item_cost
             count += 1
         return count
-
-    def _next_batch_full(self) -> bool:
-        return self._next_batch_len() >= self.max_batch_size
 
 
 def request_batcher(settings: Settings, cost: Callable[[Any], int] | None) -> Batcher[Request]:

@@ -56,11 +56,6 @@ class OffsetTracker:
         if state is not None:
             state.acked.add(offset)
 
-    def in_flight(self, tp: TopicPartition | None = None) -> int:
-        """Tracked offsets not yet acknowledged, for one partition or all."""
-        states = self._partitions.values() if tp is None else [self._partitions.get(tp)]
-        return sum(len(s.outstanding) - len(s.acked) for s in states if s is not None)
-
     def committable(self) -> dict[TopicPartition, int]:
         """Offsets to commit (next offset to read) that advanced since the last commit."""
         result: dict[TopicPartition, int] = {}
