@@ -1,7 +1,8 @@
 """Reading a fixed span of a topic: the source of a backfill job.
 
 The spans (which offsets of each partition a job reads, and why) are defined
-in worker/jobs/backfill_plan.py. This adapter plans or resumes them at start, hands
+in worker/core/timerange.py, the plan stored with the job's commits in
+worker/jobs/backfill_plan.py. This adapter plans or resumes them at start, hands
 the worker only records inside them, pauses each partition that reached its
 stop, and says ``finished()`` once all did. Partitions are assigned, not
 subscribed, in the job's own consumer group: no rebalances, nothing is ever
@@ -16,15 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka import OffsetAndMetadata, TopicPartition
 from kafka.errors import KafkaError
 
-from worker.jobs.backfill_plan import Resume, Span, TimeRange, encode_plan, resume_point, span_of, without_deadline
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
 from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
+from worker.core.timerange import Span, TimeRange, span_of
+from worker.jobs.backfill_plan import Resume, encode_plan, resume_point, without_deadline
+from worker.kafka.consumer import group_consumer, wait_for_partitions
 
 log = structlog.get_logger(__name__)
 
@@ -56,15 +59,8 @@ class BoundedKafkaSource:
         self._range = time_range
         self._keep_deadlines = keep_deadlines
         self._on_progress = on_progress
-        self._consumer = consumer if consumer is not None else KafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap_servers.split(","),
-            group_id=settings.group,
-            client_id=settings.client_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",  # a resumed offset that retention deleted: go on from the oldest
-            allow_auto_create_topics=False,
-            max_poll_records=settings.max_poll_records,
-        )
+        # A resumed offset that retention deleted: go on from the oldest.
+        self._consumer = consumer if consumer is not None else group_consumer(settings, auto_offset_reset="earliest")
         self._partitions: dict[TP, _Partition] = {}
         self._paused_by_worker = False
         self.done_before = 0  # offsets of the span consumed in earlier runs of the job
@@ -237,14 +233,10 @@ class BoundedKafkaSource:
         return [topic for topic in topics if topic not in existing]
 
     def _wait_for_partitions(self, wait_s: float) -> list[int]:
-        deadline = self._clock.monotonic() + wait_s
-        while True:
-            partitions = self._consumer.partitions_for_topic(self._topic)
-            if partitions:
-                return sorted(partitions)
-            if self._clock.monotonic() >= deadline:
-                raise LookupError(f"topic {self._topic!r} does not exist on the broker: nothing to backfill")
-            time.sleep(0.5)
+        try:
+            return wait_for_partitions(self._consumer, {self._topic: 1}, wait_s)[self._topic]
+        except LookupError:
+            raise LookupError(f"topic {self._topic!r} does not exist on the broker: nothing to backfill") from None
 
 
 def _offset(found: Any) -> int | None:

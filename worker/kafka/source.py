@@ -9,12 +9,11 @@ event; the worker acts on it between polls.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable
 from typing import Any
 
 import structlog
-from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka import ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -26,6 +25,7 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
+from worker.kafka.consumer import group_consumer, wait_for_partitions
 
 log = structlog.get_logger(__name__)
 
@@ -85,14 +85,9 @@ class KafkaSource:
         self._clock = clock
         self._topic = settings.requests_topic
         self._reset_to_earliest = settings.auto_offset_reset == "earliest"
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap_servers.split(","),
-            group_id=settings.group,
-            client_id=settings.client_id,
-            enable_auto_commit=False,
+        self._consumer = group_consumer(
+            settings,
             auto_offset_reset=settings.auto_offset_reset,
-            allow_auto_create_topics=False,
-            max_poll_records=settings.max_poll_records,
             max_poll_interval_ms=settings.max_poll_interval_ms,
             session_timeout_ms=settings.session_timeout_ms,
             partition_assignment_strategy=[ASSIGNORS[settings.assignor]],
@@ -106,13 +101,11 @@ class KafkaSource:
         Waits up to ``wait_s`` for the topic: a topic created a moment ago may
         not be in the broker's metadata yet.
         """
-        deadline = self._clock.monotonic() + wait_s
-        while not self._consumer.partitions_for_topic(self._topic):
-            if self._clock.monotonic() < deadline:
-                time.sleep(0.5)
-                continue
+        try:
+            wait_for_partitions(self._consumer, {self._topic: 1}, wait_s)
+        except LookupError:
             raise LookupError(f"requests topic {self._topic!r} does not exist on the broker; create it first "
-                              f"(e.g. `python -m producer create-topic {self._topic} --partitions 4`)")
+                              f"(e.g. `python -m producer create-topic {self._topic} --partitions 4`)") from None
         self._consumer.subscribe([self._topic], listener=self._listener)
         # Refresh metadata once subscribed: kafka-python snapshots the subscribed
         # topics' partitions on metadata updates only, and joining with an empty
