@@ -5,7 +5,7 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up down status demo test test-unit typecheck bench chaos clean
+.PHONY: help venv up down status demo test test-unit lint bench chaos clean
 
 CHAOS_SIZE ?= full
 
@@ -27,7 +27,7 @@ status:  ## are local Kafka + Redis running?
 demo: venv  ## the whole pipeline: worker, 20,000 requests, every reply, a summary
 	@$(WITH_SERVICES) $(PYTHON) -m producer demo
 
-test: venv  ## the whole test suite, integration tests on real Kafka + Redis
+test: venv lint  ## lint, then the whole test suite, integration tests on real Kafka + Redis
 	@$(WITH_SERVICES) $(PYTHON) -m pytest tests
 
 test-unit: venv  ## unit and component tests only (no services, seconds)
@@ -39,7 +39,8 @@ bench: venv  ## benchmarks: ceilings, naive baseline, streamscore grid -> bench/
 chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario (CHAOS_SIZE=small|full, ~10 min full)
 	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos --size $(CHAOS_SIZE)
 
-typecheck: venv  ## mypy --strict on worker/ and producer/
+lint: venv  ## ruff (rules in pyproject.toml) and mypy --strict on worker/ and producer/ (seconds)
+	@$(PYTHON) -m ruff check .
 	@$(PYTHON) -m mypy
 
 clean:  ## remove .venv/ and local service state (not the cached dependencies)

@@ -1,0 +1,153 @@
+"""The commit policies: what each delivery mode commits, when, and in which order."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted
+from worker.core.messages import Position
+from worker.core.offsets import OffsetTracker
+from worker.ports import Completed, Delivery, SendTag
+from worker.stream.commit import AtLeastOnce, CommitTimer, Transactional
+from worker.stream.dedup_gate import DedupGate
+
+TP = ("requests", 0)
+
+
+class RecordingStore:
+    """A dedup store that records done marks, and can be down."""
+
+    def __init__(self) -> None:
+        self.completed: list[Completed] = []
+        self.down = False
+
+    def claim(self, requests):
+        return [True for _ in requests]
+
+    def complete(self, done):
+        if self.down:
+            raise ConnectionError("store down")
+        self.completed.extend(done)
+
+    def close(self):
+        pass
+
+
+class RecordingSource:
+    def __init__(self) -> None:
+        self.commits: list[dict] = []
+        self.deferring = False
+
+    def commit(self, offsets):
+        if self.deferring:
+            raise CommitDeferred("rebalance in progress")
+        self.commits.append(dict(offsets))
+
+
+class RecordingTransactions:
+    def __init__(self, log: list[str], fail: bool = False) -> None:
+        self.log = log
+        self.fail = fail
+        self.committed: list[dict] = []
+
+    def commit(self, offsets):
+        if self.fail:
+            self.log.append("abort")
+            raise TransactionAborted("coordinator away")
+        self.log.append("commit")
+        self.committed.append(dict(offsets))
+
+    def abort(self, reason):
+        self.log.append("abort")
+
+
+def tracked(*offsets: int) -> OffsetTracker:
+    tracker = OffsetTracker()
+    for offset in offsets:
+        tracker.track(TP, offset)
+    return tracker
+
+
+def reply(offset: int, error: Exception | None = None, done: bool = True) -> Delivery[SendTag]:
+    completed: Completed | None = (f"id-{offset}", b"{}") if done else None
+    return Delivery((Position(*TP, offset), completed), error)
+
+
+def test_commit_timer_is_due_once_per_interval():
+    timer = CommitTimer(interval_s=1.0, now=10.0)
+    assert not timer.should_commit(10.5)
+    assert timer.should_commit(11.0)
+    timer.did_commit(11.0)
+    assert not timer.should_commit(11.9)
+
+
+def test_at_least_once_commits_a_reply_only_after_its_done_mark_and_on_the_interval():
+    source, store = RecordingSource(), RecordingStore()
+    offsets = tracked(0, 1, 2)
+    policy = AtLeastOnce(source, offsets, DedupGate(store), interval_s=1.0, now=0.0)
+    store.down = True
+    policy.settle([reply(0), reply(1, done=False)], now=2.0, force=False)
+    assert source.commits == []  # offset 0 waits for its done mark
+    store.down = False
+    policy.settle([], now=2.05, force=False)  # the gate is backing off: not retried yet
+    policy.settle([reply(2)], now=3.0, force=False)
+    assert store.completed == [("id-0", b"{}"), ("id-2", b"{}")]
+    assert source.commits == [{TP: 3}]
+    offsets.track(TP, 3)
+    policy.settle([reply(3, done=False)], now=3.5, force=False)
+    assert source.commits == [{TP: 3}]  # not due yet
+    policy.settle([], now=3.5, force=True)
+    assert source.commits == [{TP: 3}, {TP: 4}]
+
+
+def test_at_least_once_keeps_deferred_offsets_and_commits_them_later():
+    source = RecordingSource()
+    offsets = tracked(0)
+    policy = AtLeastOnce(source, offsets, DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    source.deferring = True
+    policy.settle([reply(0)], now=1.0, force=False)
+    source.deferring = False
+    policy.settle([], now=2.0, force=False)
+    assert source.commits == [{TP: 1}]
+
+
+def test_at_least_once_commits_what_is_safe_then_raises_on_a_failed_delivery():
+    source = RecordingSource()
+    policy = AtLeastOnce(source, tracked(0, 1), DedupGate(RecordingStore()), interval_s=60.0, now=0.0)
+    with pytest.raises(DeliveryError, match="1 records were not delivered"):
+        policy.settle([reply(0), reply(1, error=TimeoutError("no ack"))], now=1.0, force=False)
+    assert source.commits == [{TP: 1}]  # offset 1 is consumed again after the restart
+
+
+def test_transactional_writes_done_marks_only_after_the_commit():
+    log: list[str] = []
+    store = RecordingStore()
+    store.complete = lambda done: log.append(f"done {len(done)}")  # type: ignore[method-assign]
+    transactions = RecordingTransactions(log)
+    policy = Transactional(transactions, tracked(0, 1), DedupGate(store))
+    policy.settle([reply(0), reply(1, done=False)], now=0.0, force=False)
+    assert log == ["commit", "done 1"]
+    assert transactions.committed == [{TP: 2}]
+
+
+def test_transactional_aborts_on_a_failed_send_and_marks_nothing_done():
+    log: list[str] = []
+    store = RecordingStore()
+    policy = Transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store))
+    with pytest.raises(TransactionAborted):
+        policy.settle([reply(0), reply(1, error=TimeoutError("no ack"))], now=0.0, force=False)
+    assert log == ["abort"] and store.completed == []
+
+
+def test_transactional_failed_commit_marks_nothing_done():
+    store = RecordingStore()
+    policy = Transactional(RecordingTransactions([], fail=True), tracked(0), DedupGate(store))
+    with pytest.raises(TransactionAborted):
+        policy.settle([reply(0)], now=0.0, force=False)
+    assert store.completed == []
+
+
+def test_transactional_with_nothing_to_commit_opens_no_transaction():
+    log: list[str] = []
+    Transactional(RecordingTransactions(log), OffsetTracker(), DedupGate(RecordingStore())).settle([], 0.0, True)
+    assert log == []
