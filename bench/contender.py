@@ -92,9 +92,6 @@ class ContenderProcess:
         self._log.close()
         return self.exit_code
 
-    def tail(self, lines: int = 15) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
 
 def wait_for_replies(process: ContenderProcess, bootstrap: str, reply_topic: str, expected: int,
                      timeout_s: float, progress: bool) -> str | None:

@@ -16,6 +16,7 @@ from kafka import OffsetAndMetadata, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from bench.plain_kafka import arguments, log_event, reliable_producer, stop_flag, subscribed_consumer
+from worker.core import wire
 
 LINGER_MS = 2  # the worker's sink
 
@@ -28,9 +29,10 @@ def reply_value(key: bytes, size: int) -> bytes:
 
 def reply_headers(record: ConsumerRecord) -> list[tuple[str, bytes]]:
     """The worker's seven reply headers, with values of the usual width."""
-    return [("queue-wait-ms", b"1.234"), ("batch-wait-ms", b"1.234"), ("compute-ms", b"1.234"),
-            ("batch-size", b"64"), ("source-topic", record.topic.encode()),
-            ("source-partition", str(record.partition).encode()), ("source-offset", str(record.offset).encode())]
+    return [(wire.H_QUEUE_WAIT, b"1.234"), (wire.H_BATCH_WAIT, b"1.234"), (wire.H_COMPUTE, b"1.234"),
+            (wire.H_BATCH_SIZE, b"64"), (wire.H_SOURCE_TOPIC, record.topic.encode()),
+            (wire.H_SOURCE_PARTITION, str(record.partition).encode()),
+            (wire.H_SOURCE_OFFSET, str(record.offset).encode())]
 
 
 def main() -> int:

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from kafka import KafkaConsumer, TopicPartition
 from tqdm import tqdm
 
-from producer.send import RequestBody, SendSummary, send_requests
 from bench.results import LatencyRun, percentile
+from producer.send import RequestBody, SendSummary, send_requests
+from worker.core.wire import H_BATCH_SIZE, H_BATCH_WAIT, H_COMPUTE, H_QUEUE_WAIT
 
-IDLE_TIMEOUT_S = 15.0
+IDLE_TIMEOUT_S = 15.0  # after the last send, give up on replies that stop coming for this long
 # Where a request's time goes, from the reply's headers; "reply_to_reader" is received - reply CreateTime.
-STAGE_HEADERS = {"queue_wait": "queue-wait-ms", "batch_wait": "batch-wait-ms", "compute": "compute-ms"}  # after the last send, give up on replies that stop coming for this long
+STAGE_HEADERS = {"queue_wait": H_QUEUE_WAIT, "batch_wait": H_BATCH_WAIT, "compute": H_COMPUTE}
 
 
 @dataclass
@@ -55,7 +56,7 @@ class LatencyReader:
                 if request_id not in self.received_ms:
                     self.received_ms[request_id] = now_ms
                     headers = dict(record.headers or ())
-                    self.batch_sizes[request_id] = int(headers.get("batch-size") or 0)
+                    self.batch_sizes[request_id] = int(headers.get(H_BATCH_SIZE) or 0)
                     self.stages[request_id] = _stages(headers, now_ms - record.timestamp)
                     new += 1
         return new

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import orjson
 from kafka import KafkaConsumer, TopicPartition
 
+from worker.core.wire import H_BATCH_SIZE, H_COMPUTE
+
 
 @dataclass(frozen=True)
 class ReplyRecord:
@@ -66,7 +68,7 @@ def _reply_record(key: bytes | None, value: bytes | None, timestamp: int,
             status = str(orjson.loads(value).get("status"))
         except (orjson.JSONDecodeError, AttributeError):
             pass
-    compute = found.get("compute-ms")
-    size = found.get("batch-size")
+    compute = found.get(H_COMPUTE)
+    size = found.get(H_BATCH_SIZE)
     return ReplyRecord((key or b"").decode(errors="replace"), timestamp, status,
                        float(compute) if compute else None, int(size) if size else None)

@@ -15,9 +15,8 @@ import torch
 
 from bench.plan import Plan
 from producer.send import RequestBody, synthetic_requests
-from producer.wire import new_request_id
-from worker.core.wire import encode_reply
 from worker.core.messages import Position, Reply, Timings
+from worker.core.wire import encode_reply, new_request_id
 from worker.models import Servable, load_model
 
 RequestGenerator = Callable[[int, int], Iterator[RequestBody]]  # (count, seed) -> request bodies

@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
-from producer.client import ClientRequest, Reply, ReplyTimeout, ScoreResult, ScoringClient, Outstanding
-from producer.wire import new_request_id
+from producer.client import ClientRequest, Outstanding, Reply, ReplyTimeout, ScoreResult, ScoringClient
+from worker.core.wire import new_request_id
 
 __all__ = ["AsyncScoringClient", "ClientRequest", "ReplyTimeout", "ScoreResult"]
 

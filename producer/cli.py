@@ -15,7 +15,7 @@ from producer.send import BadLine, SendSummary
 from worker.core.errors import WorkerError
 
 if TYPE_CHECKING:
-    from worker.jobs.backfill_plan import TimeRange
+    from worker.core.timerange import TimeRange
 
 DESCRIPTION = """\
 streamscore producer: the client side. Sends scoring requests to a requests
@@ -199,7 +199,7 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _time_range(from_time: str | None, until_time: str | None) -> TimeRange | None:
-    from worker.jobs.backfill_plan import TimeRange, parse_time
+    from worker.core.timerange import TimeRange, parse_time
 
     if from_time is None and until_time is None:
         return None

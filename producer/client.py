@@ -28,7 +28,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from producer.inflight import InFlight, Pending
-from producer.wire import decode_reply, encode_request, new_request_id
+from worker.core.wire import decode_reply, encode_request, new_request_id
 
 Reply = dict[str, Any]
 

@@ -13,14 +13,14 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, IO
+from typing import IO, Any
 
 import orjson
 from kafka import KafkaConsumer, TopicPartition
 from tqdm import tqdm
 
-from producer.wire import decode_reply, header
-from worker.jobs.backfill_plan import TimeRange, span_of
+from worker.core.timerange import TimeRange, span_of
+from worker.core.wire import H_BATCH_SIZE, decode_reply, header_text
 
 
 @dataclass
@@ -65,7 +65,7 @@ class ReplyCollector:
                 if request_id in self.collection.replies:
                     self.collection.duplicates += 1
                     continue
-                size = header(record.headers, "batch-size")
+                size = header_text(record.headers, H_BATCH_SIZE)
                 self.collection.replies[request_id] = CollectedReply(reply, now_ms, int(size) if size else None)
                 new += 1
         return new
@@ -86,11 +86,6 @@ class ReplyCollector:
                 break
         bar.close()
         return ids - self.collection.replies.keys()
-
-    def write_jsonl(self, out: IO[bytes]) -> int:
-        for entry in self.collection.replies.values():
-            out.write(orjson.dumps(entry.reply) + b"\n")
-        return len(self.collection.replies)
 
     def close(self) -> None:
         self._consumer.close()

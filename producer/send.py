@@ -24,7 +24,7 @@ import orjson
 from kafka import KafkaConsumer, KafkaProducer
 from tqdm import tqdm
 
-from producer.wire import encode_request, new_request_id
+from worker.core.wire import encode_request, new_request_id
 
 RequestBody = dict[str, Any]
 _RESERVED_COLUMNS = ("id", "reply_to", "deadline_ms")

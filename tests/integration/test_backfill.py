@@ -14,7 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartitio
 
 from producer.topics import create_topics
 from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
-from worker.jobs.backfill_plan import TimeRange, format_ms
+from worker.core.timerange import TimeRange, format_ms
 from worker.kafka.bounded_source import BoundedKafkaSource
 from worker.core.clock import SystemClock
 from worker.models import load_model

@@ -12,7 +12,7 @@ from kafka import KafkaProducer
 
 from producer.topics import create_topics
 from tests.integration.kit import REPO, TopicReader, start_worker
-from worker.jobs.backfill_plan import format_ms
+from worker.core.timerange import format_ms
 from worker.models import load_model
 
 CHURN = load_model("churn")

@@ -1,68 +1,12 @@
 import orjson
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from worker.jobs.backfill_plan import (Resume, Span, TimeRange, decode_plan, encode_plan, format_ms, parse_time,
-                                  resume_point, span_of, without_deadline)
 from worker.core.errors import ConfigError
+from worker.core.timerange import Span, TimeRange
+from worker.jobs.backfill_plan import Resume, decode_plan, encode_plan, resume_point, without_deadline
 
 DAY = TimeRange(1_764_374_400_000, 1_764_460_800_000)  # 2025-11-29T00:00Z .. 2025-11-30T00:00Z
 TP = ("requests", 2)
-
-
-@pytest.mark.parametrize("text, ms", [
-    ("1764374400000", 1_764_374_400_000),
-    ("0", 0),
-    ("2025-11-29T00:00:00Z", 1_764_374_400_000),
-    ("2025-11-29T00:00:00z", 1_764_374_400_000),
-    ("2025-11-29T00:00:00.250Z", 1_764_374_400_250),
-    ("2025-11-29T01:00:00+01:00", 1_764_374_400_000),
-    ("2025-11-29T00:00:00", 1_764_374_400_000),  # no offset: UTC
-    ("2025-11-29", 1_764_374_400_000),
-    (" 2025-11-29T00:00:00Z ", 1_764_374_400_000),
-])
-def test_parse_time_reads_iso_8601_and_epoch_milliseconds(text, ms):
-    assert parse_time(text) == ms
-
-
-@pytest.mark.parametrize("text, says", [
-    ("1764374400", "looks like seconds"),  # epoch seconds would silently mean January 1970
-    ("20251129", "looks like seconds"),
-    ("yesterday", "neither ISO 8601"),
-    ("2025-13-01", "neither ISO 8601"),
-    ("", "neither ISO 8601"),
-])
-def test_parse_time_refuses_what_it_cannot_read_and_names_the_flag(text, says):
-    with pytest.raises(ConfigError, match=says) as error:
-        parse_time(text, "--from-time")
-    assert "--from-time" in str(error.value)
-
-
-@given(st.integers(min_value=0, max_value=4_102_444_800_000))
-def test_format_ms_and_parse_time_round_trip(ms):
-    assert parse_time(format_ms(ms)) == ms
-
-
-def test_a_range_must_not_be_empty_or_reversed():
-    with pytest.raises(ConfigError, match="must be after"):
-        TimeRange(1_764_460_800_000, 1_764_374_400_000)
-    with pytest.raises(ConfigError, match="must be after"):
-        TimeRange(1_764_374_400_000, 1_764_374_400_000)
-    assert TimeRange(5, None).label() == "5-end"
-    assert DAY.label() == "1764374400000-1764460800000"
-
-
-@pytest.mark.parametrize("from_offset, until_offset, end, span", [
-    (10, 20, 30, Span(10, 20)),
-    (10, None, 30, Span(10, 30)),  # no record at or after the until time: up to the end
-    (None, None, 30, Span(30, 30)),  # no record at or after the from time: nothing to do
-    (None, 20, 30, Span(20, 20)),
-    (10, 40, 30, Span(10, 30)),  # never past the end captured at start
-    (0, 0, 0, Span(0, 0)),  # an empty partition
-])
-def test_span_of_offset_lookups(from_offset, until_offset, end, span):
-    assert span_of(from_offset, until_offset, end) == span
 
 
 def test_a_plan_survives_the_commit_metadata_and_nothing_else_passes_for_one():

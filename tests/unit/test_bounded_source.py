@@ -7,11 +7,12 @@ import orjson
 import pytest
 from kafka import OffsetAndMetadata, TopicPartition
 
-from worker.jobs.backfill_plan import Span, TimeRange, decode_plan, encode_plan
-from worker.kafka.bounded_source import BoundedKafkaSource
 from worker.core.clock import FakeClock
 from worker.core.errors import ConfigError
 from worker.core.settings import Settings
+from worker.core.timerange import Span, TimeRange
+from worker.jobs.backfill_plan import decode_plan, encode_plan
+from worker.kafka.bounded_source import BoundedKafkaSource
 
 TOPIC = "req"
 SETTINGS = Settings(kafka_bootstrap_servers="k:9092", redis_url="memory://", requests_topic=TOPIC, group="bf")

@@ -5,8 +5,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.core.wire import decode_request, encode_dead_letter, encode_reply
 from worker.core.messages import InvalidRecord, Position, RawRecord, Reply, Request, Timings
+from worker.core.wire import (
+    decode_reply,
+    decode_request,
+    encode_dead_letter,
+    encode_reply,
+    encode_request,
+    header_text,
+    new_request_id,
+)
 from worker.models.churn import ChurnModel
 
 PREPARE = ChurnModel().prepare
@@ -85,6 +93,32 @@ def test_reply_encoding_follows_the_contract():
     assert dict(headers) == {"queue-wait-ms": b"1.500", "batch-wait-ms": b"2.000", "compute-ms": b"3.250",
                              "batch-size": b"8", "source-topic": b"requests", "source-partition": b"2",
                              "source-offset": b"41", "traceparent": b"tp"}
+
+
+def test_a_request_the_client_encodes_is_what_the_worker_decodes():
+    request_id = new_request_id()
+    assert len(request_id) == 32 and request_id != new_request_id()
+    value = encode_request(GOOD_INPUTS, request_id, reply_to="mine", deadline_ms=5)
+    assert orjson.loads(value) == {"id": request_id, "inputs": GOOD_INPUTS, "reply_to": "mine", "deadline_ms": 5}
+    result = decode(value, key=request_id.encode())
+    assert isinstance(result, Request)
+    assert (result.id, result.item, result.reply_to, result.deadline_ms) == (request_id, GOOD_INPUTS, "mine", 5)
+    assert orjson.loads(encode_request([1], "b")) == {"id": "b", "inputs": [1]}  # optional fields left out
+
+
+def test_a_reply_the_worker_encodes_is_what_the_client_decodes():
+    reply = Reply("r1", "ok", POS, "churn", "v1", outputs={"churn_probability": 0.25}, batch_size=8)
+    _, value, headers = encode_reply(reply)
+    assert decode_reply(value) == {"id": "r1", "status": "ok", "outputs": {"churn_probability": 0.25},
+                                   "model": "churn", "model_version": "v1"}
+    assert header_text(headers, "batch-size") == "8"
+    assert header_text(headers, "no-such-header") is None and header_text(None, "batch-size") is None
+
+
+@pytest.mark.parametrize("value", [b"not json", b"[1, 2]", b'"ok"', b""])
+def test_a_reply_that_is_not_a_json_object_is_a_value_error(value):
+    with pytest.raises(ValueError):
+        decode_reply(value)
 
 
 def test_error_reply_has_code_and_message_but_no_outputs():

@@ -1,15 +1,28 @@
-"""Wire contract v1: bytes to requests, replies and dead letters to bytes. Pure.
+"""Wire contract v1, both sides: requests and replies to and from bytes, dead letters. Pure.
+
+The one home of the public contract (README.md, "Wire contract v1"): the worker
+decodes requests and encodes replies and dead letters here; the producer side
+encodes requests and decodes replies here. Torch-free and kafka-free: a client
+importing it loads neither.
 
 Request value: a UTF-8 JSON object with ``id`` (1-256 characters, or taken
 from the record key), ``inputs`` (model-specific), optional ``reply_to`` and
 ``deadline_ms``. Headers: optional ``reply-to``; ``traceparent`` is passed
-through to the reply. See README.md, "Wire contract v1".
+through to the reply.
+
+Reply value: a UTF-8 JSON object with ``id``, ``status`` (ok | error |
+expired), ``outputs`` (ok) or ``error`` {``code``, ``message``}, ``model``,
+``model_version``; keyed by the request id; headers ``H_*`` below.
+
+The names below (headers, error codes) are part of the contract: their values
+never change within v1.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -28,13 +41,55 @@ H_BATCH_SIZE = "batch-size"
 H_SOURCE_TOPIC = "source-topic"
 H_SOURCE_PARTITION = "source-partition"
 H_SOURCE_OFFSET = "source-offset"
+# Request headers: the reply topic, and the trace context passed through to the reply.
 H_TRACEPARENT = "traceparent"
 H_REPLY_TO = "reply-to"
-# Dead-letter headers, added to the record's own.
+# Dead-letter headers, added to the record's own (with the three source-* headers).
 H_DLQ_CODE = "dlq-error-code"
 H_DLQ_MESSAGE = "dlq-error-message"
 
+# Error codes: a reply's ``error.code`` or a dead letter's H_DLQ_CODE.
+# Records that cannot be read as a request (decode_request).
+ERR_EMPTY_VALUE = "empty_value"
+ERR_RECORD_TOO_LARGE = "record_too_large"
+ERR_INVALID_JSON = "invalid_json"
+ERR_INVALID_REQUEST = "invalid_request"
+ERR_INVALID_ID = "invalid_id"
+ERR_MISSING_ID = "missing_id"
+ERR_INVALID_REPLY_TO = "invalid_reply_to"
+ERR_INVALID_DEADLINE = "invalid_deadline"
+ERR_MISSING_INPUTS = "missing_inputs"
+# Inputs the model refuses (raised as InvalidInput by a model's prepare).
+ERR_INVALID_INPUTS = "invalid_inputs"
+ERR_WRONG_INPUT_LENGTH = "wrong_input_length"
+# Requests refused or failed after decoding.
+ERR_UNKNOWN_REPLY_TOPIC = "unknown_reply_topic"
+ERR_TOO_MANY_TOKENS = "too_many_tokens"
+ERR_DEADLINE_EXCEEDED = "deadline_exceeded"
+ERR_OUT_OF_MEMORY = "out_of_memory"
+ERR_MODEL_ERROR = "model_error"
+
 Prepare = Callable[[Any], Any]
+
+
+def new_request_id() -> str:
+    """A fresh request id: 32 lowercase hex characters (a random UUID), unique without coordination."""
+    return uuid.uuid4().hex
+
+
+def encode_request(inputs: Any, request_id: str, reply_to: str | None = None,
+                   deadline_ms: int | None = None) -> bytes:
+    """The JSON value of a request record (its key should be ``request_id``).
+
+    ``inputs`` must be serializable by orjson (orjson.JSONEncodeError, a
+    TypeError, if not); nothing else is checked here: the worker validates.
+    """
+    body: dict[str, Any] = {"id": request_id, "inputs": inputs}
+    if reply_to is not None:
+        body["reply_to"] = reply_to
+    if deadline_ms is not None:
+        body["deadline_ms"] = deadline_ms
+    return orjson.dumps(body)
 
 
 def decode_request(record: RawRecord, prepare: Prepare, max_record_bytes: int) -> Request | InvalidRecord:
@@ -54,31 +109,34 @@ def decode_request(record: RawRecord, prepare: Prepare, max_record_bytes: int) -
 
     value = record.value
     if value is None:
-        return invalid("empty_value", "the record has no value (tombstone); expected a JSON object")
+        return invalid(ERR_EMPTY_VALUE, "the record has no value (tombstone); expected a JSON object")
     if len(value) > max_record_bytes:
-        return invalid("record_too_large", f"record value is {len(value)} bytes, the limit is {max_record_bytes}")
+        return invalid(ERR_RECORD_TOO_LARGE,
+                       f"record value is {len(value)} bytes, the limit is {max_record_bytes}")
     try:
         body = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        return invalid("invalid_json", f"record value is not UTF-8 JSON: {exc}")
+        return invalid(ERR_INVALID_JSON, f"record value is not UTF-8 JSON: {exc}")
     if not isinstance(body, dict):
-        return invalid("invalid_request", f"request must be a JSON object, got {type(body).__name__}")
+        return invalid(ERR_INVALID_REQUEST, f"request must be a JSON object, got {type(body).__name__}")
 
     body_id = body.get("id")
     if body_id is not None and not _valid_id(body_id):
-        return invalid("invalid_id", f"'id' must be a string of 1-{MAX_ID_LENGTH} characters")
+        return invalid(ERR_INVALID_ID, f"'id' must be a string of 1-{MAX_ID_LENGTH} characters")
     request_id = body_id if body_id is not None else key_id
     if request_id is None:
-        return invalid("missing_id", "no request id: set 'id' in the value or the record key", None)
+        return invalid(ERR_MISSING_ID, "no request id: set 'id' in the value or the record key", None)
 
-    reply_to = body.get("reply_to", _header_text(headers.get(H_REPLY_TO)))
+    reply_to = body.get("reply_to", _reply_to_header(headers.get(H_REPLY_TO)))
     if reply_to is not None and not (isinstance(reply_to, str) and _TOPIC_NAME.match(reply_to)):
-        return invalid("invalid_reply_to", f"'reply_to' must be a Kafka topic name, got {reply_to!r}", request_id)
+        return invalid(ERR_INVALID_REPLY_TO, f"'reply_to' must be a Kafka topic name, got {reply_to!r}",
+                       request_id)
     deadline_ms = body.get("deadline_ms")
     if deadline_ms is not None and (isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int)):
-        return invalid("invalid_deadline", "'deadline_ms' must be an integer (Unix time in ms)", request_id, reply_to)
+        return invalid(ERR_INVALID_DEADLINE, "'deadline_ms' must be an integer (Unix time in ms)", request_id,
+                       reply_to)
     if "inputs" not in body:
-        return invalid("missing_inputs", "the request has no 'inputs'", request_id, reply_to)
+        return invalid(ERR_MISSING_INPUTS, "the request has no 'inputs'", request_id, reply_to)
     try:
         item = prepare(body["inputs"])
     except InvalidInput as exc:
@@ -112,6 +170,25 @@ def encode_reply(reply: Reply) -> tuple[bytes, bytes, Headers]:
     return reply.id.encode(), orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), headers
 
 
+def decode_reply(value: bytes) -> dict[str, Any]:
+    """The reply record's value as a dict (``id``, ``status``, ``outputs`` or ``error``, ...).
+
+    Raises ValueError (orjson.JSONDecodeError is one) if the value is not a JSON object.
+    """
+    reply = orjson.loads(value)
+    if not isinstance(reply, dict):
+        raise ValueError(f"a reply must be a JSON object, got {type(reply).__name__}")
+    return reply
+
+
+def header_text(headers: Iterable[tuple[str, bytes]] | None, name: str) -> str | None:
+    """The first header called ``name`` as text (undecodable bytes replaced), or None if there is none."""
+    for key, value in headers or ():
+        if key == name:
+            return value.decode("utf-8", "replace")
+    return None
+
+
 def encode_dead_letter(record: InvalidRecord) -> tuple[bytes | None, bytes | None, Headers]:
     """The original key, value and headers, plus headers that say why and where from."""
     pos = record.position
@@ -139,7 +216,7 @@ def _valid_id(value: object) -> bool:
     return isinstance(value, str) and 1 <= len(value) <= MAX_ID_LENGTH
 
 
-def _header_text(value: bytes | None) -> str | None:
+def _reply_to_header(value: bytes | None) -> str | None:
     if value is None:
         return None
     try:

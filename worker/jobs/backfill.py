@@ -33,17 +33,17 @@ from kafka.errors import KafkaError
 from tqdm import tqdm
 
 from worker.app import build_dedup, build_runner, build_scorer
-from worker.jobs.backfill_plan import TimeRange, format_ms, parse_time
-from worker.kafka.bounded_source import BoundedKafkaSource
 from worker.core.clock import SystemClock
-from worker.core.wire import H_DLQ_CODE
 from worker.core.errors import ConfigError, ServiceUnavailable
-from worker.stream.loop import Worker
 from worker.core.messages import Headers
 from worker.core.settings import Settings, add_flags, require_services
+from worker.core.timerange import TimeRange, format_ms, parse_time
+from worker.core.wire import H_DLQ_CODE
+from worker.kafka.bounded_source import BoundedKafkaSource
 from worker.kafka.sink import KafkaSink
 from worker.ports import Delivery, SendTag
 from worker.signals import stop_on_signals
+from worker.stream.loop import Worker
 
 log = structlog.get_logger(__name__)
 

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from worker.core.errors import InvalidInput
+from worker.core.wire import ERR_INVALID_INPUTS, ERR_WRONG_INPUT_LENGTH
 
 
 @runtime_checkable
@@ -39,14 +40,14 @@ class Servable(Protocol):
 def check_numbers(inputs: Any, length: int | None) -> list[float]:
     """Validate a flat array of finite numbers, optionally of a fixed length."""
     if not isinstance(inputs, list):
-        raise InvalidInput("invalid_inputs", f"'inputs' must be an array of numbers, got {type(inputs).__name__}")
+        raise InvalidInput(ERR_INVALID_INPUTS, f"'inputs' must be an array of numbers, got {type(inputs).__name__}")
     if length is not None and len(inputs) != length:
-        raise InvalidInput("wrong_input_length", f"'inputs' must have {length} numbers, got {len(inputs)}")
+        raise InvalidInput(ERR_WRONG_INPUT_LENGTH, f"'inputs' must have {length} numbers, got {len(inputs)}")
     for index, value in enumerate(inputs):
         if type(value) is not float and type(value) is not int:
-            raise InvalidInput("invalid_inputs", f"inputs[{index}] must be a number, got {type(value).__name__}")
+            raise InvalidInput(ERR_INVALID_INPUTS, f"inputs[{index}] must be a number, got {type(value).__name__}")
         if not math.isfinite(value) or abs(value) > 1e30:
-            raise InvalidInput("invalid_inputs", f"inputs[{index}] is out of range: {value!r}")
+            raise InvalidInput(ERR_INVALID_INPUTS, f"inputs[{index}] is out of range: {value!r}")
     return inputs
 
 
@@ -68,7 +69,7 @@ class TensorModel:
 
     def collate(self, items: Sequence[list[float]]) -> torch.Tensor:
         if len({len(item) for item in items}) > 1:
-            raise InvalidInput("wrong_input_length", "inputs in one batch differ in length")
+            raise InvalidInput(ERR_WRONG_INPUT_LENGTH, "inputs in one batch differ in length")
         return torch.tensor(items, dtype=torch.float32)
 
     def split(self, output: torch.Tensor) -> list[Any]:

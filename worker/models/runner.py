@@ -26,6 +26,7 @@ import torch
 
 from worker.core.errors import ConfigError, InvalidInput, ModelError
 from worker.core.settings import check_amp
+from worker.core.wire import ERR_MODEL_ERROR, ERR_OUT_OF_MEMORY
 from worker.models import Servable
 from worker.ports import Outcome
 
@@ -132,12 +133,12 @@ class TorchRunner:
                 return [Outcome(None, exc.code, exc.message)]
         except torch.cuda.OutOfMemoryError:
             if len(items) == 1:
-                return [Outcome(None, "out_of_memory", "the model ran out of memory on this request alone")]
+                return [Outcome(None, ERR_OUT_OF_MEMORY, "the model ran out of memory on this request alone")]
             self._lower_safe_batch_size(len(items) // 2, "batch_out_of_memory", batch_size=len(items))
             torch.cuda.empty_cache()
         except Exception as exc:  # any model failure: isolate the items that cause it
             if len(items) == 1:
-                return [Outcome(None, "model_error", f"{type(exc).__name__}: {exc}"[:500])]
+                return [Outcome(None, ERR_MODEL_ERROR, f"{type(exc).__name__}: {exc}"[:500])]
         middle = len(items) // 2
         return self._run_isolating(items[:middle]) + self._run_isolating(items[middle:])
 

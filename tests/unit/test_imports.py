@@ -1,0 +1,45 @@
+"""What importing a module drags in: the loop and its policies load no adapter library, a client loads no torch.
+
+Each check runs in a fresh interpreter, since this one has long imported everything.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+PURE_MODULES = ["worker.stream.loop", "worker.stream.commit", "worker.stream.admission",
+                "worker.stream.membership", "worker.stream.replies", "worker.ports", "worker.core.wire"]
+
+
+def _loaded_after(script: str) -> list[str]:
+    """Run ``script`` in a fresh interpreter at the repository root; the lines it prints."""
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_the_loop_and_its_policies_load_no_torch_kafka_or_redis():
+    script = "\n".join([f"import {module}" for module in PURE_MODULES] + [
+        "import sys",
+        "print(*sorted(name for name in ('torch', 'kafka', 'redis') if name in sys.modules))",
+    ])
+    assert _loaded_after(script) == []
+
+
+def test_every_producer_module_imports_without_torch():
+    script = "\n".join([
+        "import importlib, pkgutil, sys",
+        "import producer",
+        "names = [info.name for info in pkgutil.walk_packages(producer.__path__, 'producer.')]",
+        "for name in names:",
+        "    importlib.import_module(name)",
+        "print(*names)",
+        "print('torch-loaded' if 'torch' in sys.modules else 'torch-absent')",
+    ])
+    printed = _loaded_after(script)
+    assert {"producer.client", "producer.send", "producer.cli", "producer.collect"} <= set(printed)  # found them
+    assert printed[-1] == "torch-absent"
