@@ -43,7 +43,9 @@ from bench.results import percentile
 from bench.runs import say
 from bench.workloads import WORKLOADS, load_or_skip
 from worker.models import Servable
+from worker.models.base import eval_mode
 from worker.models.runner import TorchRunner, autocast
+from worker.models.spec import ModelInput, call_module
 
 DEFINITIONS = {
     "items_per_s": "batch size x timed batches / their total time",
@@ -117,8 +119,8 @@ def measure(row: Row, servable: Servable, items: list[Any], seconds: float) -> R
             raise RuntimeError(f"the runner failed {len(failed)} items, e.g. {failed[0]}")
         passes: list[Callable[[], object]] = [partial(runner.run, batch) for batch in batches]
     else:
-        module = servable.module.to(device).eval()
-        tensors = [servable.collate(batch).to(device) for batch in batches]
+        module = eval_mode(servable.module.to(device))
+        tensors = [ModelInput.of(servable.collate(batch)).to(device) for batch in batches]
         passes = [partial(_bare_pass, module, tensor, device, row.amp) for tensor in tensors]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -129,9 +131,9 @@ def measure(row: Row, servable: Servable, items: list[Any], seconds: float) -> R
                    batch_ms_p95=percentile(ms, 95), batches_timed=len(times), peak_mib=peak, note=note)
 
 
-def _bare_pass(module: torch.nn.Module, batch: torch.Tensor, device: torch.device, amp: str) -> None:
+def _bare_pass(module: torch.nn.Module, batch: ModelInput, device: torch.device, amp: str) -> None:
     with torch.inference_mode(), autocast(device, amp):
-        module(batch)
+        call_module(module, batch)
     if device.type == "cuda":
         torch.cuda.synchronize(device)  # kernels are queued, not done, when module() returns
 

@@ -20,6 +20,8 @@ import torch
 
 from producer.send import RequestBody
 from worker.models import Servable
+from worker.models.base import eval_mode
+from worker.models.spec import call_module
 
 WARMUP_ROUNDS = 3
 
@@ -40,9 +42,9 @@ def measure_model_ceiling(servable: Servable, requests: list[RequestBody], batch
         torch.set_num_threads(threads)
     items = [servable.prepare(r["inputs"]) for r in requests]
     batches = [servable.collate(batch) for batch in full_batches(items, batch_size)]
-    module = servable.module.eval()
+    module = eval_mode(servable.module)
     with torch.inference_mode():
-        times = time_passes([partial(module, batch) for batch in batches], seconds)
+        times = time_passes([partial(call_module, module, batch) for batch in batches], seconds)
     total = sum(times)
     return ModelCeiling(batch_size, batch_size * len(times) / total, statistics.median(times) * 1000, len(times))
 

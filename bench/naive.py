@@ -15,6 +15,8 @@ from kafka import OffsetAndMetadata, TopicPartition
 
 from bench.plain_kafka import arguments, log_event, reliable_producer, stop_flag, subscribed_consumer
 from worker.models import load_model
+from worker.models.base import eval_mode
+from worker.models.spec import call_module
 
 
 def main() -> int:
@@ -26,7 +28,7 @@ def main() -> int:
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     model = load_model(args.model)
-    module = model.module.eval()
+    module = eval_mode(model.module)
     consumer = subscribed_consumer(args)
     producer = reliable_producer(args, linger_ms=0)
     replied = 0
@@ -35,7 +37,7 @@ def main() -> int:
             for record in records:
                 request = orjson.loads(record.value)
                 with torch.inference_mode():
-                    output = model.split(module(model.collate([model.prepare(request["inputs"])])))[0]
+                    output = model.split(call_module(module, model.collate([model.prepare(request["inputs"])])))[0]
                 reply = {"id": request["id"], "status": "ok", "outputs": output, "model": model.name,
                          "model_version": model.version}
                 producer.send(args.reply_topic, key=record.key, value=orjson.dumps(reply)).get()

@@ -18,6 +18,7 @@ from producer.send import RequestBody, synthetic_requests
 from worker.core.messages import Position, Reply, Timings
 from worker.core.wire import encode_reply, new_request_id
 from worker.models import Servable, load_model
+from worker.models.spec import call_module
 
 RequestGenerator = Callable[[int, int], Iterator[RequestBody]]  # (count, seed) -> request bodies
 
@@ -93,7 +94,7 @@ def reply_size(servable: Servable, requests: list[RequestBody]) -> int:
     """Mean bytes of the reply values streamscore sends for ``requests`` (what the Kafka ceiling must match)."""
     items = [servable.prepare(r["inputs"]) for r in requests]
     with torch.inference_mode():
-        outputs = servable.split(servable.module(servable.collate(items)))
+        outputs = servable.split(call_module(servable.module, servable.collate(items)))
     sizes = [len(encode_reply(Reply(str(r["id"]), "ok", Position("t", 0, 0), servable.name, servable.version,
                                     outputs=output, timings=Timings(1.0, 1.0, 1.0), batch_size=1))[1])
              for r, output in zip(requests, outputs)]

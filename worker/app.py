@@ -36,7 +36,7 @@ def build_runner(settings: Settings) -> TorchRunner:
     """
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
-    model = load_model(settings.model)
+    model = load_model(settings.model, settings.model_config, settings.weights, settings.allow_pickle)
     runner = TorchRunner(model, settings.device, settings.max_batch_size, settings.amp)
     check_poll_interval(settings, runner.warmup(settings.max_batch_size))
     return runner

@@ -15,9 +15,9 @@ from worker.core.wire import (
     header_text,
     new_request_id,
 )
-from worker.models.churn import ChurnModel
+from worker.models.churn import churn_model
 
-PREPARE = ChurnModel().prepare
+PREPARE = churn_model().prepare
 POS = Position("requests", 2, 41)
 GOOD_INPUTS = [0.5] * 16
 

@@ -5,8 +5,9 @@ import torch
 
 from worker.core.errors import ConfigError, InvalidInput, ModelError
 from worker.models import load_model
-from worker.models.base import TensorModel
+from worker.models.base import DeclaredModel
 from worker.models.runner import TorchRunner
+from worker.models.spec import VectorInputs
 
 
 def test_churn_is_deterministic_and_a_probability():
@@ -76,7 +77,7 @@ class Picky(torch.nn.Module):
 
 
 def test_a_failing_item_is_isolated_and_the_rest_are_scored_in_order():
-    runner = TorchRunner(TensorModel(Picky(), "picky", "1", features=2), "cpu")
+    runner = TorchRunner(DeclaredModel(Picky(), "picky", "1", VectorInputs(2)), "cpu")
     items = [[1.0, 1.0], [2.0, 2.0], [-1.0, 0.0], [3.0, 3.0], [-5.0, 1.0]]
     outcomes = runner.run(items)
     assert [o.output for o in outcomes] == [[2.0], [4.0], None, [6.0], None]
@@ -85,7 +86,7 @@ def test_a_failing_item_is_isolated_and_the_rest_are_scored_in_order():
 
 
 def test_chunks_larger_than_the_safe_batch_size():
-    runner = TorchRunner(TensorModel(Picky(), "picky", "1", features=2), "cpu", max_batch_size=2)
+    runner = TorchRunner(DeclaredModel(Picky(), "picky", "1", VectorInputs(2)), "cpu", max_batch_size=2)
     outcomes = runner.run([[float(i), 0.0] for i in range(5)])
     assert [o.output for o in outcomes] == [[0.0], [1.0], [2.0], [3.0], [4.0]]
 
@@ -104,7 +105,7 @@ class Roomy(torch.nn.Module):
 
 
 def test_out_of_memory_splits_the_batch_and_remembers_the_safe_size():
-    runner = TorchRunner(TensorModel(Roomy(room=3), "roomy", "1", features=1), "cpu", max_batch_size=8)
+    runner = TorchRunner(DeclaredModel(Roomy(room=3), "roomy", "1", VectorInputs(1)), "cpu", max_batch_size=8)
     outcomes = runner.run([[float(i)] for i in range(8)])
     assert [o.output for o in outcomes] == [[float(i)] for i in range(8)]
     assert runner.safe_batch_size == 2  # 8 -> 4 -> 2: halved until a batch fit
@@ -113,7 +114,7 @@ def test_out_of_memory_splits_the_batch_and_remembers_the_safe_size():
 
 
 def test_a_warmup_batch_that_runs_out_of_memory_names_the_setting():
-    runner = TorchRunner(TensorModel(Roomy(room=3), "roomy", "1", features=1), "cpu", max_batch_size=8)
+    runner = TorchRunner(DeclaredModel(Roomy(room=3), "roomy", "1", VectorInputs(1)), "cpu", max_batch_size=8)
     with pytest.raises(ConfigError, match="batch of 8 sample inputs runs out of memory.*lower max_batch_size"):
         runner.warmup(8)
 
@@ -140,20 +141,18 @@ def test_the_gpu_memory_check_lowers_the_safe_batch_size(monkeypatch, batch_byte
 
 
 def test_tensor_model_checks_input_length():
-    model = TensorModel(Picky(), "picky", "1", features=2)
+    model = DeclaredModel(Picky(), "picky", "1", VectorInputs(2))
     with pytest.raises(InvalidInput) as caught:
         model.prepare([1.0])
     assert caught.value.code == "wrong_input_length"
 
 
-def test_user_models_load_from_torchscript_and_factory(tmp_path):
+def test_a_torchscript_linear_model_is_served_at_its_own_width(tmp_path):
     path = tmp_path / "doubler.pt"
     torch.jit.script(torch.nn.Linear(3, 1)).save(str(path))
     scripted = load_model(str(path))
     assert scripted.name == "doubler" and len(scripted.version) == 12
     assert TorchRunner(scripted, "cpu").run([[1.0, 2.0, 3.0]])[0].ok
-    factory = load_model("tests.unit.test_models:Picky")
-    assert isinstance(factory, TensorModel)
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -39,7 +39,14 @@ class Settings:
     reply_topic: str = _setting("", "default reply topic (default: <requests-topic>.replies)")
     dead_letter_topic: str = _setting("", "where unreadable records go (default: <requests-topic>.dlq)")
     group: str = _setting("", "consumer group id (default: streamscore-<model>)")
-    model: str = _setting("churn", "built-in model name, a TorchScript/.pt2 file, or module:factory")
+    model: str = _setting("churn", "the model: a built-in name (churn, minilm), a torch.export .pt2 file, a "
+                          "TorchScript .pt/.ts file, or package.module:factory")
+    model_config: str = _setting("", "JSON or TOML file: the model's inputs and outputs spec, and the keyword "
+                                 "arguments of a factory (every key but inputs and outputs)")
+    weights: str = _setting("", "weights for a factory's module: .safetensors, or a state_dict saved with "
+                            "torch.save (.pt/.pth), loaded with strict key matching")
+    allow_pickle: bool = _setting(False, "allow loading pickled Python objects (a whole module saved with "
+                                  "torch.save): unpickling runs the file's code, so only for files you trust")
     device: str = _setting("auto", "torch device: auto, cpu, cuda, cuda:N")
     amp: str = _setting("off", "mixed precision of the forward pass: off, bf16 or fp16 (fp16 needs a CUDA device); "
                         "replies stay float32")
@@ -116,7 +123,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     for f in fields(Settings):
         flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
         env_name = PLAIN_ENV.get(f.name, ENV_PREFIX + f.name.upper())
-        default = f" (default: {f.default})" if f.default not in ("", 0) or isinstance(f.default, float) else ""
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, dest=f.name, action="store_const", const=True, default=None,
+                                help=f"{f.metadata['help']} ({env_name}=true)")
+            continue
+        shown = f.default not in ("", 0) or isinstance(f.default, float)
+        default = f" (default: {f.default})" if shown else ""
         parser.add_argument(flag, dest=f.name, type=type(f.default), metavar=env_name,
                             help=f"{f.metadata['help']}{default}")
 
@@ -131,6 +143,10 @@ def redact_url(url: str) -> str:
 
 
 def _convert(name: str, env_name: str, raw: str, kind: type) -> Any:
+    if kind is bool:
+        if raw.lower() not in ("1", "true", "yes", "0", "false", "no", ""):
+            raise ConfigError(f"{env_name}={raw!r} is not a valid boolean: use true or false (setting {name})")
+        return raw.lower() in ("1", "true", "yes")
     try:
         return kind(raw)
     except ValueError:

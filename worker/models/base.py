@@ -1,16 +1,14 @@
-"""What the worker needs from a model, and a generic adapter for plain modules."""
+"""What the worker needs from a model, and the adapter that serves any module by its declared spec."""
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from worker.core.errors import InvalidInput
-from worker.core.wire import ERR_INVALID_INPUTS, ERR_WRONG_INPUT_LENGTH
+from worker.models.spec import Inputs, ModelInput, Outputs
 
 
 @runtime_checkable
@@ -18,7 +16,8 @@ class Servable(Protocol):
     """A model plus the glue between JSON and tensors.
 
     ``prepare`` runs once per request while decoding (raise InvalidInput for
-    bad inputs); ``collate`` builds one CPU batch from prepared items;
+    bad inputs); ``collate`` builds one CPU batch from prepared items (one
+    tensor, or a ModelInput of several as ``forward``'s arguments);
     ``module`` runs it; ``split`` turns the output into one JSON-ready value
     per item, in order. ``sample_inputs`` makes valid random ``inputs`` (for
     warmup, demos and benchmarks).
@@ -30,51 +29,43 @@ class Servable(Protocol):
 
     def prepare(self, inputs: Any) -> Any: ...
 
-    def collate(self, items: Sequence[Any]) -> torch.Tensor: ...
+    def collate(self, items: Sequence[Any]) -> torch.Tensor | ModelInput: ...
 
-    def split(self, output: torch.Tensor) -> list[Any]: ...
+    def split(self, output: Any) -> list[Any]: ...
 
     def sample_inputs(self, rng: random.Random) -> Any: ...
 
 
-def check_numbers(inputs: Any, length: int | None) -> list[float]:
-    """Validate a flat array of finite numbers, optionally of a fixed length."""
-    if not isinstance(inputs, list):
-        raise InvalidInput(ERR_INVALID_INPUTS, f"'inputs' must be an array of numbers, got {type(inputs).__name__}")
-    if length is not None and len(inputs) != length:
-        raise InvalidInput(ERR_WRONG_INPUT_LENGTH, f"'inputs' must have {length} numbers, got {len(inputs)}")
-    for index, value in enumerate(inputs):
-        if type(value) is not float and type(value) is not int:
-            raise InvalidInput(ERR_INVALID_INPUTS, f"inputs[{index}] must be a number, got {type(value).__name__}")
-        if not math.isfinite(value) or abs(value) > 1e30:
-            raise InvalidInput(ERR_INVALID_INPUTS, f"inputs[{index}] is out of range: {value!r}")
-    return inputs
+def eval_mode(module: torch.nn.Module) -> torch.nn.Module:
+    """The module switched to inference behaviour (dropout off, norms frozen)."""
+    try:
+        return module.eval()
+    except NotImplementedError:  # a torch.export program has no train/eval switch: it runs as it was exported
+        return module
 
 
-class TensorModel:
-    """Serves any ``nn.Module`` that maps a float32 batch ``[n, features]`` to ``[n, ...]``.
+class DeclaredModel:
+    """Serves any ``nn.Module`` through its declared inputs and outputs (worker/models/spec.py)."""
 
-    ``inputs`` is an array of numbers; ``outputs`` is the item's output as a
-    (nested) list. With ``features`` set, the input length is checked.
-    """
-
-    def __init__(self, module: torch.nn.Module, name: str, version: str, features: int | None = None) -> None:
+    def __init__(self, module: torch.nn.Module, name: str, version: str, inputs: Inputs,
+                 outputs: Outputs | None = None) -> None:
         self.module = module
         self.name = name
         self.version = version
-        self.features = features
+        self.inputs = inputs
+        self.outputs = outputs or Outputs()
 
-    def prepare(self, inputs: Any) -> list[float]:
-        return check_numbers(inputs, self.features)
+    def prepare(self, inputs: Any) -> Any:
+        return self.inputs.prepare(inputs)
 
-    def collate(self, items: Sequence[list[float]]) -> torch.Tensor:
-        if len({len(item) for item in items}) > 1:
-            raise InvalidInput(ERR_WRONG_INPUT_LENGTH, "inputs in one batch differ in length")
-        return torch.tensor(items, dtype=torch.float32)
+    def collate(self, items: Sequence[Any]) -> ModelInput:
+        return self.inputs.collate(items)
 
-    def split(self, output: torch.Tensor) -> list[Any]:
-        result: list[Any] = output.tolist()
-        return result
+    def split(self, output: Any) -> list[Any]:
+        return self.outputs.split(output)
 
-    def sample_inputs(self, rng: random.Random) -> list[float]:
-        return [rng.random() for _ in range(self.features or 16)]
+    def sample_inputs(self, rng: random.Random) -> Any:
+        return self.inputs.sample(rng)
+
+    def describe(self) -> dict[str, Any]:
+        return {"inputs": self.inputs.describe(), "outputs": self.outputs.describe()}

@@ -8,14 +8,11 @@ probabilities for the same inputs; it needs no download.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
-from typing import Any
-
 import torch
 from torch import nn
 
-from worker.models.base import check_numbers
+from worker.models.base import DeclaredModel
+from worker.models.spec import Outputs, VectorInputs
 
 FEATURES = 16
 SEED = 20261130
@@ -34,21 +31,6 @@ def _churn_mlp() -> nn.Module:
     return mlp
 
 
-class ChurnModel:
-    name = "churn"
-    version = f"mlp16-seed{SEED}"
-
-    def __init__(self) -> None:
-        self.module = _churn_mlp()
-
-    def prepare(self, inputs: Any) -> list[float]:
-        return check_numbers(inputs, FEATURES)
-
-    def collate(self, items: Sequence[list[float]]) -> torch.Tensor:
-        return torch.tensor(items, dtype=torch.float32)
-
-    def split(self, output: torch.Tensor) -> list[Any]:
-        return [{"churn_probability": p} for p in output.squeeze(-1).tolist()]
-
-    def sample_inputs(self, rng: random.Random) -> list[float]:
-        return [round(rng.random(), 4) for _ in range(FEATURES)]
+def churn_model() -> DeclaredModel:
+    return DeclaredModel(_churn_mlp(), "churn", f"mlp16-seed{SEED}", VectorInputs(FEATURES),
+                         Outputs(names=("churn_probability",)))

@@ -17,6 +17,7 @@ copy per batch. On CPU the collated batch is used as it is.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +28,8 @@ import torch
 from worker.core.errors import ConfigError, InvalidInput, ModelError
 from worker.core.settings import check_amp
 from worker.core.wire import ERR_MODEL_ERROR, ERR_OUT_OF_MEMORY
-from worker.models import Servable
+from worker.models.base import Servable, eval_mode
+from worker.models.spec import ModelInput, call_module
 from worker.ports import Outcome
 
 log = structlog.get_logger(__name__)
@@ -57,7 +59,7 @@ class TorchRunner:
         ``pinned=False`` copies batches to a CUDA device from pageable memory
         (what bench/gpu.py compares against); it changes nothing on CPU.
         """
-        self._model = model
+        self.model = model
         self.prepare = model.prepare
         self.cost = getattr(model, "cost", None)  # text models: tokens per prepared item
         self.name = model.name
@@ -69,7 +71,7 @@ class TorchRunner:
         # driver stages it through a pinned buffer of its own, synchronously. Pinning exists only with CUDA.
         self.pins_batches = pinned and self.device.type == "cuda"
         self.safe_batch_size = max_batch_size
-        self._module = model.module.to(self.device).eval()
+        self._module = eval_mode(model.module.to(self.device))
 
     def warmup(self, batch_size: int, rounds: int = 3) -> float:
         """Run a few batches of sample inputs so that the first real batch is not slow.
@@ -80,7 +82,7 @@ class TorchRunner:
         of this size runs out of memory outright.
         """
         rng = random.Random(0)
-        items = [self._model.prepare(self._model.sample_inputs(rng)) for _ in range(batch_size)]
+        items = [self.model.prepare(self.model.sample_inputs(rng)) for _ in range(batch_size)]
         took = 0.0
         try:
             for _ in range(rounds):
@@ -92,7 +94,17 @@ class TorchRunner:
         except torch.cuda.OutOfMemoryError as exc:
             raise ConfigError(f"a batch of {batch_size} sample inputs runs out of memory on {self.device} in "
                               "warmup: lower max_batch_size") from exc
+        except Exception as exc:  # the model does not take what its spec says it takes
+            raise ModelError(self._warmup_failure(items, exc)) from exc
         return took
+
+    def _warmup_failure(self, items: Sequence[Any], exc: Exception) -> str:
+        shapes = ModelInput.of(self.model.collate(items)).shapes()
+        described = getattr(self.model, "describe", None)
+        spec = f" (input spec {described()['inputs']})" if described else ""
+        return (f"model {self.name} failed on its warmup batch{spec}, given forward({', '.join(shapes)}): "
+                f"{_cause(exc)}. Declare the inputs the model "
+                "really takes in --model-config (`python -m worker inspect-model` shows what is read now)")
 
     def _fit_in_memory(self, items: Sequence[Any]) -> None:
         """Keep a batch's peak memory under MEMORY_SHARE of what this process could still get.
@@ -143,15 +155,21 @@ class TorchRunner:
         return self._run_isolating(items[:middle]) + self._run_isolating(items[middle:])
 
     def _forward(self, items: Sequence[Any]) -> list[Any]:
-        batch = self._model.collate(items)
-        if self.pins_batches:
-            batch = batch.pin_memory()  # from torch's cache of pinned blocks, not a fresh page-lock per batch
+        # Pinned: from torch's cache of page-locked blocks, not a fresh page-lock per batch.
+        batch = ModelInput.of(self.model.collate(items)).to(self.device, non_blocking=True, pin=self.pins_batches)
         with torch.inference_mode(), autocast(self.device, self.amp):
-            output = self._module(batch.to(self.device, non_blocking=True))
-        outputs = self._model.split(_to_host(output) if isinstance(output, torch.Tensor) else output)
+            output = call_module(self._module, batch)
+        outputs = self.model.split(_to_host(output) if isinstance(output, torch.Tensor) else output)
         if len(outputs) != len(items):
             raise ModelError(f"model {self.name} returned {len(outputs)} outputs for {len(items)} inputs")
         return outputs
+
+
+def _cause(exc: Exception) -> str:
+    """The exception in one line: TorchScript puts the interpreter's trace first and the cause, named, last."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    last = lines[-1][:300] if lines else ""
+    return last if re.match(r"^\w+(Error|Exception): ", last) else f"{type(exc).__name__}: {last}"
 
 
 def _to_host(output: torch.Tensor) -> torch.Tensor:

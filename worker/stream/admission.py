@@ -20,10 +20,9 @@ from worker.core.messages import InvalidRecord, RawRecord, Request
 from worker.core.offsets import OffsetTracker
 from worker.core.stats import WorkerStats
 from worker.core.topics import TopicDirectory
-from worker.core.wire import decode_request
-from worker.ports import Outcome
+from worker.core.wire import ERR_UNKNOWN_REPLY_TOPIC, decode_request
 from worker.stream.dedup_gate import DedupGate
-from worker.stream.replies import Responder
+from worker.stream.replies import Responder, too_many_tokens
 
 
 class Admission:
@@ -60,8 +59,7 @@ class Admission:
         """Claim ids (new ones and any still waiting); batch what is fresh, count duplicates."""
         for request, fresh in self._gate.claim(new, self._clock.monotonic()):
             if fresh and not self._batcher.fits(request):
-                self._responder.answer(request, "error", Outcome(None, "too_many_tokens",
-                                       f"the input alone exceeds max_batch_tokens={self._max_batch_tokens}"))
+                self._responder.answer(request, "error", too_many_tokens(self._max_batch_tokens))
             elif fresh:
                 self._batcher.add(request, request.received_at)
             else:
@@ -71,7 +69,7 @@ class Admission:
     def _decode(self, record: RawRecord) -> Request | InvalidRecord:
         decoded = decode_request(record, self._prepare, self._max_record_bytes)
         if isinstance(decoded, Request) and decoded.reply_to and not self._topics.exists(decoded.reply_to):
-            return InvalidRecord(record.position, "unknown_reply_topic",
+            return InvalidRecord(record.position, ERR_UNKNOWN_REPLY_TOPIC,
                                  f"reply_to topic {decoded.reply_to!r} does not exist; the reply comes here",
                                  record.key, record.value, record.headers, decoded.id, None, decoded.traceparent)
         return decoded

@@ -30,12 +30,12 @@ from worker.core.offsets import OffsetTracker
 from worker.core.settings import Settings
 from worker.core.stats import WorkerStats
 from worker.core.topics import TopicDirectory
-from worker.ports import DedupStore, ModelRunner, Outcome, Scorer, SendTag, Sink, Source, Transactions
+from worker.ports import DedupStore, ModelRunner, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.admission import Admission
 from worker.stream.commit import commit_policy
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.membership import Membership
-from worker.stream.replies import Responder
+from worker.stream.replies import EXPIRED, Responder
 from worker.stream.scoring import InlineScorer
 
 log = structlog.get_logger(__name__)
@@ -154,8 +154,7 @@ class Worker:
         live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
         for request in batch:
             if request.deadline_ms is not None and request.deadline_ms <= now_ms:
-                self._responder.answer(request, "expired",
-                                       Outcome(None, "deadline_exceeded", "the deadline passed before scoring"))
+                self._responder.answer(request, "expired", EXPIRED)
         if live:
             self._membership.batch_submitted()
             self._scorer.submit(live)

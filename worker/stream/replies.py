@@ -13,7 +13,7 @@ from __future__ import annotations
 from worker.core.messages import InvalidRecord, Reply, Request, Status, Timings
 from worker.core.stats import WorkerStats
 from worker.core.offsets import TopicPartition as TP
-from worker.core.wire import encode_dead_letter, encode_reply
+from worker.core.wire import ERR_DEADLINE_EXCEEDED, ERR_TOO_MANY_TOKENS, encode_dead_letter, encode_reply
 from worker.ports import Completed, Outcome, Scored, SendTag, Sink
 
 
@@ -30,6 +30,13 @@ def reply_to_invalid(record: InvalidRecord, model: str, version: str) -> Reply:
         raise ValueError(f"{record.position.token()} has no request id: it is a dead letter, not a reply")
     return Reply(record.request_id, "error", record.position, model, version, error_code=record.code,
                  error_message=record.message, reply_to=record.reply_to, traceparent=record.traceparent)
+
+
+def too_many_tokens(max_batch_tokens: int | None) -> Outcome:
+    return Outcome(None, ERR_TOO_MANY_TOKENS, f"the input alone exceeds max_batch_tokens={max_batch_tokens}")
+
+
+EXPIRED = Outcome(None, ERR_DEADLINE_EXCEEDED, "the deadline passed before scoring")
 
 
 def stage_timings(request: Request, scored: Scored, submitted_ms: int) -> Timings:

@@ -1,0 +1,268 @@
+"""Loading users' models: a ``.pt2`` program, TorchScript, or a factory with a config and weights.
+
+Every failure here is a user's mistake to explain, not a traceback: each
+raises ModelError naming the model, what was expected, what was found, and
+what to do. Unpickling runs arbitrary code, so a pickled whole module is
+refused unless the user says ``--allow-pickle``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import pickle
+import tomllib
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+import torch
+
+from worker.core.errors import ModelError
+from worker.models.base import DeclaredModel, Servable
+from worker.models.spec import (
+    DTYPE_NAMES,
+    Inputs,
+    TensorInputs,
+    TensorSpec,
+    VectorInputs,
+    parse_inputs,
+    parse_outputs,
+)
+
+log = structlog.get_logger(__name__)
+
+SPEC_KEYS = ("inputs", "outputs")  # the config's keys that declare the spec; the rest go to the factory
+PICKLE_REFUSED = ("unpickling runs arbitrary code from the file; if you trust it, pass --allow-pickle, or better, "
+                  "save a state_dict (torch.save(model.state_dict(), path)) and serve it with a factory and --weights")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What the user named: ``--model``, ``--model-config``, ``--weights``, ``--allow-pickle``."""
+
+    model: str
+    config: Path | None = None
+    weights: Path | None = None
+    allow_pickle: bool = False
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A model config file, JSON or TOML by its suffix."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ModelError(f"cannot read the model config {path}: {exc.strerror}") from exc
+    try:
+        config = tomllib.loads(text.decode()) if path.suffix == ".toml" else json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        kind = "TOML" if path.suffix == ".toml" else "JSON (name it .toml for TOML)"
+        raise ModelError(f"the model config {path} is not valid {kind}: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ModelError(f"the model config {path} must be an object of keys, got {type(config).__name__}")
+    return config
+
+
+def load_exported(source: ModelSource, config: Mapping[str, Any]) -> Servable:
+    """A torch.export program: its inputs are read from its signature (the config may name the outputs)."""
+    path = Path(source.model)
+    try:
+        program = torch.export.load(str(path))
+    except Exception as exc:  # torch raises many kinds for a file that is not a program
+        raise ModelError(f"cannot load {path} as a torch.export program: {exc}") from exc
+    inputs = inputs_of_program(program, path)
+    if "inputs" in config:
+        declared = parse_inputs(config["inputs"], str(source.config))
+        log.info("inputs_declared_over_signature", model=str(path), signature=inputs.describe())
+        inputs = declared
+    return DeclaredModel(program.module(), path.stem, file_version(path, source.config), inputs,
+                         parse_outputs(config.get("outputs"), str(source.config)))
+
+
+def inputs_of_program(program: Any, path: Path) -> Inputs:
+    """The user inputs of an exported program, in order; the first dimension of each must be dynamic."""
+    user_inputs = list(program.graph_signature.user_inputs)
+    placeholders = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
+    specs: list[TensorSpec] = []
+    for name in user_inputs:
+        value = placeholders[name].meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            raise ModelError(f"{path}: input {name!r} is not a tensor; streamscore serves tensor inputs only")
+        shape = tuple(value.shape)
+        if not shape or not isinstance(shape[0], torch.SymInt):
+            raise ModelError(
+                f"{path}: the batch dimension (dim 0) of input {name!r} is static, of size "
+                f"{shape[0] if shape else 'none (a scalar)'}, so it only takes batches of that size. Export it "
+                "with a dynamic batch: torch.export.export(model, example_args, dynamic_shapes="
+                "{'" + name + "': {0: torch.export.Dim('batch', min=1)}}) (min=1 needs an example batch of 2 or more)")
+        rest = shape[1:]
+        if any(isinstance(d, torch.SymInt) for d in rest):
+            raise ModelError(f"{path}: input {name!r} has a dynamic dimension besides the batch {shape}; declare "
+                             "its inputs in --model-config (e.g. kind sequence) to serve it")
+        dtype = DTYPE_NAMES.get(value.dtype)
+        if dtype is None:
+            raise ModelError(f"{path}: input {name!r} is {value.dtype}; streamscore feeds float32, int64 or bool")
+        specs.append(TensorSpec(name, dtype, tuple(int(d) for d in rest)))
+    if len(specs) == 1 and specs[0].dtype == "float32" and len(specs[0].shape) == 1:
+        return VectorInputs(specs[0].shape[0])  # one row of numbers: a plain array on the wire
+    return TensorInputs(tuple(specs))
+
+
+def load_torchscript(source: ModelSource, config: Mapping[str, Any]) -> Servable:
+    path = Path(source.model)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # said once, below, with what to do instead
+            module = torch.jit.load(str(path), map_location="cpu")  # type: ignore[no-untyped-call]
+    except RuntimeError as jit_error:
+        return _load_not_torchscript(source, config, jit_error)
+    log.info("torchscript_is_deprecated", model=str(path),
+             advice="torch deprecates TorchScript: export the model with torch.export and serve the .pt2")
+    inputs = _declared_or_guessed(module, config, source)
+    return DeclaredModel(module, path.stem, file_version(path, source.config), inputs,
+                         parse_outputs(config.get("outputs"), str(source.config)))
+
+
+def _load_not_torchscript(source: ModelSource, config: Mapping[str, Any], jit_error: Exception) -> Servable:
+    """A .pt that is not TorchScript: a state_dict (say how to serve it), or a pickled module (refused)."""
+    path = Path(source.model)
+    try:
+        loaded = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        if not source.allow_pickle:
+            raise ModelError(f"{path} is a pickled Python object, not TorchScript: refused, because "
+                             f"{PICKLE_REFUSED}") from None
+        loaded = torch.load(str(path), map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise ModelError(f"cannot load {path}: not TorchScript ({jit_error}) nor a torch.save file ({exc})") from exc
+    if isinstance(loaded, torch.nn.Module):
+        inputs = _declared_or_guessed(loaded, config, source)
+        return DeclaredModel(loaded, path.stem, file_version(path, source.config), inputs,
+                             parse_outputs(config.get("outputs"), str(source.config)))
+    if isinstance(loaded, dict):
+        raise ModelError(f"{path} holds weights (a state_dict of {len(loaded)} tensors), not a model: serve it as "
+                         f"--model package.module:factory --weights {path}, the factory building the module")
+    raise ModelError(f"{path} holds a {type(loaded).__name__}, not a model")
+
+
+def load_factory(source: ModelSource, config: Mapping[str, Any]) -> Servable:
+    module_name, _, attr = source.model.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ModelError(f"cannot import model factory {source.model!r}: {exc}") from exc
+    kwargs = {key: value for key, value in config.items() if key not in SPEC_KEYS}
+    try:
+        built = factory(**kwargs)
+    except TypeError as exc:
+        raise ModelError(f"model factory {source.model} does not take the config's keys "
+                         f"({', '.join(sorted(kwargs)) or 'none'}): {exc}") from exc
+    except ValueError as exc:  # how a factory says a config value is out of range
+        raise ModelError(f"model factory {source.model} refused the config's values: {exc}") from exc
+    if isinstance(built, torch.nn.Module):
+        if source.weights is not None:
+            load_weights(built, source)
+        inputs = _declared_or_guessed(built, config, source)
+        version = str(getattr(built, "version", "")) or content_version(source.weights, source.config)
+        return DeclaredModel(built, source.model, version, inputs,
+                             parse_outputs(config.get("outputs"), str(source.config)))
+    if source.weights is not None:
+        raise ModelError(f"--weights needs a factory that returns a torch.nn.Module; {source.model} returned "
+                         f"{type(built).__name__}, which loads its own weights")
+    if isinstance(built, Servable):
+        return built
+    raise ModelError(f"{source.model} returned {type(built).__name__}; expected a torch.nn.Module or a Servable")
+
+
+def load_weights(module: torch.nn.Module, source: ModelSource) -> None:
+    """Load ``--weights`` into ``module`` with strict key matching; every mismatch is named."""
+    path = source.weights
+    assert path is not None
+    state = _read_weights(path, source.allow_pickle)
+    expected = set(module.state_dict())
+    missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
+    if missing or unexpected:
+        raise ModelError(f"the weights in {path} do not match {source.model}: missing keys "
+                         f"{_some(missing)}; unexpected keys {_some(unexpected)}. Check that the factory builds "
+                         "the same architecture (and config) the weights were saved from")
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as exc:  # the keys match but a shape does not
+        reasons = "; ".join(line.strip() for line in str(exc).splitlines()[1:]) or str(exc)
+        raise ModelError(f"the weights in {path} do not fit {source.model}: {reasons}") from exc
+
+
+def _read_weights(path: Path, allow_pickle: bool) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise ModelError(f"weights file {path} does not exist")
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+        try:
+            return load_file(str(path))
+        except Exception as exc:
+            raise ModelError(f"cannot read {path} as safetensors: {exc}") from exc
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        if not allow_pickle:
+            raise ModelError(f"{path} is not a plain state_dict (it holds pickled Python objects): refused, "
+                             f"because {PICKLE_REFUSED}") from None
+        state = torch.load(str(path), map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise ModelError(f"cannot read weights from {path}: {exc}") from exc
+    if isinstance(state, torch.nn.Module):
+        state = state.state_dict()
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ModelError(f"{path} does not hold a state_dict (a mapping of names to tensors)")
+    return state
+
+
+def _declared_or_guessed(module: torch.nn.Module, config: Mapping[str, Any], source: ModelSource) -> Inputs:
+    """The config's inputs; without them, a vector as wide as the module's first Linear layer."""
+    if "inputs" in config:
+        return parse_inputs(config["inputs"], str(source.config))
+    width = first_linear_width(module)
+    if width is None:
+        raise ModelError(f"{source.model} has no signature to read and its inputs cannot be guessed: declare them in "
+                         '--model-config, e.g. {"inputs": {"kind": "vector", "length": 8}} (see the README, '
+                         '"Bring your own model")')
+    log.info("inputs_guessed", model=source.model, inputs={"kind": "vector", "length": width},
+             advice="declare inputs in --model-config to be explicit")
+    return VectorInputs(width)
+
+
+def first_linear_width(module: torch.nn.Module) -> int | None:
+    """in_features of the first layer with parameters, when it is a Linear (or TorchScript of one)."""
+    for child in module.modules():
+        weight = getattr(child, "weight", None)
+        if isinstance(weight, torch.Tensor):
+            linear = isinstance(child, torch.nn.Linear) or getattr(child, "original_name", "") == "Linear"
+            return int(weight.shape[1]) if linear and weight.dim() == 2 else None
+    return None
+
+
+def file_version(path: Path, config: Path | None) -> str:
+    return content_version(path, config)
+
+
+def content_version(*paths: Path | None) -> str:
+    """The first 12 hex digits of the SHA-256 of the files that define the model ("0" when none do)."""
+    digest = hashlib.sha256()
+    present = [p for p in paths if p is not None]
+    for path in present:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12] if present else "0"
+
+
+def _some(keys: list[str]) -> str:
+    if not keys:
+        return "none"
+    shown = ", ".join(keys[:8])
+    return shown + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+
+
+
