@@ -119,7 +119,8 @@ def _latency(sent: SendSummary, reader: LatencyReader, rate: float, load: float,
     sizes = [reader.batch_sizes[i] for i in answered if reader.batch_sizes.get(i)]
     span_s = (max(sent.sent_at_ms.values()) - start_ms) / 1000
     return LatencyRun(
-        load=load, offered_per_s=rate, achieved_per_s=(sent.sent - 1) / span_s if span_s > 0 else 0.0, sent=sent.sent, measured=len(answered),
+        load=load, offered_per_s=rate, achieved_per_s=(sent.sent - 1) / span_s if span_s > 0 else 0.0,
+        sent=sent.sent, measured=len(answered),
         missing=sum(1 for i in sent.sent_at_ms if i not in reader.received_ms),
         p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95), p99_ms=percentile(latencies, 99),
         max_ms=latencies[-1] if latencies else None,

@@ -20,10 +20,11 @@ def throughput_plot(result: WorkloadResult, path: Path) -> None:
         points = sorted((p.batch_size, p.throughput.per_s) for p in result.grid
                         if p.max_wait_ms == wait and p.throughput.per_s)
         if points:
-            ax.plot(*zip(*points), marker="o", label=f"streamscore, wait {wait} ms")
+            ax.plot(*zip(*points, strict=True), marker="o", label=f"streamscore, wait {wait} ms")
     ceilings = sorted((c.batch_size, c.items_per_s) for c in result.model_ceiling)
     if ceilings:
-        ax.plot(*zip(*ceilings), linestyle="--", color="grey", marker=".", label="model ceiling (forward only)")
+        ax.plot(*zip(*ceilings, strict=True), linestyle="--", color="grey", marker=".",
+                label="model ceiling (forward only)")
     for run, color, label in ((result.kafka_ceiling, "tab:red", "Kafka ceiling"),
                               (result.naive, "tab:brown", "naive, one at a time")):
         if run is not None and run.per_s:

@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25, help="functions to list (default 25)")
     parser.add_argument("--no-profile", action="store_true",
                         help="time the run without cProfile (whose overhead slows Python code most)")
-    parser.add_argument("worker_args", nargs="*", help="after --: settings for the worker, e.g. -- --max-batch-size 256")
+    parser.add_argument("worker_args", nargs="*",
+                        help="after --: settings for the worker, e.g. -- --max-batch-size 256")
     args = parser.parse_args(argv)
     bootstrap, redis_url = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get("REDIS_URL")
     if not bootstrap or not redis_url:

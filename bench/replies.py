@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import orjson
@@ -64,10 +65,8 @@ def _reply_record(key: bytes | None, value: bytes | None, timestamp: int,
     found = dict(headers or ())
     status = "unreadable"
     if value:
-        try:
+        with contextlib.suppress(orjson.JSONDecodeError, AttributeError):
             status = str(orjson.loads(value).get("status"))
-        except (orjson.JSONDecodeError, AttributeError):
-            pass
     compute = found.get(H_COMPUTE)
     size = found.get(H_BATCH_SIZE)
     return ReplyRecord((key or b"").decode(errors="replace"), timestamp, status,

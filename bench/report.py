@@ -46,8 +46,8 @@ def _workload(r: WorkloadResult, batch: int, wait: int) -> list[str]:
                        (f"streamscore, batch {batch}, wait {wait} ms", point.throughput if point else None)):
         lines.append(_run_row(label, run))
     lines += ["", "### Grid (closed-loop throughput; latency in an open loop at the given share of it)", "",
-              "| batch | wait ms | req/s | / Kafka ceiling | / model ceiling (just before) | CPU us a request | mean batch "
-              "| compute ms | load | p50 ms | p95 ms | p99 ms |",
+              "| batch | wait ms | req/s | / Kafka ceiling | / model ceiling (just before) | CPU us a request "
+              "| mean batch | compute ms | load | p50 ms | p95 ms | p99 ms |",
               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [_grid_row(r, p) for p in r.grid]
     notes = [f"- batch {p.batch_size}, wait {p.max_wait_ms} ms: {note}" for p in r.grid for note in _notes(p)]

@@ -97,5 +97,5 @@ def reply_size(servable: Servable, requests: list[RequestBody]) -> int:
         outputs = servable.split(call_module(servable.module, servable.collate(items)))
     sizes = [len(encode_reply(Reply(str(r["id"]), "ok", Position("t", 0, 0), servable.name, servable.version,
                                     outputs=output, timings=Timings(1.0, 1.0, 1.0), batch_size=1))[1])
-             for r, output in zip(requests, outputs)]
+             for r, output in zip(requests, outputs, strict=True)]
     return round(sum(sizes) / len(sizes))

@@ -113,9 +113,9 @@ class TopicSpanReader:
             froms = self._consumer.beginning_offsets(tps)
             untils: dict[TopicPartition, int | None] = {}
         else:
-            froms = _offsets(self._consumer.offsets_for_times({tp: time_range.from_ms for tp in tps}))
+            froms = _offsets(self._consumer.offsets_for_times(dict.fromkeys(tps, time_range.from_ms)))
             untils = {} if time_range.until_ms is None else _offsets(
-                self._consumer.offsets_for_times({tp: time_range.until_ms for tp in tps}))
+                self._consumer.offsets_for_times(dict.fromkeys(tps, time_range.until_ms)))
         self._stops: dict[TopicPartition, int] = {}
         self._consumer.assign(tps)
         for tp in tps:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -21,10 +22,8 @@ def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: fl
         existing = set(admin.list_topics())
         wanted = [NewTopic(name, count, 1) for name, count in partitions.items() if name not in existing]
         if wanted:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently by someone else: fine
                 admin.create_topics(wanted)
-            except TopicAlreadyExistsError:
-                pass  # created concurrently by someone else: fine
     finally:
         admin.close()
     _wait_until_visible(bootstrap_servers, {t.name: t.num_partitions for t in wanted}, wait_s)

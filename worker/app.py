@@ -11,18 +11,18 @@ import torch
 from kafka.errors import KafkaError
 
 from worker.core.clock import SystemClock
-from worker.dedup.memory import InMemoryDedupStore
-from worker.dedup.redis_store import RedisDedupStore
-from worker.ports import DedupStore, Scorer, SendTag
-from worker.stream.loop import Worker
-from worker.models import load_model
-from worker.models.runner import TorchRunner
-from worker.stream.scoring import InlineScorer, ThreadScorer
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.settings import Settings, redact_url, require_services
+from worker.dedup.memory import InMemoryDedupStore
+from worker.dedup.redis_store import RedisDedupStore
 from worker.kafka.sink import KafkaSink
 from worker.kafka.source import KafkaSource
 from worker.kafka.transactions import ExactlyOnce, TransactionalSink
+from worker.models import load_model
+from worker.models.runner import TorchRunner
+from worker.ports import DedupStore, Scorer, SendTag
+from worker.stream.loop import Worker
+from worker.stream.scoring import InlineScorer, ThreadScorer
 
 log = structlog.get_logger(__name__)
 

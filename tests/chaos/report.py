@@ -60,7 +60,7 @@ def summary_table(results: list[ScenarioResult]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = []
     for row in rows:
-        cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:-1], widths[1:])]
+        cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:-1], widths[1:], strict=True)]
         lines.append("  ".join([*cells, row[-1]]))
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines) + "\n"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import orjson
 from kafka import KafkaConsumer, TopicPartition
@@ -120,7 +121,7 @@ def count(sent: set[str], failed: Iterable[str], replies: list[SeenReply],
         tally.scored_twice += sum(1 for r in seen if r.status == "ok") > 1
         tally.from_two_records += len({r.source for r in seen}) > 1
         gaps = [_disruption_gap(earlier.timestamp_ms, later.timestamp_ms, disruptions_ms, window_ms)
-                for earlier, later in zip(seen, seen[1:])]
+                for earlier, later in pairwise(seen)]
         explained = sum(1 for gap in gaps if gap is not None)
         tally.in_crash_window += explained
         tally.crash_gap_ms_max = max([tally.crash_gap_ms_max, *(gap for gap in gaps if gap is not None)])

@@ -2,9 +2,9 @@ import argparse
 
 import pytest
 
-from worker.jobs.backfill import ReplyTopicSink, add_backfill_parser, backfill_settings
 from worker.core.errors import ConfigError
 from worker.core.messages import Position
+from worker.jobs.backfill import ReplyTopicSink, add_backfill_parser, backfill_settings
 
 ENV = {"KAFKA_BOOTSTRAP_SERVERS": "k:9092", "REDIS_URL": "redis://r:6379/0"}
 RANGE = ["--from-time", "2025-11-29T00:00:00Z", "--until-time", "2025-11-30T00:00:00Z"]

@@ -53,7 +53,7 @@ class FakeConsumer:
         return {TOPIC}
 
     def assign(self, tps):
-        self.positions = {tp: 0 for tp in tps}
+        self.positions = dict.fromkeys(tps, 0)
 
     def end_offsets(self, tps):
         return {tp: self.ends[tp.partition] for tp in tps}
@@ -105,7 +105,7 @@ def log_of(partition, timestamps, offsets=None):
     offsets = offsets or range(len(timestamps))
     return [Record(TOPIC, partition, o, ts, f"k{partition}-{o}".encode(),
                    orjson.dumps({"id": f"r{partition}-{o}", "inputs": [1], "deadline_ms": 5}))
-            for o, ts in zip(offsets, timestamps)]
+            for o, ts in zip(offsets, timestamps, strict=True)]
 
 
 def source_over(consumer, time_range, **options):

@@ -134,7 +134,8 @@ def test_dead_letter_keeps_original_bytes_and_says_why():
     as_dict = dict(headers)
     assert as_dict["origin"] == b"x"
     assert as_dict["dlq-error-code"] == b"invalid_json"
-    assert (as_dict["source-topic"], as_dict["source-partition"], as_dict["source-offset"]) == (b"requests", b"2", b"41")
+    source = (as_dict["source-topic"], as_dict["source-partition"], as_dict["source-offset"])
+    assert source == (b"requests", b"2", b"41")
 
 
 json_values = st.recursive(

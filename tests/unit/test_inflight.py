@@ -82,7 +82,7 @@ def test_every_request_ends_once_answered_or_expired_after_exactly_its_sends(req
             start, timeout, retries, _ = requests[int(request_id)]
             sends[request_id] += 1
             assert sends[request_id] <= 1 + (now - start) / (timeout / (retries + 1)) + 1e-6  # never early
-        for request_id, pending in due.expired:
+        for request_id, _pending in due.expired:
             start, timeout, _, answered = requests[int(request_id)]
             assert not answered and request_id not in expired
             assert now >= start + timeout - 1e-6

@@ -104,7 +104,7 @@ def test_torchscript_with_declared_fields_and_named_outputs(tmp_path):
     config = write_config(tmp_path / "net.json", {"inputs": {"kind": "fields", "fields": fields},
                                                   "outputs": {"names": ["low", "high"]}})
     model = load_model(str(tmp_path / "net.pt"), config)
-    replies = scores(model, [dict(zip(fields, row)) for row in ROWS])
+    replies = scores(model, [dict(zip(fields, row, strict=True)) for row in ROWS])
     expected = build().eval()(torch.tensor(ROWS)).tolist()
     assert flat([r["low"], r["high"]] for r in replies) == pytest.approx(flat(expected), abs=1e-6)
 
@@ -130,7 +130,8 @@ def test_a_state_dict_saved_with_torch_save_loads_without_unpickling_code(tmp_pa
     trained = build()
     torch.save(trained.state_dict(), str(tmp_path / "net.pt"))
     model = load_model("tests.unit.test_model_loading:build", weights=str(tmp_path / "net.pt"))
-    assert flat(scores(model, ROWS[:2])) == pytest.approx(flat(trained.eval()(torch.tensor(ROWS[:2])).tolist()), abs=1e-6)
+    expected = trained.eval()(torch.tensor(ROWS[:2])).tolist()
+    assert flat(scores(model, ROWS[:2])) == pytest.approx(flat(expected), abs=1e-6)
 
 
 def test_weights_that_do_not_match_name_the_missing_and_unexpected_keys(tmp_path):

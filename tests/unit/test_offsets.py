@@ -64,7 +64,7 @@ def test_watermark_never_decreases_and_never_passes_an_unacknowledged_offset(ack
     offsets = list(range(len(acked_flags)))
     for offset in offsets:
         tracker.track(TP, offset)
-    to_ack = [o for o, flag in zip(offsets, acked_flags) if flag]
+    to_ack = [o for o, flag in zip(offsets, acked_flags, strict=True) if flag]
     rnd.shuffle(to_ack)
     last = 0
     for offset in to_ack:

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from worker.core.errors import InvalidInput, ModelError
-from worker.models import load_model
-from worker.models import minilm
+from worker.models import load_model, minilm
 from worker.models.runner import TorchRunner
 
 EATING = "A man is eating food."
@@ -43,7 +42,7 @@ def embed(runner: TorchRunner, model: minilm.MiniLMModel, texts: list[str]) -> l
 
 
 def dot(a: list[float], b: list[float]) -> float:
-    return sum(x * y for x, y in zip(a, b))
+    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 def test_name_and_version_name_the_package_and_weights(model):
@@ -70,7 +69,7 @@ def test_amp_bf16_on_cpu_keeps_embeddings_close(model, runner):
     texts = [EATING, BREAD, HORSE, REVENUE]
     exact = embed(runner, model, texts)
     bf16 = embed(TorchRunner(model, "cpu", max_batch_size=8, amp="bf16"), model, texts)
-    for a, b in zip(exact, bf16):
+    for a, b in zip(exact, bf16, strict=True):
         assert a != b and dot(a, b) > 0.99  # ran in bfloat16, still the same direction
 
 
@@ -88,7 +87,7 @@ def test_padding_does_not_change_an_embedding(model, runner):
     texts = [EATING, REVENUE + " " + REVENUE, "Hi.", BREAD]
     together = embed(runner, model, texts)
     alone = [embed(runner, model, [text])[0] for text in texts]
-    for a, b in zip(together, alone):
+    for a, b in zip(together, alone, strict=True):
         assert a == pytest.approx(b, abs=2e-6)
 
 

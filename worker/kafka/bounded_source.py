@@ -83,9 +83,9 @@ class BoundedKafkaSource:
         tps = [TopicPartition(self._topic, p) for p in partitions]
         self._consumer.assign(tps)
         ends = self._consumer.end_offsets(tps)
-        froms = self._consumer.offsets_for_times({tp: self._range.from_ms for tp in tps})
+        froms = self._consumer.offsets_for_times(dict.fromkeys(tps, self._range.from_ms))
         untils = ({} if self._range.until_ms is None
-                  else self._consumer.offsets_for_times({tp: self._range.until_ms for tp in tps}))
+                  else self._consumer.offsets_for_times(dict.fromkeys(tps, self._range.until_ms)))
         fresh_plans: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp in tps:
             resume = self._resume(tp, span_of(_offset(froms.get(tp)), _offset(untils.get(tp)), ends[tp]))

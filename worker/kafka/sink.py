@@ -7,6 +7,7 @@ only once the broker acknowledged them (acks=all, idempotent producer).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Generic, TypeVar
 
 import structlog
@@ -24,7 +25,8 @@ T = TypeVar("T")
 class KafkaSink(Generic[T]):
     def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, **producer_config: Any) -> None:
         self._config = dict(bootstrap_servers=bootstrap_servers.split(","), client_id=client_id, acks="all",
-                            enable_idempotence=True, linger_ms=linger_ms, max_block_ms=15_000, **producer_config)
+                            enable_idempotence=True, linger_ms=linger_ms,
+                            **{"max_block_ms": 15_000, **producer_config})  # extra config may override it
         self._producer = KafkaProducer(**self._config)
         self._pending: list[tuple[T, FutureRecordMetadata | None, Exception | None]] = []
 
@@ -46,10 +48,9 @@ class KafkaSink(Generic[T]):
 
         Sends still unanswered then (the broker is away) stay queued for the next settle.
         """
-        try:
+        # A timeout leaves some sends out: report the finished ones, keep the rest.
+        with contextlib.suppress(KafkaTimeoutError):
             self._producer.flush(timeout=timeout_s)
-        except KafkaTimeoutError:
-            pass  # some sends are still out: report the finished ones, keep the rest
         deliveries = []
         still_out = []
         for tag, future, error in self._pending:

@@ -22,10 +22,10 @@ from kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.errors import KafkaError
 
 from worker.core.errors import TransactionAborted
-from worker.kafka.source import KafkaSource
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.kafka.sink import KafkaSink
+from worker.kafka.source import KafkaSource
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

@@ -12,7 +12,6 @@ import hashlib
 import importlib
 import json
 import pickle
-import tomllib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+import tomllib
 import torch
 
 from worker.core.errors import ModelError

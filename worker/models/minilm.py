@@ -29,7 +29,7 @@ import torch
 from safetensors.torch import load as load_safetensors
 from tokenizers import Tokenizer
 from torch import nn
-from torch.nn import functional as F
+from torch.nn import functional as F  # noqa: N812 (torch convention)
 
 from worker.core.errors import InvalidInput, ModelError
 from worker.core.wire import ERR_INVALID_INPUTS

@@ -175,7 +175,8 @@ class TensorSpec:
                 return value
             return integer(value, where, self.high) if self.dtype == "int64" else number(value, where)
         if not isinstance(value, list):
-            raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be an array of {shape[0]}, got {type(value).__name__}")
+            raise InvalidInput(ERR_INVALID_INPUTS,
+                               f"{where} must be an array of {shape[0]}, got {type(value).__name__}")
         if len(value) != shape[0]:
             raise InvalidInput(ERR_WRONG_INPUT_LENGTH, f"{where} must have {shape[0]} values, got {len(value)}")
         return [self._read(v, shape[1:], f"{where}[{i}]") for i, v in enumerate(value)]

@@ -15,9 +15,9 @@ from typing import TypeVar
 
 import structlog
 
-from worker.ports import Completed, DedupStore
 from worker.core.messages import Position, Request
 from worker.core.offsets import TopicPartition as TP
+from worker.ports import Completed, DedupStore
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -54,7 +54,7 @@ class DedupGate:
         if not ok or verdicts is None:
             return []
         self._to_claim = []
-        return list(zip(waiting, verdicts))
+        return list(zip(waiting, verdicts, strict=True))
 
     def complete(self, done: Sequence[tuple[Position, Completed]], now: float) -> list[Position]:
         """Queue done marks and claim releases, write everything queued if due; returns the positions written."""

@@ -11,8 +11,8 @@ outcome in the stats.
 from __future__ import annotations
 
 from worker.core.messages import InvalidRecord, Reply, Request, Status, Timings
-from worker.core.stats import WorkerStats
 from worker.core.offsets import TopicPartition as TP
+from worker.core.stats import WorkerStats
 from worker.core.wire import ERR_DEADLINE_EXCEEDED, ERR_TOO_MANY_TOKENS, encode_dead_letter, encode_reply
 from worker.ports import Completed, Outcome, Scored, SendTag, Sink
 
@@ -79,7 +79,7 @@ class Responder:
     def answer_scored(self, scored: Scored, submitted_ms: int, left: set[TP]) -> None:
         """Reply to a finished batch, except for the partitions that ``left`` while it ran (their new
         owner scores them again)."""
-        pairs = [(r, o) for r, o in zip(scored.batch, scored.outcomes)
+        pairs = [(r, o) for r, o in zip(scored.batch, scored.outcomes, strict=True)
                  if (r.position.topic, r.position.partition) not in left]
         self._stats.handed_over += len(scored.batch) - len(pairs)
         self._stats.record_batch(len(pairs), scored.compute_s)

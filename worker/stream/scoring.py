@@ -11,6 +11,7 @@ way: the model is not thread-safe, and a device runs one batch at a time.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -73,10 +74,8 @@ class ThreadScorer:
 
     def wait(self, timeout_s: float) -> None:
         if self._running is not None:
-            try:
+            with contextlib.suppress(FutureTimeout):
                 self._running[1].result(timeout=timeout_s)
-            except FutureTimeout:
-                pass
 
     def take(self) -> Scored | None:
         """Raises what the model raised (the runner turns model errors into outcomes; this is a bug)."""
