@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tests.integration.kit import REPO
@@ -52,3 +54,14 @@ def test_score_file_writes_replies_and_dead_letters(tmp_path):
     lines = target.read_text().splitlines()
     assert '"status":"ok"' in lines[0] and '"wrong_input_length"' in lines[1]
     assert "invalid_json" in (tmp_path / "out.jsonl.deadletter.jsonl").read_text()
+
+
+def test_score_file_reads_and_writes_parquet(tmp_path):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"id": ["a", "b"], "inputs": ["[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1,0,0,0,0,0,0]",
+                                                             "[1]"]}), source)
+    result = run_worker("score-file", str(source), str(target), "--no-progress", "--model", "churn")
+    assert result.returncode == 0, result.stderr
+    replies = pq.read_table(target).to_pylist()
+    assert [(r["id"], r["status"], r["error_code"]) for r in replies] == [
+        ("a", "ok", None), ("b", "error", "wrong_input_length")]

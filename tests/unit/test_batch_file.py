@@ -7,10 +7,14 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
-from worker.core.errors import InvalidInput
+from worker.core.errors import ConfigError, InvalidInput
 from worker.core.settings import Settings
 from worker.jobs.batch_file import score_file
+from worker.jobs.tables import count_requests
 from worker.ports import Outcome
 
 SETTINGS = Settings(requests_topic="requests", max_batch_size=4)
@@ -70,3 +74,156 @@ def test_the_token_budget_bounds_every_batch_and_refuses_an_input_too_large_alon
     replies = [orjson.loads(line) for line in target.read_bytes().splitlines()]
     assert [r["id"] for r in replies] == [str(i) for i in range(len(texts))]
     assert replies[4]["error"]["code"] == "too_many_tokens"
+
+
+# Parquet: the same requests as a table, the same replies as a table.
+
+class FieldsEcho:
+    """A model over ``fields`` inputs (an object of numbers): records each object, answers with their sum."""
+
+    name = "fields"
+    version = "1"
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def prepare(self, inputs: Any) -> dict[str, Any]:
+        if not isinstance(inputs, dict) or not all(isinstance(v, (int, float)) for v in inputs.values()):
+            raise InvalidInput("invalid_inputs", "expected an object of numbers")
+        self.seen.append(inputs)
+        return inputs
+
+    def run(self, items: Sequence[Any]) -> list[Outcome]:
+        return [Outcome(sum(item.values())) for item in items]
+
+
+def write_requests(path, requests, row_group_size=None):
+    """JSONL lines, or a Parquet table whose ``inputs`` column holds each request's inputs as JSON text."""
+    if path.suffix == ".jsonl":
+        write_lines(path, requests)
+        return
+    table = pa.table({"id": pa.array([r.get("id") for r in requests], pa.string()),
+                      "inputs": [orjson.dumps(r["inputs"]).decode() for r in requests],
+                      "deadline_ms": pa.array([r.get("deadline_ms") for r in requests], pa.int64())})
+    pq.write_table(table, path, row_group_size=row_group_size)
+
+
+def read_replies(path):
+    """Replies as wire-format dicts, from either format."""
+    if path.suffix == ".jsonl":
+        return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    replies = []
+    for row in pq.read_table(path).to_pylist():
+        reply = {"id": row["id"], "status": row["status"]}
+        if row["status"] == "ok":
+            reply["outputs"] = orjson.loads(row["outputs"])
+        else:
+            reply["error"] = {"code": row["error_code"], "message": row["error_message"]}
+        replies.append(reply | {"model": row["model"], "model_version": row["model_version"]})
+    return replies
+
+
+def score_without_dead_letters(model, source, target):
+    score_file(model, source, target, SETTINGS, progress=False)
+    assert not target.with_name(target.name + ".deadletter.jsonl").exists()
+    return read_replies(target)
+
+
+def dead_letters(target):
+    path = target.with_name(target.name + ".deadletter.jsonl")
+    return [(d["line"], d["error"]["code"]) for d in map(orjson.loads, path.read_bytes().splitlines())]
+
+
+MIXED = [{"id": "a", "inputs": "one"}, {"id": "b", "inputs": 7}, {"inputs": "no id"},
+         {"id": "c", "inputs": "two words", "deadline_ms": 1_900_000_000_000}, {"id": "d", "inputs": "x y z"},
+         {"id": "e", "inputs": "a b c d"}, {"id": "f", "inputs": "last"}]
+
+
+@pytest.mark.parametrize("suffix_in", [".jsonl", ".parquet"])
+@pytest.mark.parametrize("suffix_out", [".jsonl", ".parquet"])
+def test_every_combination_of_formats_gives_the_same_replies(tmp_path, suffix_in, suffix_out):
+    source, target = tmp_path / f"in{suffix_in}", tmp_path / f"out{suffix_out}"
+    write_requests(source, MIXED)
+    summary = score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert read_replies(target) == [
+        {"id": "a", "status": "ok", "outputs": 1, "model": "words", "model_version": "1"},
+        {"id": "b", "status": "error", "error": {"code": "invalid_inputs", "message": "expected a string"},
+         "model": "words", "model_version": "1"},
+        *({"id": i, "status": "ok", "outputs": n, "model": "words", "model_version": "1"}
+          for i, n in [("c", 2), ("d", 3), ("e", 4), ("f", 1)]),
+    ]
+    assert dead_letters(target) == [(3, "missing_id")]
+    assert (summary.lines, summary.ok, summary.errors, summary.dead_letters) == (7, 5, 1, 1)
+
+
+def test_without_an_inputs_column_the_other_columns_are_the_inputs_fields(tmp_path):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"id": ["a", "b"], "tenure": [3, 12], "plan_price": [19.9, 5.0],
+                             "deadline_ms": [None, 1_900_000_000_000]}), source)
+    model = FieldsEcho()
+    score_file(model, source, target, SETTINGS, progress=False)
+    assert model.seen == [{"tenure": 3, "plan_price": 19.9}, {"tenure": 12, "plan_price": 5.0}]
+    assert [(r["id"], r["outputs"]) for r in read_replies(target)] == [("a", 22.9), ("b", 17.0)]
+
+
+def test_a_row_without_a_usable_id_is_a_dead_letter_with_its_row_number(tmp_path):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.jsonl"
+    pq.write_table(pa.table({"id": ["a", None, "", "b", "x" * 257], "inputs": ['"one"'] * 5}), source)
+    summary = score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert [r["id"] for r in read_replies(target)] == ["a", "b"]
+    assert dead_letters(target) == [(2, "missing_id"), (3, "invalid_id"), (5, "invalid_id")]
+    assert summary.dead_letters == 3
+
+
+def test_a_row_that_cannot_be_scored_gets_an_error_reply_in_its_place(tmp_path):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"id": ["a", "b", "c", "d", "e"],
+                             "inputs": ['"one"', "[1,", "7", None, '"three more words"']}), source)
+    replies = score_without_dead_letters(WordCounter(), source, target)
+    assert [(r["id"], r.get("error", {}).get("code")) for r in replies] == [
+        ("a", None), ("b", "invalid_json"), ("c", "invalid_inputs"), ("d", "missing_inputs"), ("e", None)]
+
+
+def test_an_inputs_column_of_lists_is_taken_as_it_is(tmp_path):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.jsonl"
+    pq.write_table(pa.table({"id": ["a"], "inputs": pa.array([[0.5, 1.5]], pa.list_(pa.float64()))}), source)
+
+    class Summer(WordCounter):
+        def prepare(self, inputs: Any) -> Any:
+            return inputs
+
+        def run(self, items: Sequence[Any]) -> list[Outcome]:
+            return [Outcome(sum(item)) for item in items]
+
+    assert score_without_dead_letters(Summer(), source, target)[0]["outputs"] == 2.0
+
+
+def test_a_file_of_many_chunks_is_scored_completely_in_order_a_row_group_per_chunk(tmp_path):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    # Input row groups of 1,500 rows, read in chunks of 1,000: chunks cross row groups.
+    write_requests(source, [{"id": f"r{i}", "inputs": "w " * (i % 5 + 1)} for i in range(5000)], row_group_size=1500)
+    runner = WordCounter()
+    summary = score_file(runner, source, target, SETTINGS, progress=False, chunk_rows=1000)
+    replies = read_replies(target)
+    assert [r["id"] for r in replies] == [f"r{i}" for i in range(5000)]
+    assert [r["outputs"] for r in replies] == [i % 5 + 1 for i in range(5000)]
+    assert summary.ok == 5000 and sum(len(b) for b in runner.batches) == 5000
+    assert pq.ParquetFile(target).metadata.num_row_groups == 5
+
+
+@pytest.mark.parametrize("name, chunk_rows, named", [
+    ("in.csv", 10, "'.csv'"), ("in.jsonl", 0, "chunk_rows"), ("in.parquet", 10, "not a Parquet file"),
+])
+def test_an_unknown_format_a_bad_chunk_size_or_not_parquet_is_refused_before_writing(tmp_path, name, chunk_rows, named):
+    source, target = tmp_path / name, tmp_path / "out.jsonl"
+    source.write_bytes(b"")
+    with pytest.raises(ConfigError, match=named):
+        score_file(WordCounter(), source, target, SETTINGS, progress=False, chunk_rows=chunk_rows)
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_the_progress_total_counts_the_requests(tmp_path, suffix):
+    source = tmp_path / f"in{suffix}"
+    write_requests(source, MIXED)
+    assert count_requests(source) == len(MIXED)

@@ -1,16 +1,18 @@
-"""Offline scoring: the scheduled batch job, over a JSONL file, no Kafka or Redis.
+"""Offline scoring: the scheduled batch job, over a JSONL or Parquet file, no Kafka or Redis.
 
-Each input line is a request in the wire format; each output line is the
-reply value the streaming worker would publish for it, in input order. Lines
-without a readable request id go to ``<OUT>.deadletter.jsonl``. Requests are
-batched by the stream's own Batcher, so the size limit and the token budget
-(``max_batch_tokens``) hold here too; at most one batch of lines is held in
-memory besides the line being read.
+Each input line or row is a request (worker.jobs.tables says how a row
+becomes one); each output line or row is the reply the streaming worker
+would publish for it, in input order. Requests without a readable id go to
+``<OUT>.deadletter.jsonl``, whatever the formats. Requests are batched by the
+stream's own Batcher, so the size limit and the token budget
+(``max_batch_tokens``) hold here too; memory holds one batch of requests and
+one chunk of rows (``chunk_rows``) each way.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -18,12 +20,14 @@ from typing import IO
 import orjson
 from tqdm import tqdm
 
-from worker.core.batcher import request_batcher
-from worker.core.messages import InvalidRecord, Position, RawRecord, Reply, Request
+from worker.core.batcher import Batcher, request_batcher
+from worker.core.errors import ConfigError
+from worker.core.messages import InvalidRecord, RawRecord, Reply, Request
 from worker.core.settings import Settings
-from worker.core.wire import decode_request, encode_reply
-from worker.ports import ModelRunner, Outcome
-from worker.stream.replies import reply_to_invalid, reply_to_request
+from worker.core.wire import decode_request
+from worker.jobs.tables import ReplyWriter, count_requests, file_format, open_replies, read_requests
+from worker.ports import ModelRunner
+from worker.stream.replies import reply_to_invalid, reply_to_request, too_many_tokens
 
 
 @dataclass
@@ -35,9 +39,9 @@ class FileSummary:
 
 
 class _OrderedWriter:
-    """Writes each line's answer in input order, as soon as every line before it is answered."""
+    """Writes each request's answer in input order, as soon as every one before it is answered."""
 
-    def __init__(self, out: IO[bytes], dead: IO[bytes], summary: FileSummary) -> None:
+    def __init__(self, out: ReplyWriter, dead: IO[bytes], summary: FileSummary) -> None:
         self._out, self._dead, self._summary = out, dead, summary
         self._lines: deque[Request | InvalidRecord] = deque()
         self._replies: dict[int, Reply] = {}
@@ -63,7 +67,7 @@ class _OrderedWriter:
         self._summary.lines += 1
         self._summary.ok += reply.status == "ok"
         self._summary.errors += reply.status != "ok"
-        self._out.write(encode_reply(reply)[1] + b"\n")
+        self._out.write(reply)
 
     def _write_dead_letter(self, entry: InvalidRecord) -> None:
         self._summary.lines += 1
@@ -73,50 +77,63 @@ class _OrderedWriter:
                                        "error": {"code": entry.code, "message": entry.message}, "raw": raw}) + b"\n")
 
 
-def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settings, progress: bool = True) -> FileSummary:
-    """Score every line of ``source`` into ``target`` with the batch limits of ``settings``.
+def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settings, progress: bool = True,
+               chunk_rows: int = 10_000) -> FileSummary:
+    """Score every request of ``source`` into ``target`` with the batch limits of ``settings``.
 
-    Blocks; raises OSError for file problems, ConfigError for a token budget the model cannot cost.
+    Formats follow the suffixes (worker.jobs.tables); ``chunk_rows`` Parquet
+    rows are read, and written as one row group, at a time. Blocks; raises
+    ConfigError for an unknown suffix, a ``.parquet`` input that is not
+    Parquet, a ``chunk_rows`` below 1 or a token budget the model cannot
+    cost, OSError for file problems.
     """
+    if chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
+    for path in (source, target):
+        file_format(path)  # raises for an unknown suffix before either file is touched
     summary = FileSummary()
     batcher = request_batcher(settings, getattr(runner, "cost", None))
     dead_path = target.with_name(target.name + ".deadletter.jsonl")
-    total = sum(1 for _ in source.open("rb")) if progress else None
-    with source.open("rb") as lines, target.open("wb") as out, dead_path.open("wb") as dead:
-        writer = _OrderedWriter(out, dead, summary)
-        bar = tqdm(total=total, unit="req", desc="scoring", disable=not progress)
-
-        def score(batch: list[Request]) -> None:
-            for request, outcome in zip(batch, runner.run([r.item for r in batch])):
-                writer.answer(reply_to_request(request, "ok" if outcome.ok else "error", outcome, runner.name,
-                                               runner.version, batch_size=len(batch)))
-            writer.flush()
-            bar.update(len(batch))
-
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            record = RawRecord(Position(str(source), 0, number), None, line.rstrip(b"\r\n"), [], 0, 0.0)
-            entry = decode_request(record, runner.prepare, settings.max_record_bytes)
-            writer.expect(entry)
-            if isinstance(entry, InvalidRecord):
-                if entry.request_id is not None:
-                    writer.answer(reply_to_invalid(entry, runner.name, runner.version))
-                bar.update(1)
-            elif not batcher.fits(entry):
-                writer.answer(reply_to_request(entry, "error", Outcome(None, "too_many_tokens",
-                              f"the input alone exceeds max_batch_tokens={settings.max_batch_tokens}"),
-                              runner.name, runner.version))
-                bar.update(1)
-            else:
-                batcher.add(entry, 0.0)
-            # No clock offline: a batch goes when it is full (by count or by tokens), the rest at the end.
-            while batcher.full():
-                score(batcher.drain())
-            writer.flush()
-        while batcher.pending:
-            score(batcher.drain())
-        bar.close()
+    total = count_requests(source) if progress else None
+    records = read_requests(source, chunk_rows)
+    out = open_replies(target, chunk_rows)
+    try:
+        with dead_path.open("wb") as dead:
+            writer = _OrderedWriter(out, dead, summary)
+            with tqdm(total=total, unit="req", desc="scoring", disable=not progress) as bar:
+                _score_records(runner, records, writer, bar, settings, batcher)
+    finally:
+        out.close()
     if summary.dead_letters == 0:
         dead_path.unlink()
     return summary
+
+
+def _score_records(runner: ModelRunner, records: Iterable[RawRecord], writer: _OrderedWriter, bar: tqdm,
+                   settings: Settings, batcher: Batcher[Request]) -> None:
+    def score(batch: list[Request]) -> None:
+        for request, outcome in zip(batch, runner.run([r.item for r in batch]), strict=True):
+            writer.answer(reply_to_request(request, "ok" if outcome.ok else "error", outcome, runner.name,
+                                           runner.version, batch_size=len(batch)))
+        writer.flush()
+        bar.update(len(batch))
+
+    for record in records:
+        entry = decode_request(record, runner.prepare, settings.max_record_bytes)
+        writer.expect(entry)
+        if isinstance(entry, InvalidRecord):
+            if entry.request_id is not None:
+                writer.answer(reply_to_invalid(entry, runner.name, runner.version))
+            bar.update(1)
+        elif not batcher.fits(entry):
+            writer.answer(reply_to_request(entry, "error", too_many_tokens(settings.max_batch_tokens),
+                                           runner.name, runner.version))
+            bar.update(1)
+        else:
+            batcher.add(entry, 0.0)
+        # No clock offline: a batch goes when it is full (by count or by tokens), the rest at the end.
+        while batcher.full():
+            score(batcher.drain())
+        writer.flush()
+    while batcher.pending:
+        score(batcher.drain())

@@ -1,0 +1,200 @@
+"""The batch file job's files: requests read from, and replies written to, JSONL or Parquet, chosen by suffix.
+
+Both formats stream: JSONL a line at a time, Parquet ``chunk_rows`` rows at a
+time (read with ``iter_batches``, written as row groups), so memory is bounded
+by the chunk, not the file.
+
+JSONL (``.jsonl``, ``.ndjson``): one request per line in the wire format; one
+reply value per line.
+
+Parquet requests (``.parquet``), one request per row, by column name:
+
+- ``id``: the request id, a string (1-256 characters). A row without a usable
+  id (null, empty, too long, not a string) is a dead letter, as in JSONL.
+- ``inputs``: a string column holds JSON text (``[0.1, 0.2]``, ``"some
+  text"`` with its quotes); a column of any other type (a list of numbers, a
+  struct) is the value itself. Without an ``inputs`` column, every column
+  other than the request fields becomes one field of an ``inputs`` object:
+  columns ``tenure, plan_price`` give ``{"tenure": 3, "plan_price": 19.9}``,
+  what a model with ``"kind": "fields"`` inputs expects.
+- ``deadline_ms``, ``reply_to``: optional, as in the wire format.
+
+Each row becomes the request JSON a JSONL line would carry, with its id also
+as the record key (as a Kafka record keyed by its id), and is validated by
+the same ``decode_request``: a row's error replies are a line's. The key
+means an ``inputs`` cell that is not JSON gets an ``invalid_json`` error reply
+under the row's id rather than a dead letter.
+
+Parquet replies: one row per reply, in input order, with ``REPLY_SCHEMA``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any, Literal, Protocol
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from worker.core.errors import ConfigError
+from worker.core.messages import Position, RawRecord, Reply
+from worker.core.wire import encode_reply
+
+Format = Literal["jsonl", "parquet"]
+SUFFIXES: dict[str, Format] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+REQUEST_COLUMNS = ("id", "inputs", "reply_to", "deadline_ms")
+REPLY_SCHEMA = pa.schema([
+    pa.field("id", pa.string(), nullable=False),
+    pa.field("status", pa.string(), nullable=False),  # ok | error | expired
+    pa.field("outputs", pa.string()),  # JSON text; null unless status is ok
+    pa.field("error_code", pa.string()),  # null when status is ok
+    pa.field("error_message", pa.string()),
+    pa.field("model", pa.string(), nullable=False),
+    pa.field("model_version", pa.string(), nullable=False),
+])
+
+
+def file_format(path: Path) -> Format:
+    """The format of ``path`` by its suffix; ConfigError naming the valid ones for any other."""
+    found = SUFFIXES.get(path.suffix.lower())
+    if found is None:
+        raise ConfigError(f"{path}: unknown file format {path.suffix!r}; expected one of {', '.join(SUFFIXES)}")
+    return found
+
+
+def count_requests(path: Path) -> int:
+    """How many requests ``path`` holds (lines, blank ones included, or rows); Parquet reads only the footer."""
+    if file_format(path) == "parquet":
+        with _open_parquet(path) as table:
+            return int(table.metadata.num_rows)
+    with path.open("rb") as lines:
+        return sum(1 for _ in lines)
+
+
+def read_requests(path: Path, chunk_rows: int) -> Iterator[RawRecord]:
+    """The records of ``path`` in order, positioned at (``path``, 0, line or row number from 1).
+
+    Opens ``path`` now, so OSError, or ConfigError for a ``.parquet`` file
+    that is not Parquet, come before any record. Blank JSONL lines are skipped.
+    """
+    if file_format(path) == "parquet":
+        return _parquet_requests(path, _open_parquet(path), chunk_rows)
+    return _jsonl_requests(path, path.open("rb"))
+
+
+def _open_parquet(path: Path) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path)
+    except pa.ArrowInvalid as exc:  # not Parquet at all; unreadable files raise OSError
+        raise ConfigError(f"{path} is not a Parquet file: {exc}") from exc
+
+
+def _jsonl_requests(path: Path, lines: IO[bytes]) -> Iterator[RawRecord]:
+    with lines:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                yield RawRecord(Position(str(path), 0, number), None, line.rstrip(b"\r\n"), [], 0, 0.0)
+
+
+def _parquet_requests(path: Path, table: pq.ParquetFile, chunk_rows: int) -> Iterator[RawRecord]:
+    with table:
+        names = table.schema_arrow.names
+        fields = [] if "inputs" in names else [name for name in names if name not in REQUEST_COLUMNS]
+        number = 0
+        for chunk in table.iter_batches(batch_size=chunk_rows):
+            columns = {name: chunk.column(name).to_pylist() for name in chunk.schema.names}
+            for row in range(chunk.num_rows):
+                number += 1
+                yield row_record({name: cells[row] for name, cells in columns.items()}, fields,
+                                 Position(str(path), 0, number))
+
+
+def row_record(row: dict[str, Any], fields: Sequence[str], position: Position) -> RawRecord:
+    """The record a table row stands for: its request JSON, keyed by its id. Pure.
+
+    With ``fields``, those columns make the ``inputs`` object; without, the
+    ``inputs`` cell is used (a string as JSON text). Null request fields are
+    left out, so a null id is a missing one.
+    """
+    body = {name: row[name] for name in ("id", "reply_to", "deadline_ms") if row.get(name) is not None}
+    key = body["id"].encode("utf-8", "replace") if isinstance(body.get("id"), str) else None
+    if fields:
+        body["inputs"] = {name: row[name] for name in fields}
+    elif row.get("inputs") is not None:
+        inputs = row["inputs"]
+        if isinstance(inputs, (str, bytes)):
+            try:
+                inputs = orjson.loads(inputs)
+            except orjson.JSONDecodeError:
+                # The cell itself as the value: decode_request reports where it stops being JSON.
+                return RawRecord(position, key, inputs.encode() if isinstance(inputs, str) else inputs, [], 0, 0.0)
+        body["inputs"] = inputs
+    return RawRecord(position, key, orjson.dumps(body, default=_plain), [], 0, 0.0)
+
+
+def _plain(value: object) -> object:
+    """JSON for the cell types orjson does not know (Parquet decimals, binary, durations)."""
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+class ReplyWriter(Protocol):
+    """Where replies go, in the order given. Not thread-safe; ``close`` once, after the last."""
+
+    def write(self, reply: Reply) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def open_replies(path: Path, chunk_rows: int) -> ReplyWriter:
+    """A writer for ``path`` in the format of its suffix (ConfigError for another); creates or truncates it."""
+    if file_format(path) == "parquet":
+        return ParquetReplies(path, chunk_rows)
+    return JsonlReplies(path)
+
+
+class JsonlReplies:
+    """Each reply's wire value on a line of its own."""
+
+    def __init__(self, path: Path) -> None:
+        self._out = path.open("wb")
+
+    def write(self, reply: Reply) -> None:
+        self._out.write(encode_reply(reply)[1] + b"\n")
+
+    def close(self) -> None:
+        self._out.close()
+
+
+class ParquetReplies:
+    """Replies as rows of ``REPLY_SCHEMA``, a row group every ``rows_per_group`` replies (and at close)."""
+
+    def __init__(self, path: Path, rows_per_group: int) -> None:
+        self._writer = pq.ParquetWriter(path, REPLY_SCHEMA)
+        self._rows_per_group = rows_per_group
+        self._columns: dict[str, list[str | None]] = {name: [] for name in REPLY_SCHEMA.names}
+
+    def write(self, reply: Reply) -> None:
+        ok = reply.status == "ok"
+        outputs = orjson.dumps(reply.outputs, option=orjson.OPT_SERIALIZE_NUMPY).decode() if ok else None
+        row = (reply.id, reply.status, outputs, None if ok else reply.error_code, None if ok else reply.error_message,
+               reply.model, reply.model_version)
+        for cells, cell in zip(self._columns.values(), row, strict=True):
+            cells.append(cell)
+        if len(self._columns["id"]) >= self._rows_per_group:
+            self._flush()
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+    def _flush(self) -> None:
+        if self._columns["id"]:
+            self._writer.write_table(pa.Table.from_pydict(self._columns, schema=REPLY_SCHEMA))
+            self._columns = {name: [] for name in REPLY_SCHEMA.names}
