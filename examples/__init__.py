@@ -1,0 +1,1 @@
+"""Three user models served by streamscore, each built by its own script; see each folder's README.md."""

@@ -1,0 +1,1 @@
+"""A tabular churn classifier: named numeric fields in, a churn probability out."""

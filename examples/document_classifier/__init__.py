@@ -1,0 +1,1 @@
+"""Archive document classification: the built-in MiniLM encoder plus a small trained linear head."""

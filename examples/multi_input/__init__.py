@@ -1,0 +1,1 @@
+"""A torch.export program with three inputs: numbers, and two categorical ids through embeddings."""
