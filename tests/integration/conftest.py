@@ -1,6 +1,6 @@
 import pytest
 
-from tests.integration.kit import Producer, Topics, kill_leftovers
+from tests.integration.kit import kill_leftovers
 
 
 def pytest_collection_modifyitems(items):
@@ -13,25 +13,3 @@ def pytest_collection_modifyitems(items):
 def no_leftover_workers():
     yield
     kill_leftovers()
-
-
-@pytest.fixture
-def bootstrap(services):
-    return services[0]
-
-
-@pytest.fixture
-def redis_url(services):
-    return services[1]
-
-
-@pytest.fixture
-def topics(bootstrap):
-    return Topics.create(bootstrap)
-
-
-@pytest.fixture
-def producer(bootstrap):
-    producer = Producer(bootstrap)
-    yield producer
-    producer.close()

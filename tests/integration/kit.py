@@ -99,9 +99,9 @@ class Producer:
         self._producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=2)
 
     def send(self, topic: str, value: bytes | dict | None, key: bytes | None = None,
-             headers: list[tuple[str, bytes]] | None = None) -> None:
+             headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
         raw = orjson.dumps(value) if isinstance(value, dict) else value
-        self._producer.send(topic, key=key, value=raw, headers=headers or [])
+        self._producer.send(topic, key=key, value=raw, headers=headers or [], partition=partition)
 
     def flush(self) -> None:
         self._producer.flush()

@@ -14,11 +14,11 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartitio
 
 from producer.topics import create_topics
 from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
+from worker.core.clock import SystemClock
+from worker.core.settings import Settings
 from worker.core.timerange import TimeRange, format_ms
 from worker.kafka.bounded_source import BoundedKafkaSource
-from worker.core.clock import SystemClock
 from worker.models import load_model
-from worker.core.settings import Settings
 
 # Recent times: the broker's retention (7 days by default) deletes records stamped long ago.
 BASE_MS = (time.time_ns() // 1_000_000 - 3_600_000) // 1000 * 1000
@@ -79,7 +79,7 @@ def make_reply_topics(bootstrap, name):
 def read_all(bootstrap, topic, expected):
     reader = TopicReader(bootstrap, topic)
     try:
-        landed = reader.read_until(lambda l: len(l.records) >= expected, 120, f"{expected} records on {topic}")
+        reader.read_until(lambda got: len(got.records) >= expected, 120, f"{expected} records on {topic}")
         return reader.read(2.0)  # anything beyond what was expected would show here
     finally:
         reader.close()

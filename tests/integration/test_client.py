@@ -39,7 +39,7 @@ def test_a_thousand_requests_in_flight_each_get_their_own_reply(bootstrap, redis
     assert worker.stop() == 0
     replies = [f.result() for f in futures]
     assert len({r["id"] for r in replies}) == 1000
-    for reply, score in zip(replies, expected):  # each future got the reply to its own inputs
+    for reply, score in zip(replies, expected, strict=True):  # each future got the reply to its own inputs
         assert reply["status"] == "ok"
         assert reply["outputs"]["churn_probability"] == pytest.approx(score, abs=1e-6)
 
@@ -91,7 +91,7 @@ def test_the_asyncio_client_scores_submits_and_streams(bootstrap, redis_url, top
 
     replies, streamed = asyncio.run(scenario())
     assert worker.stop() == 0
-    for reply, score in zip(replies, expected):
+    for reply, score in zip(replies, expected, strict=True):
         assert reply["outputs"]["churn_probability"] == pytest.approx(score, abs=1e-6)
     assert sorted(r.index for r in streamed) == list(range(400))
     for result in streamed:
@@ -107,11 +107,11 @@ def test_a_timeout_raises_after_retries_with_the_same_id_and_the_worker_scores_i
             client.score(row, request_id="patient-1")
         assert 1.4 < time.monotonic() - started < 5
         assert client.in_flight == 0
-    requests = TopicReader(bootstrap, topics.requests).read_until(lambda l: len(l.records) >= 3, 30, "3 sends")
+    requests = TopicReader(bootstrap, topics.requests).read_until(lambda got: len(got.records) >= 3, 30, "3 sends")
     assert [r.key for r in requests.records] == [b"patient-1"] * 3
     worker = start_worker(bootstrap, redis_url, topics, tmp_path)
     reader = TopicReader(bootstrap, topics.replies)
-    reader.read_until(lambda l: "patient-1" in l.by_id(), 60, "the reply", watch=worker)
+    reader.read_until(lambda got: "patient-1" in got.by_id(), 60, "the reply", watch=worker)
     assert worker.stop() == 0
     assert len(reader.read(1.0).by_id()["patient-1"]) == 1  # three sends, one reply
     [stopped] = [e for e in worker.events() if e.get("event") == "worker_stopped"]

@@ -18,11 +18,11 @@ def test_a_killed_worker_leaves_no_duplicate_for_a_read_committed_reader(bootstr
     committed = TopicReader(bootstrap, topics.replies, read_committed=True)
     worker = start_worker(bootstrap, redis_url, topics, tmp_path, *EXACTLY_ONCE, name="first")
     send(producer, topics, 0, 2000)
-    committed.read_until(lambda l: len(l.records) >= 200, 90, "200 committed replies", watch=worker)
+    committed.read_until(lambda got: len(got.records) >= 200, 90, "200 committed replies", watch=worker)
     worker.kill()  # mid-stream: its open transaction is aborted by the next instance
     replacement = start_worker(bootstrap, redis_url, topics, tmp_path, *EXACTLY_ONCE, name="second")
     send(producer, topics, 2000, 500)
-    landed = committed.read_until(lambda l: len(l.by_id()) >= 2500, 120, "2,500 committed replies",
+    landed = committed.read_until(lambda got: len(got.by_id()) >= 2500, 120, "2,500 committed replies",
                                   watch=replacement)
     assert replacement.stop() == 0
     landed = committed.read(1.0)

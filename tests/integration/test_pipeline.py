@@ -29,7 +29,7 @@ def test_every_request_gets_exactly_one_reply_equal_to_offline_scoring(bootstrap
         producer.send(topics.requests, {"id": f"r{i}", "inputs": row}, key=f"r{i}".encode())
     producer.flush()
     reader = TopicReader(bootstrap, topics.replies)
-    landed = reader.read_until(lambda l: len(l.by_id()) >= 600, 90, "600 replies", watch=worker)
+    landed = reader.read_until(lambda got: len(got.by_id()) >= 600, 90, "600 replies", watch=worker)
     assert worker.stop() == 0, worker.log()
     landed = reader.read(1.0)
 
@@ -57,7 +57,7 @@ def test_reply_headers_and_keys_follow_the_contract(bootstrap, redis_url, topics
                   headers=[("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")])
     producer.flush()
     reader = TopicReader(bootstrap, topics.replies)
-    landed = reader.read_until(lambda l: len(l.records) >= 1, 60, "one reply", watch=worker)
+    landed = reader.read_until(lambda got: len(got.records) >= 1, 60, "one reply", watch=worker)
     assert worker.stop() == 0
     record = landed.records[0]
     headers = dict(record.headers)
@@ -78,14 +78,14 @@ def test_a_duplicated_request_id_is_answered_once_and_scored_once(bootstrap, red
     producer.send(topics.requests, {"id": "marker", "inputs": row})
     producer.flush()
     reader = TopicReader(bootstrap, topics.replies)
-    reader.read_until(lambda l: "marker" in l.by_id(), 60, "the marker reply", watch=worker)
+    reader.read_until(lambda got: "marker" in got.by_id(), 60, "the marker reply", watch=worker)
     assert worker.stop() == 0
     # Later, a fresh worker (as after a restart) must not score it again either.
     producer.send(topics.requests, {"id": "dup-1", "inputs": row}, key=b"d")
     producer.send(topics.requests, {"id": "marker-2", "inputs": row})
     producer.flush()
     second = start_worker(bootstrap, redis_url, topics, tmp_path, name="second")
-    landed = reader.read_until(lambda l: "marker-2" in l.by_id(), 60, "the second marker reply", watch=second)
+    landed = reader.read_until(lambda got: "marker-2" in got.by_id(), 60, "the second marker reply", watch=second)
     assert second.stop() == 0
     assert len(landed.by_id()["dup-1"]) == 1
     stopped = [e for w in (worker, second) for e in w.events() if e.get("event") == "worker_stopped"]
@@ -110,9 +110,10 @@ def test_malformed_records_get_error_replies_or_dead_letters_and_the_worker_keep
     producer.send(topics.requests, {"id": "still-alive", "inputs": churn_inputs(1)[0]})
     producer.flush()
     replies = TopicReader(bootstrap, topics.replies)
-    landed = replies.read_until(lambda l: {"bad-json", "short", "text", "tombstone", "still-alive"}
-                                <= l.by_id().keys(), 60, "error replies and the good reply", watch=worker)
-    dead = TopicReader(bootstrap, topics.dlq).read_until(lambda l: len(l.records) >= 2, 60, "two dead letters", watch=worker)
+    landed = replies.read_until(lambda got: {"bad-json", "short", "text", "tombstone", "still-alive"}
+                                <= got.by_id().keys(), 60, "error replies and the good reply", watch=worker)
+    dead = TopicReader(bootstrap, topics.dlq).read_until(lambda got: len(got.records) >= 2, 60, "two dead letters",
+                                                         watch=worker)
     assert worker.process.poll() is None, "the worker died on bad input"
     assert worker.stop() == 0
     codes = {i: r[0].get("error", {}).get("code") for i, r in landed.by_id().items()}
@@ -135,8 +136,10 @@ def test_per_request_reply_to_wins(bootstrap, redis_url, topics, producer, tmp_p
     producer.send(topics.requests, {"id": "by-header", "inputs": row}, headers=[("reply-to", private.encode())])
     producer.send(topics.requests, {"id": "to-default", "inputs": row})
     producer.flush()
-    landed_private = TopicReader(bootstrap, private).read_until(lambda l: len(l.records) >= 2, 60, "private replies", watch=worker)
-    landed_default = TopicReader(bootstrap, topics.replies).read_until(lambda l: len(l.records) >= 1, 60, "default", watch=worker)
+    landed_private = TopicReader(bootstrap, private).read_until(lambda got: len(got.records) >= 2, 60,
+                                                                "private replies", watch=worker)
+    landed_default = TopicReader(bootstrap, topics.replies).read_until(lambda got: len(got.records) >= 1, 60,
+                                                                       "default", watch=worker)
     assert worker.stop() == 0
     assert sorted(landed_private.by_id()) == ["by-header", "to-private"]
     assert list(landed_default.by_id()) == ["to-default"]
@@ -150,7 +153,7 @@ def test_sigterm_mid_stream_loses_nothing_and_repeats_nothing(bootstrap, redis_u
     for i in range(total // 2):
         producer.send(topics.requests, {"id": f"s{i}", "inputs": inputs[i]}, key=f"s{i}".encode())
     producer.flush()
-    reader.read_until(lambda l: len(l.records) >= 200, 60, "the worker to be mid-stream", watch=worker)
+    reader.read_until(lambda got: len(got.records) >= 200, 60, "the worker to be mid-stream", watch=worker)
     for i in range(total // 2, total):
         producer.send(topics.requests, {"id": f"s{i}", "inputs": inputs[i]}, key=f"s{i}".encode())
     producer.flush()
@@ -159,7 +162,7 @@ def test_sigterm_mid_stream_loses_nothing_and_repeats_nothing(bootstrap, redis_u
     assert answered_by_first < total, "the first worker finished everything: SIGTERM was not mid-stream"
 
     successor = start_worker(bootstrap, redis_url, topics, tmp_path, name="successor")
-    reader.read_until(lambda l: len(l.by_id()) >= total, 90, f"{total} answered ids", watch=successor)
+    reader.read_until(lambda got: len(got.by_id()) >= total, 90, f"{total} answered ids", watch=successor)
     assert successor.stop() == 0
     by_id = reader.read(0.5).by_id()
     assert sorted(by_id) == sorted(f"s{i}" for i in range(total))
@@ -172,10 +175,10 @@ def test_expired_request_is_not_scored_and_its_id_stays_usable(bootstrap, redis_
     producer.send(topics.requests, {"id": "late", "inputs": row, "deadline_ms": 1_000})  # 1970: long gone
     producer.flush()
     reader = TopicReader(bootstrap, topics.replies)
-    reader.read_until(lambda l: "late" in l.by_id(), 60, "the expired reply", watch=worker)
+    reader.read_until(lambda got: "late" in got.by_id(), 60, "the expired reply", watch=worker)
     producer.send(topics.requests, {"id": "late", "inputs": row})  # the client retries without a deadline
     producer.flush()
-    landed = reader.read_until(lambda l: len(l.by_id().get("late", [])) == 2, 60, "the retried reply", watch=worker)
+    landed = reader.read_until(lambda got: len(got.by_id().get("late", [])) == 2, 60, "the retried reply", watch=worker)
     assert worker.stop() == 0
     assert [r["status"] for r in landed.by_id()["late"]] == ["expired", "ok"]
 
@@ -196,7 +199,7 @@ def test_a_second_worker_joining_mid_batch_loses_nothing(bootstrap, redis_url, t
     wait_until(lambda: any(e.get("event") == "partitions_assigned" and e["partitions"] for e in second.events()),
                60, "the second worker to get partitions")
     reader = TopicReader(bootstrap, topics.replies)
-    reader.read_until(lambda l: len(l.by_id()) >= 200, 90, "200 answered ids", watch=first)
+    reader.read_until(lambda got: len(got.by_id()) >= 200, 90, "200 answered ids", watch=first)
     assert first.stop() == 0 and second.stop() == 0
     by_id = reader.read(0.5).by_id()
     assert sorted(by_id) == sorted(f"j{i}" for i in range(200))
@@ -212,7 +215,7 @@ def test_processes_share_the_group_and_stop_together(bootstrap, redis_url, topic
         producer.send(topics.requests, {"id": f"p{i}", "inputs": row}, key=f"p{i}".encode())
     producer.flush()
     reader = TopicReader(bootstrap, topics.replies)
-    landed = reader.read_until(lambda l: len(l.by_id()) >= 400, 90, "400 replies", watch=supervisor)
+    landed = reader.read_until(lambda got: len(got.by_id()) >= 400, 90, "400 replies", watch=supervisor)
     assert supervisor.stop() == 0
     stopped = [e for e in supervisor.events() if e.get("event") == "worker_stopped"]
     assert len(stopped) == 2 and all(e["replied_ok"] > 0 for e in stopped)  # both did work

@@ -44,7 +44,7 @@ def test_send_from_jsonl_and_csv_then_collect_and_join_by_id(bootstrap, redis_ur
     assert sent.returncode == 0, sent.stderr
     assert "sent 100 requests" in sent.stderr and "skipped     0" in sent.stderr
 
-    landed = TopicReader(bootstrap, topics.requests).read_until(lambda l: len(l.records) >= 250, 30, "requests")
+    landed = TopicReader(bootstrap, topics.requests).read_until(lambda got: len(got.records) >= 250, 30, "requests")
     partition_of = {}
     for record in landed.records:
         if record.key.startswith(b"cust-"):  # keyed by customer: one partition per customer
@@ -52,7 +52,7 @@ def test_send_from_jsonl_and_csv_then_collect_and_join_by_id(bootstrap, redis_ur
     assert len(partition_of) == 7
 
     worker = start_worker(bootstrap, redis_url, topics, tmp_path)
-    TopicReader(bootstrap, topics.replies).read_until(lambda l: len(l.records) >= 250, 90, "replies", watch=worker)
+    TopicReader(bootstrap, topics.replies).read_until(lambda got: len(got.records) >= 250, 90, "replies", watch=worker)
     assert worker.stop() == 0
 
     out = tmp_path / "replies.jsonl"
@@ -102,5 +102,6 @@ def test_collect_joins_a_backfills_replies_with_the_requests_of_its_range(bootst
         150, 150, 149, 1, 0)
     assert report["requests_without_id"] == 1 and report["error_codes"] == {"wrong_input_length": 1}
     assert {orjson.loads(line)["id"] for line in out.read_bytes().splitlines()} == {f"t{i}" for i in range(100, 250)}
-    dead = TopicReader(bootstrap, f"{backfill_topic}.dlq").read_until(lambda l: len(l.records) >= 1, 30, "dead letter")
+    dead = TopicReader(bootstrap, f"{backfill_topic}.dlq").read_until(lambda got: len(got.records) >= 1, 30,
+                                                                      "dead letter")
     assert len(dead.records) == 1

@@ -6,9 +6,9 @@ import pytest
 import redis
 
 from worker.core.clock import FakeClock
+from worker.core.messages import Position, Request
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore
-from worker.core.messages import Position, Request
 
 
 def request(request_id, offset, partition=0):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import json
 import pickle
+import tomllib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-import tomllib
 import torch
 
 from worker.core.errors import ModelError
@@ -157,10 +158,12 @@ def load_factory(source: ModelSource, config: Mapping[str, Any]) -> Servable:
         raise ModelError(f"cannot import model factory {source.model!r}: {exc}") from exc
     kwargs = {key: value for key, value in config.items() if key not in SPEC_KEYS}
     try:
-        built = factory(**kwargs)
+        inspect.signature(factory).bind(**kwargs)
     except TypeError as exc:
         raise ModelError(f"model factory {source.model} does not take the config's keys "
                          f"({', '.join(sorted(kwargs)) or 'none'}): {exc}") from exc
+    try:
+        built = factory(**kwargs)
     except ValueError as exc:  # how a factory says a config value is out of range
         raise ModelError(f"model factory {source.model} refused the config's values: {exc}") from exc
     if isinstance(built, torch.nn.Module):
