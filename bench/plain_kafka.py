@@ -25,7 +25,7 @@ MAX_POLL_RECORDS = 500  # the worker's --max-poll-records default
 
 def log_event(event: str, **fields: Any) -> None:
     """One JSON line on stderr, shaped like the worker's structlog lines (``event``, ISO UTC ``timestamp``)."""
-    now = datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
     sys.stderr.write(orjson.dumps({"event": event, "timestamp": now, **fields}).decode() + "\n")
     sys.stderr.flush()
 

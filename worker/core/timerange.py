@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from worker.core.errors import ConfigError
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Digit strings below this (3 March 1973, in ms) are more likely seconds or a compact date.
 _PLAUSIBLE_EPOCH_MS = 100_000_000_000
 
@@ -78,7 +78,7 @@ def parse_time(text: str, flag: str = "time") -> int:
         raise ConfigError(f"{flag} {text!r} is neither ISO 8601 (e.g. 2026-11-29T00:00:00Z) nor Unix time "
                           "in milliseconds") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
