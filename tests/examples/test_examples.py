@@ -36,7 +36,9 @@ BATCH = ("--max-batch-size", "8", "--max-wait-ms", "20")
 
 
 def tolerant(outputs: Any) -> Any:
-    """``outputs`` flattened (``scores.invoice``) for pytest.approx, which takes no nested mappings."""
+    """``outputs`` flattened (``scores.invoice``, ``0``) for pytest.approx, which takes no nested mappings."""
+    if isinstance(outputs, list):
+        outputs = {str(index): value for index, value in enumerate(outputs)}
     if isinstance(outputs, dict):
         flat = {}
         for key, value in outputs.items():
