@@ -138,6 +138,16 @@ def test_dead_letter_keeps_original_bytes_and_says_why():
     assert source == (b"requests", b"2", b"41")
 
 
+
+def test_a_keyless_tombstone_is_dead_lettered_with_an_empty_value():
+    invalid = decode(None)
+    assert invalid.code == "empty_value"
+    key, value, headers = encode_dead_letter(invalid)
+    assert (key, value, dict(headers)["dlq-error-code"]) == (None, b"", b"empty_value")
+    keyed = decode(None, key=b"id-1")
+    assert encode_dead_letter(keyed)[:2] == (b"id-1", None)  # a key alone is a record Kafka clients send
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),

@@ -190,7 +190,11 @@ def header_text(headers: Iterable[tuple[str, bytes]] | None, name: str) -> str |
 
 
 def encode_dead_letter(record: InvalidRecord) -> tuple[bytes | None, bytes | None, Headers]:
-    """The original key, value and headers, plus headers that say why and where from."""
+    """The original key, value and headers, plus headers that say why and where from.
+
+    A keyless tombstone (neither key nor value) gets an empty value: Kafka
+    clients refuse to send a record with neither (its error code says what it was).
+    """
     pos = record.position
     headers = list(record.headers) + [
         (H_DLQ_CODE, record.code.encode()),
@@ -199,7 +203,8 @@ def encode_dead_letter(record: InvalidRecord) -> tuple[bytes | None, bytes | Non
         (H_SOURCE_PARTITION, str(pos.partition).encode()),
         (H_SOURCE_OFFSET, str(pos.offset).encode()),
     ]
-    return record.key, record.value, headers
+    value = b"" if record.key is None and record.value is None else record.value
+    return record.key, value, headers
 
 
 def _id_from_key(key: bytes | None) -> str | None:
