@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.kit import Producer, Topics
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -48,3 +50,29 @@ def services() -> Iterator[tuple[str, str]]:
         yield env["KAFKA_BOOTSTRAP_SERVERS"], env["REDIS_URL"]
     finally:
         subprocess.run([str(script), "down"], check=False)
+
+
+# The real services' fixtures, for tests/integration and the real-adapter half of tests/contracts.
+
+
+@pytest.fixture
+def bootstrap(services):
+    return services[0]
+
+
+@pytest.fixture
+def redis_url(services):
+    return services[1]
+
+
+@pytest.fixture
+def topics(bootstrap):
+    """Requests, replies and dead-letter topics with fresh names (4, 4 and 1 partitions)."""
+    return Topics.create(bootstrap)
+
+
+@pytest.fixture
+def producer(bootstrap):
+    producer = Producer(bootstrap)
+    yield producer
+    producer.close()

@@ -1,39 +1,10 @@
 """The worker loop in exactly-once mode: replies become visible with their offsets, or not at all."""
 
-from tests.component.fakes import FakeExactlyOnce, FakeSource, FakeTransactionalSink
-from worker.core.clock import FakeClock
-from worker.dedup.memory import InMemoryDedupStore
-from worker.stream.loop import Worker
-from worker.models import load_model
-from worker.models.runner import TorchRunner
-from worker.core.settings import Settings
-
-INPUTS = [0.25] * 16
-
-
-class Harness:
-    def __init__(self, **overrides):
-        self.clock = FakeClock()
-        self.settings = Settings(kafka_bootstrap_servers="fake:1", redis_url="memory://", requests_topic="requests",
-                                 delivery="exactly-once", **overrides).with_derived_defaults()
-        self.source = FakeSource(self.clock)
-        self.sink = FakeTransactionalSink()
-        self.transactions = FakeExactlyOnce(self.sink, self.source)
-        self.dedup = InMemoryDedupStore(self.clock)
-        runner = TorchRunner(load_model("churn"), "cpu", self.settings.max_batch_size)
-        self.worker = Worker(self.settings, self.source, self.sink, self.dedup, runner, runner.prepare, self.clock,
-                             transactions=self.transactions)
-
-    def steps(self, count: int = 5) -> None:
-        for _ in range(count):
-            self.worker.step()
-
-    def reply_ids(self) -> list[str]:
-        return sorted(s.json()["id"] for s in self.sink.to("requests.replies"))
+from tests.component.harness import INPUTS, Harness
 
 
 def test_replies_and_offsets_are_committed_together():
-    h = Harness(max_batch_size=4, max_wait_ms=5)
+    h = Harness(exactly_once=True, max_batch_size=4, max_wait_ms=5)
     for i in range(10):
         h.source.produce({"id": f"r{i}", "inputs": INPUTS}, partition=i % 2)
     h.steps()
@@ -43,7 +14,7 @@ def test_replies_and_offsets_are_committed_together():
 
 
 def test_an_aborted_commit_is_consumed_again_and_each_id_answered_once():
-    h = Harness(max_batch_size=4, max_wait_ms=5)
+    h = Harness(exactly_once=True, max_batch_size=4, max_wait_ms=5)
     for i in range(8):
         h.source.produce({"id": f"r{i}", "inputs": INPUTS})
     h.transactions.fail_commits = 1
@@ -54,7 +25,7 @@ def test_an_aborted_commit_is_consumed_again_and_each_id_answered_once():
 
 
 def test_a_failed_send_aborts_the_step_and_nothing_of_it_is_visible():
-    h = Harness(max_batch_size=4, max_wait_ms=5)
+    h = Harness(exactly_once=True, max_batch_size=4, max_wait_ms=5)
     for i in range(4):
         h.source.produce({"id": f"r{i}", "inputs": INPUTS})
     h.sink.fail_topics = {"requests.replies"}
@@ -67,7 +38,7 @@ def test_a_failed_send_aborts_the_step_and_nothing_of_it_is_visible():
 
 
 def test_done_marks_are_written_only_after_the_commit():
-    h = Harness(max_batch_size=1, max_wait_ms=5)
+    h = Harness(exactly_once=True, max_batch_size=1, max_wait_ms=5)
     h.source.produce({"id": "only", "inputs": INPUTS})
     h.transactions.fail_commits = 1
     h.worker.step()
@@ -78,7 +49,7 @@ def test_done_marks_are_written_only_after_the_commit():
 
 
 def test_duplicates_alone_still_commit_their_offsets():
-    h = Harness(max_batch_size=1, max_wait_ms=5)
+    h = Harness(exactly_once=True, max_batch_size=1, max_wait_ms=5)
     h.source.produce({"id": "same", "inputs": INPUTS})
     h.steps()
     h.source.produce({"id": "same", "inputs": INPUTS})

@@ -6,12 +6,12 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.component.test_worker_loop import Harness
-from worker.core.wire import decode_request
+from tests.component.harness import Harness
 from worker.core.messages import InvalidRecord, Position, RawRecord, Request
-from worker.models.churn import ChurnModel
+from worker.core.wire import decode_request
+from worker.models.churn import churn_model
 
-PREPARE = ChurnModel().prepare
+PREPARE = churn_model().prepare
 POS = Position("requests", 0, 0)
 
 numbers = st.one_of(st.integers(min_value=-(2**70), max_value=2**70),

@@ -2,16 +2,10 @@
 
 import threading
 
-from tests.component.fakes import FakeSink, FakeSource
-from worker.core.clock import FakeClock
-from worker.dedup.memory import InMemoryDedupStore
-from worker.stream.loop import Worker
+from tests.component.harness import INPUTS, Harness
 from worker.models import load_model
 from worker.models.runner import TorchRunner
 from worker.stream.scoring import ThreadScorer
-from worker.core.settings import Settings
-
-INPUTS = [0.25] * 16
 
 
 class GatedRunner(TorchRunner):
@@ -28,23 +22,8 @@ class GatedRunner(TorchRunner):
         return super().run(items)
 
 
-class Harness:
-    def __init__(self, runner: TorchRunner | None = None) -> None:
-        self.clock = FakeClock()
-        self.settings = Settings(kafka_bootstrap_servers="fake:1", redis_url="memory://", requests_topic="requests",
-                                 max_batch_size=8, max_wait_ms=5).with_derived_defaults()
-        self.source = FakeSource(self.clock)
-        self.sink = FakeSink()
-        self.runner = runner or TorchRunner(load_model("churn"), "cpu", 8)
-        self.worker = Worker(self.settings, self.source, self.sink, InMemoryDedupStore(self.clock), self.runner,
-                             self.runner.prepare, self.clock, scorer=ThreadScorer(self.runner, self.clock))
-
-    def reply_ids(self) -> list[str]:
-        return sorted(s.json()["id"] for s in self.sink.to("requests.replies"))
-
-
 def test_every_request_is_answered_once_and_committed():
-    h = Harness()
+    h = Harness(scorer=ThreadScorer, max_batch_size=8, max_wait_ms=5)
     for i in range(50):
         h.source.produce({"id": f"r{i:02d}", "inputs": INPUTS}, partition=i % 2)
     for _ in range(100):
@@ -59,7 +38,7 @@ def test_every_request_is_answered_once_and_committed():
 
 def test_the_loop_keeps_polling_while_a_batch_runs_and_drops_what_left_meanwhile():
     runner = GatedRunner()
-    h = Harness(runner)
+    h = Harness(runner=runner, scorer=ThreadScorer, max_batch_size=8, max_wait_ms=5)
     for i in range(8):
         h.source.produce({"id": f"r{i}", "inputs": INPUTS}, partition=i % 2)
     h.worker.step()  # a full batch: handed to the model thread, which waits at the gate

@@ -3,36 +3,8 @@ import dataclasses
 import orjson
 import pytest
 
-from tests.component.fakes import FakeSink, FakeSource
-from worker.core.clock import FakeClock
-from worker.dedup.memory import InMemoryDedupStore
+from tests.component.harness import INPUTS, Harness
 from worker.core.errors import DeliveryError
-from worker.stream.loop import Worker
-from worker.models import load_model
-from worker.models.runner import TorchRunner
-from worker.core.settings import Settings
-
-INPUTS = [0.25] * 16
-
-
-class Harness:
-    def __init__(self, **overrides):
-        self.clock = FakeClock()
-        self.settings = Settings(kafka_bootstrap_servers="fake:1", redis_url="memory://",
-                                 requests_topic="requests", **overrides).with_derived_defaults()
-        self.source = FakeSource(self.clock)
-        self.sink = FakeSink()
-        self.dedup = InMemoryDedupStore(self.clock)
-        self.runner = TorchRunner(load_model("churn"), "cpu", self.settings.max_batch_size)
-        self.worker = Worker(self.settings, self.source, self.sink, self.dedup, self.runner, self.runner.prepare,
-                             self.clock)
-
-    def steps(self, count: int = 5) -> None:
-        for _ in range(count):
-            self.worker.step()
-
-    def replies(self) -> list[dict]:
-        return [s.json() for s in self.sink.to("requests.replies")]
 
 
 def test_every_request_gets_one_reply_and_offsets_are_committed():
@@ -250,7 +222,7 @@ def test_token_budget_caps_batches_and_refuses_an_item_too_large_alone():
     h = Harness(max_batch_size=64, max_wait_ms=0)
     h.runner.cost = lambda item: int(item[0])  # the first feature plays "tokens"
     h.settings = dataclasses.replace(h.settings, max_batch_tokens=40)
-    h.worker = Worker(h.settings, h.source, h.sink, h.dedup, h.runner, h.runner.prepare, h.clock)
+    h.worker = h.build_worker()
     for i, tokens in enumerate([20, 20, 20, 50]):
         h.source.produce({"id": f"t{i}", "inputs": [tokens] + [0.0] * 15})
     h.steps()
@@ -284,7 +256,7 @@ class FlakyStore:
 def flaky_harness(**overrides):
     h = Harness(**overrides)
     h.flaky = FlakyStore(h.dedup)
-    h.worker = Worker(h.settings, h.source, h.sink, h.flaky, h.runner, h.runner.prepare, h.clock)
+    h.worker = h.build_worker(dedup=h.flaky)
     return h
 
 

@@ -1,0 +1,208 @@
+"""The Source contract (worker/ports.py), run against FakeSource and KafkaSource.
+
+What the stream loop relies on: records come in offset order per partition
+with their position, key, value and headers; a paused source gives nothing
+while it is polled and resumes where it stopped; committed offsets are where
+the next member of the group starts; a member that loses partitions to a new
+member says which (take_revoked, after polling) and its generation changes.
+Waits are on conditions, timed by the backend's clock (a FakeSource's clock
+moves by each idle poll's timeout).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.component.fakes import FakeSource
+from tests.integration.kit import Producer
+from worker.core.clock import Clock, FakeClock, SystemClock
+from worker.core.messages import Headers, RawRecord
+from worker.core.offsets import TopicPartition as TP
+from worker.core.settings import Settings
+from worker.kafka.source import KafkaSource
+from worker.ports import Source
+
+PARTITIONS = 4
+WAIT_S = 20.0  # the longest a condition may take on a real broker (a rebalance takes a heartbeat or two)
+
+
+class FakeSources:
+    """FakeSource, which is its own broker: a later member is a FakeSource over the first one's log and
+    committed offsets, consuming from those offsets (what FakeSource.rewind gives)."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.clock: Clock = FakeClock()
+        self.topic = "requests"
+        self._first = FakeSource(self.clock, self.topic)
+        self._members: list[FakeSource] = []
+
+    def produce(self, partition: int, key: bytes | None, value: bytes, headers: Headers) -> None:
+        self._first.produce(value, key=key, partition=partition, headers=headers)
+
+    def flush(self) -> None:
+        pass
+
+    def member(self) -> Source:
+        """A new member of the test's group, started."""
+        if not self._members:
+            member = self._first
+        else:
+            member = FakeSource(self.clock, self.topic)
+            member.log, member.next_offset, member.committed = (self._first.log, self._first.next_offset,
+                                                                self._first.committed)
+            member.rewind()
+        self._members.append(member)
+        return member
+
+    def close(self) -> None:
+        pass
+
+
+class KafkaSources:
+    """KafkaSource on the real broker, with a short session timeout so that rebalances finish quickly."""
+
+    name = "kafka"
+
+    def __init__(self, bootstrap: str, topic: str, producer: Producer) -> None:
+        self.clock = SystemClock()
+        self.topic = topic
+        self._bootstrap = bootstrap
+        self._producer = producer
+        self._group = f"{topic}.contract"
+        self._members: list[KafkaSource] = []
+
+    def produce(self, partition: int, key: bytes | None, value: bytes, headers: Headers) -> None:
+        self._producer.send(self.topic, value, key=key, headers=headers, partition=partition)
+
+    def flush(self) -> None:
+        self._producer.flush()
+
+    def member(self) -> Source:
+        settings = Settings(kafka_bootstrap_servers=self._bootstrap, redis_url="memory://",
+                            requests_topic=self.topic, group=self._group,
+                            client_id=f"contract-{len(self._members)}", session_timeout_ms=6_000,
+                            max_poll_interval_ms=10_000).with_derived_defaults()
+        member = KafkaSource(settings, self.clock)
+        member.start()
+        self._members.append(member)
+        return member
+
+    def close(self) -> None:
+        for member in self._members:
+            member.close()  # a second close of a closed consumer does nothing
+
+
+@pytest.fixture(params=["fake", pytest.param("kafka", marks=pytest.mark.integration)])
+def sources(request: pytest.FixtureRequest) -> Iterator[FakeSources | KafkaSources]:
+    if request.param == "fake":
+        made: FakeSources | KafkaSources = FakeSources()
+    else:
+        made = KafkaSources(request.getfixturevalue("bootstrap"), request.getfixturevalue("topics").requests,
+                            request.getfixturevalue("producer"))
+    yield made
+    made.close()
+
+
+def fake_cannot(sources: FakeSources | KafkaSources, request: pytest.FixtureRequest, reason: str) -> None:
+    if sources.name == "fake":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+def produce_numbered(sources: FakeSources | KafkaSources, per_partition: dict[int, int]) -> None:
+    """``count`` records on each partition; record i of partition p has key p-i, value v-p-i, header n=i."""
+    for partition, count in per_partition.items():
+        for i in range(count):
+            sources.produce(partition, f"{partition}-{i}".encode(), f"v-{partition}-{i}".encode(),
+                            [("n", str(i).encode())])
+    sources.flush()
+
+
+def poll_until(sources: FakeSources | KafkaSources, source: Source, done: Callable[[list[RawRecord]], bool],
+               what: str, max_records: int = 500) -> list[RawRecord]:
+    """Poll until ``done(everything polled so far)``; fail after WAIT_S on the backend's clock."""
+    polled: list[RawRecord] = []
+    deadline = sources.clock.monotonic() + WAIT_S
+    while not done(polled):
+        if sources.clock.monotonic() > deadline:
+            raise AssertionError(f"timed out after {WAIT_S} s waiting for {what}; polled "
+                                 f"{sorted(r.position for r in polled)}")
+        polled += source.poll(0.1, max_records)
+    return polled
+
+
+def by_partition(records: list[RawRecord]) -> dict[int, list[int]]:
+    offsets: dict[int, list[int]] = defaultdict(list)
+    for record in records:
+        offsets[record.position.partition].append(record.position.offset)
+    return dict(offsets)
+
+
+def test_records_come_in_offset_order_per_partition_with_their_key_value_and_headers(sources):
+    counts = {0: 5, 1: 3, 3: 4}
+    produce_numbered(sources, counts)
+    source = sources.member()
+    polled = poll_until(sources, source, lambda got: len(got) >= 12, "12 records", max_records=2)
+    assert by_partition(polled) == {p: list(range(n)) for p, n in counts.items()}
+    for record in polled:
+        partition, offset = record.position.partition, record.position.offset
+        assert record.position.topic == sources.topic
+        assert (record.key, record.value) == (f"{partition}-{offset}".encode(), f"v-{partition}-{offset}".encode())
+        assert list(record.headers) == [("n", str(offset).encode())]
+    assert source.poll(0.2, 500) == []  # each record once
+
+
+def test_a_paused_source_gives_nothing_while_polled_then_resumes_where_it_stopped(sources):
+    produce_numbered(sources, {0: 10})
+    source = sources.member()
+    first = poll_until(sources, source, lambda got: len(got) >= 1, "the first record", max_records=3)
+    source.pause(True)
+    for _ in range(5):
+        assert source.poll(0.1, 500) == []
+    source.pause(False)
+    rest = poll_until(sources, source, lambda got: len(first) + len(got) >= 10, "the other records")
+    assert by_partition(first + rest) == {0: list(range(10))}
+
+
+def test_a_new_member_starts_from_the_committed_offsets(sources):
+    produce_numbered(sources, {0: 6, 2: 4})
+    first = sources.member()
+    poll_until(sources, first, lambda got: len(got) >= 10, "all 10 records")
+    first.commit({(sources.topic, 0): 4, (sources.topic, 2): 1})  # next offsets to read
+    first.close()
+    second = sources.member()
+    polled = poll_until(sources, second, lambda got: len(got) >= 5, "the 5 uncommitted records")
+    assert by_partition(polled) == {0: [4, 5], 2: [1, 2, 3]}
+
+
+def test_partitions_moved_to_a_joining_member_are_reported_revoked_and_the_generation_changes(sources, request):
+    fake_cannot(sources, request, "FakeSource has no consumer group: a second FakeSource takes nothing from the "
+                "first, which reports revocations and changes generation only when a test sets them")
+    produce_numbered(sources, dict.fromkeys(range(PARTITIONS), 2))
+    first = sources.member()
+    poll_until(sources, first, lambda got: len(by_partition(got)) == PARTITIONS, "the first member to own all")
+    assert first.take_revoked() == set()
+    generation = first.generation()
+    second = sources.member()
+
+    revoked: set[TP] = set()
+    taken: set[TP] = set()
+    deadline = sources.clock.monotonic() + WAIT_S
+    while not (taken and revoked == taken and first.generation() != generation):
+        assert sources.clock.monotonic() < deadline, f"no handover after {WAIT_S} s: {revoked=}, {taken=}"
+        first.poll(0.1, 500)  # rebalances happen inside poll() only
+        revoked |= first.take_revoked()
+        taken |= {(r.position.topic, r.position.partition) for r in second.poll(0.1, 500)}
+    assert revoked < {(sources.topic, p) for p in range(PARTITIONS)}  # the first member kept some
+    assert first.generation() == second.generation()
+
+
+def test_the_topics_on_the_broker_include_the_requests_topic(sources):
+    source = sources.member()
+    assert sources.topic in source.list_topics()
+    assert f"contract-never-created-{uuid.uuid4().hex[:8]}" not in source.list_topics()
