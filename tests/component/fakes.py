@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import orjson
 
 from worker.core.clock import FakeClock
-from worker.core.errors import CommitDeferred
+from worker.core.errors import CommitDeferred, TransactionAborted
 from worker.core.messages import Headers, Position, RawRecord
 from worker.ports import Delivery
-from worker.core.errors import TransactionAborted
 
 
 class FakeSource:
