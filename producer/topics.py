@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import time
 
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
+
+from worker.kafka.consumer import wait_for_partitions
 
 
 def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: float = 30.0) -> list[str]:
@@ -34,11 +35,9 @@ def _wait_until_visible(bootstrap_servers: str, partitions: dict[str, int], wait
     if not partitions:
         return
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None)
-    deadline = time.monotonic() + wait_s
     try:
-        while any(len(consumer.partitions_for_topic(name)) < count for name, count in partitions.items()):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topics {sorted(partitions)} were created but are not visible after {wait_s} s")
-            time.sleep(0.2)
+        wait_for_partitions(consumer, partitions, wait_s)
+    except LookupError as exc:
+        raise TimeoutError(f"topics {exc} were created but are not visible after {wait_s} s") from None
     finally:
         consumer.close()
