@@ -91,7 +91,7 @@ def test_the_asyncio_client_scores_submits_and_streams(bootstrap, redis_url, top
 
     replies, streamed = asyncio.run(scenario())
     assert worker.stop() == 0
-    for reply, score in zip(replies, expected, strict=True):
+    for reply, score in zip(replies, expected[:200], strict=True):  # the first 200 were scored and submitted
         assert reply["outputs"]["churn_probability"] == pytest.approx(score, abs=1e-6)
     assert sorted(r.index for r in streamed) == list(range(400))
     for result in streamed:
