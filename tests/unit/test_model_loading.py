@@ -201,3 +201,14 @@ def test_sample_inputs_follow_the_spec():
     model = load_model("tests.unit.test_model_loading:build")
     sample = model.sample_inputs(random.Random(0))
     assert len(sample) == 8 and model.prepare(sample) == sample
+
+
+@pytest.mark.parametrize("option", ["model", "weights"])
+def test_a_file_torch_did_not_write_is_named_as_such(tmp_path, option):
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(ModelError, match="is not a file torch.save or TorchScript wrote"):
+        if option == "model":
+            load_model(str(junk))
+        else:
+            load_model("tests.unit.test_model_loading:build", weights=str(junk))

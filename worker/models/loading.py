@@ -15,6 +15,7 @@ import json
 import pickle
 import tomllib
 import warnings
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,8 +120,8 @@ def load_torchscript(source: ModelSource, config: Mapping[str, Any]) -> Servable
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # said once, below, with what to do instead
             module = torch.jit.load(str(path), map_location="cpu")  # type: ignore[no-untyped-call]
-    except RuntimeError as jit_error:
-        return _load_not_torchscript(source, config, jit_error)
+    except RuntimeError:
+        return _load_not_torchscript(source, config)
     log.info("torchscript_is_deprecated", model=str(path),
              advice="torch deprecates TorchScript: export the model with torch.export and serve the .pt2")
     inputs = _declared_or_guessed(module, config, source)
@@ -128,18 +129,10 @@ def load_torchscript(source: ModelSource, config: Mapping[str, Any]) -> Servable
                          parse_outputs(config.get("outputs"), str(source.config)))
 
 
-def _load_not_torchscript(source: ModelSource, config: Mapping[str, Any], jit_error: Exception) -> Servable:
+def _load_not_torchscript(source: ModelSource, config: Mapping[str, Any]) -> Servable:
     """A .pt that is not TorchScript: a state_dict (say how to serve it), or a pickled module (refused)."""
     path = Path(source.model)
-    try:
-        loaded = torch.load(str(path), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        if not source.allow_pickle:
-            raise ModelError(f"{path} is a pickled Python object, not TorchScript: refused, because "
-                             f"{PICKLE_REFUSED}") from None
-        loaded = torch.load(str(path), map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise ModelError(f"cannot load {path}: not TorchScript ({jit_error}) nor a torch.save file ({exc})") from exc
+    loaded = _torch_load(path, source.allow_pickle, "the model, not TorchScript")
     if isinstance(loaded, torch.nn.Module):
         inputs = _declared_or_guessed(loaded, config, source)
         return DeclaredModel(loaded, path.stem, file_version(path, source.config), inputs,
@@ -208,20 +201,26 @@ def _read_weights(path: Path, allow_pickle: bool) -> dict[str, torch.Tensor]:
             return load_file(str(path))
         except Exception as exc:
             raise ModelError(f"cannot read {path} as safetensors: {exc}") from exc
-    try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        if not allow_pickle:
-            raise ModelError(f"{path} is not a plain state_dict (it holds pickled Python objects): refused, "
-                             f"because {PICKLE_REFUSED}") from None
-        state = torch.load(str(path), map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise ModelError(f"cannot read weights from {path}: {exc}") from exc
+    state = _torch_load(path, allow_pickle, "weights")
     if isinstance(state, torch.nn.Module):
         state = state.state_dict()
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ModelError(f"{path} does not hold a state_dict (a mapping of names to tensors)")
     return state
+
+
+def _torch_load(path: Path, allow_pickle: bool, what: str) -> Any:
+    """torch.load that runs no code from the file unless ``allow_pickle``; ModelError names ``what`` it was for."""
+    if not zipfile.is_zipfile(path):  # what torch.save and TorchScript have written since torch 1.6
+        raise ModelError(f"{path} ({what}) is not a file torch.save or TorchScript wrote: it is not a zip archive")
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        if not allow_pickle:
+            raise ModelError(f"{path} ({what}) is a pickled Python object: refused, because {PICKLE_REFUSED}") from None
+        return torch.load(str(path), map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise ModelError(f"cannot load {path} ({what}) with torch.load: {exc}") from exc
 
 
 def _declared_or_guessed(module: torch.nn.Module, config: Mapping[str, Any], source: ModelSource) -> Inputs:
