@@ -19,6 +19,10 @@ from tests.chaos.tally import ReplyReader, Tally, count
 from tests.integration.kit import Topics, wait_until
 
 CRASH_WINDOW_MS = 5_000  # acknowledged reply -> done mark takes milliseconds; 5 s allows for a loaded machine
+# The workers' session timeout. For the group a broker outage lasts until every member's session has been
+# renewed or expired after the broker is back: until then a member may still answer for a partition the group
+# has already moved (it learns so at its next poll).
+SESSION_TIMEOUT_MS = 6_000
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,8 @@ def _drive(scenario: Scenario, context: Context, bootstrap: str, topics: Topics,
     # A broker outage disrupts the replies in flight during it: an ack may come only after the group
     # moved the partition, and the new owner answers the record again (README, Guarantees).
     disruptions_ms = [(int(e.at * 1000), int(e.at * 1000)) for e in fleet.exits if e.how in ("killed", "crashed")]
-    disruptions_ms += [(int(stopped * 1000), int(back * 1000)) for stopped, back in context.broker_outages]
+    disruptions_ms += [(int(stopped * 1000), int(back * 1000) + SESSION_TIMEOUT_MS)
+                       for stopped, back in context.broker_outages]
     return count(sent.acked, sent.failed, reader.replies, disruptions_ms, CRASH_WINDOW_MS), stop_codes
 
 

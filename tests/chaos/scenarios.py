@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import time
 
-from tests.chaos.run import Context, Scenario, Size
+from tests.chaos.run import SESSION_TIMEOUT_MS, Context, Scenario, Size
 
-SESSION = ("--session-timeout-ms", "6000")
+SESSION = ("--session-timeout-ms", str(SESSION_TIMEOUT_MS))
 
 SIZES = {
     "small": Size("small", rate=150, calm_s=4, kills=5, kill_gap_s=(2, 5), phase_s=6, outages=1, outage_s=7,

@@ -15,10 +15,13 @@ Definitions (per scenario, over request IDs the broker acknowledged to the produ
 - in crash window: duplicate replies whose earlier copy was written at most
   ``window_ms`` before a disruption, or during it, and whose later copy after
   the disruption began. Disruptions: a worker death (SIGKILL, or exit on its
-  own), an instant; a broker outage, from its stop until it is back. These
-  are the documented windows: a reply acknowledged by the broker, its done
-  mark not yet written, when the worker died; a reply whose acknowledgement
-  was outstanding while the broker was away.
+  own), an instant; a broker outage, from its stop until one session timeout
+  after it is back (the group settles who owns what only then). These are
+  the documented windows: a reply acknowledged by the broker, its done mark
+  not yet written, when the worker died; a reply whose acknowledgement was
+  outstanding while the broker was away, or that a member sent for a
+  partition the group had moved while the broker was away, before its next
+  poll told it so.
 """
 
 from __future__ import annotations
