@@ -5,12 +5,12 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up down status demo test test-unit lint bench chaos clean
+.PHONY: help venv up down status demo test test-unit lint deploy-check bench chaos clean
 
 CHAOS_SIZE ?= full
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 venv:  ## create .venv/ (dependencies cached per machine)
 	@bash deploy/venv.sh
@@ -27,7 +27,7 @@ status:  ## are local Kafka + Redis running?
 demo: venv  ## the whole pipeline: worker, 20,000 requests, every reply, a summary
 	@$(WITH_SERVICES) $(PYTHON) -m producer demo
 
-test: venv lint  ## lint, then the whole test suite, integration tests on real Kafka + Redis
+test: venv lint deploy-check  ## lint, then the whole test suite, integration tests on real Kafka + Redis
 	@$(WITH_SERVICES) $(PYTHON) -m pytest tests
 
 test-unit: venv  ## unit and component tests only (no services, seconds)
@@ -42,6 +42,9 @@ chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario (CHAOS_
 lint: venv  ## ruff (rules in pyproject.toml) and mypy --strict on worker/ and producer/ (seconds)
 	@$(PYTHON) -m ruff check .
 	@$(PYTHON) -m mypy
+
+deploy-check: venv  ## validate deploy/ offline: Dockerfile, compose, Kubernetes + KEDA, dashboard queries (seconds)
+	@$(PYTHON) deploy/check.py
 
 clean:  ## remove .venv/ and local service state (not the cached dependencies)
 	@deploy/local/services.sh reset

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import threading
+from collections.abc import Callable
 
 import redis
 import structlog
@@ -13,6 +13,8 @@ from kafka.errors import KafkaError
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.settings import Settings, redact_url, require_services
+from worker.core.shutdown import StopRequest
+from worker.core.stats import WorkerStats
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore
 from worker.kafka.sink import KafkaSink
@@ -23,6 +25,7 @@ from worker.models.runner import TorchRunner
 from worker.ports import DedupStore, Scorer, SendTag
 from worker.stream.loop import Worker
 from worker.stream.scoring import InlineScorer, ThreadScorer
+from worker.surface.http import HttpSurface
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +50,8 @@ def check_poll_interval(settings: Settings, batch_s: float) -> None:
 
     Past max_poll_interval_ms the broker takes the worker's partitions away, so
     insist on a margin of two (batches of real inputs may be slower than warmup's).
+    With the HTTP surface on, insist on the same margin below liveness_timeout_s:
+    a step that long is not a stuck loop, and must not get the worker restarted.
     """
     batches = math.ceil(settings.max_poll_records / settings.max_batch_size)
     worst_s = settings.max_wait_ms / 1000 + batches * batch_s
@@ -56,6 +61,12 @@ def check_poll_interval(settings: Settings, batch_s: float) -> None:
             f"max_batch_size={settings.max_batch_size} at {batch_s:.2f} s each in warmup) needs about "
             f"{worst_s:.1f} s, more than half of max_poll_interval_ms={settings.max_poll_interval_ms}: lower "
             "max_poll_records or max_batch_size, or raise max_poll_interval_ms")
+    if settings.http_port and 2 * worst_s > settings.liveness_timeout_s:
+        raise ConfigError(
+            f"a poll's worth of records ({batches} batches at {batch_s:.2f} s each in warmup) needs about "
+            f"{worst_s:.1f} s, more than half of liveness_timeout_s={settings.liveness_timeout_s:g}: /healthz "
+            "would fail while the loop works; raise --liveness-timeout-s, or lower max_poll_records or "
+            "max_batch_size")
 
 
 def build_scorer(settings: Settings, runner: TorchRunner, clock: SystemClock) -> Scorer:
@@ -77,8 +88,23 @@ def build_dedup(settings: Settings, clock: SystemClock) -> DedupStore:
     return store
 
 
-def build_worker(settings: Settings, stop_requested: threading.Event | None = None) -> Worker:
-    """Everything the streaming worker needs.
+def start_surface(settings: Settings, stats: WorkerStats, stopping: Callable[[], bool]) -> HttpSurface | None:
+    """The HTTP surface (metrics, probes) on ``http_port``, already serving; None when the port is 0.
+
+    Start it before ``build_worker``: it answers /healthz during a long model load. Raises ConfigError
+    when the port cannot be bound.
+    """
+    if not settings.http_port:
+        return None
+    surface = HttpSurface(settings.http_port, stats, SystemClock(), settings.liveness_timeout_s, stopping)
+    surface.start()
+    return surface
+
+
+def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
+                 stats: WorkerStats | None = None) -> Worker:
+    """Everything the streaming worker needs; it counts in ``stats`` (default: its own), which notes
+    the model once it is loaded and warm.
 
     Raises ConfigError, ModelError, or ServiceUnavailable naming the setting
     that points at a service that does not answer.
@@ -86,6 +112,8 @@ def build_worker(settings: Settings, stop_requested: threading.Event | None = No
     require_services(settings)
     clock = SystemClock()
     runner = build_runner(settings)
+    stats = stats if stats is not None else WorkerStats()
+    stats.model = (runner.name, runner.version, str(runner.device))
     dedup = build_dedup(settings, clock)
     transactions: ExactlyOnce[SendTag] | None = None
     try:
@@ -103,4 +131,4 @@ def build_worker(settings: Settings, stop_requested: threading.Event | None = No
                                  f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
     source.start()
     return Worker(settings, source, sink, dedup, runner, runner.prepare, clock, stop_requested=stop_requested,
-                  transactions=transactions, scorer=build_scorer(settings, runner, clock))
+                  transactions=transactions, scorer=build_scorer(settings, runner, clock), stats=stats)

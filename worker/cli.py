@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -11,13 +12,16 @@ from pathlib import Path
 import structlog
 import torch
 
-from worker.app import build_runner, build_worker
+from worker.app import build_runner, build_worker, start_surface
+from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
 from worker.core.settings import Settings, add_flags, require_services
+from worker.core.shutdown import StopRequest
+from worker.core.stats import WorkerStats
 from worker.inspect_model import add_inspect_parser, run_inspect
 from worker.jobs.backfill import add_backfill_parser, run_backfill
 from worker.jobs.batch_file import score_file
-from worker.logs import configure_logging
+from worker.logs import configure_logging, renders_json
 from worker.signals import stop_on_signals
 from worker.supervisor import child_commands, supervise
 
@@ -42,9 +46,21 @@ examples:
   python -m worker backfill --requests-topic requests --reply-topic requests.backfill \
       --from-time 2026-11-29T00:00:00Z --until-time 2026-11-30T00:00:00Z
 
-exit codes: 0 stopped cleanly (SIGTERM/SIGINT), 1 delivery or runtime failure,
-2 bad setting or missing service (the message names it).
+exit codes:
+  0  stopped cleanly (SIGTERM/SIGINT): everything consumed was answered and committed
+  1  delivery or runtime failure; with --processes N, children kept failing fast and
+     the supervisor gave up
+  2  bad setting or missing service (the message names it)
+  3  backfill: stopped before the time range was done (run it again to go on)
+  4  stopped with records unfinished, most often because the drain did not end
+     within --shutdown-timeout-s: they were left uncommitted, and are consumed
+     again (the worker_stopped log line says how many: unfinished=N)
 """
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_SETTING = 2
+EXIT_UNFINISHED = 4  # 3 is the backfill's EXIT_INTERRUPTED
 
 SCORE_FILE_DESCRIPTION = """\
 Score every request in IN and write the reply the streaming worker would send
@@ -95,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     log = structlog.get_logger("worker")
     try:
         settings = Settings.from_sources(args)
-        configure_logging(settings.log_format, settings.log_level)
+    except WorkerError as exc:
+        configure_logging(_format_asked(args))  # the settings are unusable: report in the format asked for
+        return _fail(exc)
+    configure_logging(settings.log_format, settings.log_level)
+    try:
         if args.command == "score-file":
             return _score_file(settings, args)
         if args.command == "backfill":
@@ -106,35 +126,78 @@ def main(argv: list[str] | None = None) -> int:
             require_services(settings)  # one clear message here rather than one per child
             return _run_processes(settings, argv[1:])
         return _run(settings, log)
-    except WorkerError as exc:
+    except (WorkerError, LookupError, ConnectionError, OSError) as exc:
+        return _fail(exc)
+
+
+def _fail(exc: Exception) -> int:
+    """Say why the command stops, in one line, and return its exit code: with JSON logs a log line
+    (``worker_failed``, so that stderr stays JSON lines only), else ``error: ...`` for a person."""
+    runtime = isinstance(exc, WorkerError) and not isinstance(exc, (ConfigError, ModelError, ServiceUnavailable))
+    code = EXIT_FAILED if runtime else EXIT_BAD_SETTING
+    if renders_json():
+        structlog.get_logger("worker").error("worker_failed", error=str(exc), error_type=type(exc).__name__,
+                                             exit_code=code)
+    else:
         print(f"error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, (ConfigError, ModelError, ServiceUnavailable)) else 1
-    except (LookupError, ConnectionError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return code
+
+
+def _format_asked(args: argparse.Namespace) -> str:
+    """The log format of the flag or the environment, when the settings as a whole could not be read."""
+    asked = getattr(args, "log_format", None) or os.environ.get("STREAMSCORE_LOG_FORMAT", "auto")
+    return asked if asked in ("auto", "json", "console") else "auto"
 
 
 def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
-    stop_requested = threading.Event()
+    stop_requested = StopRequest(SystemClock())
     stop_on_signals(stop_requested)
-    worker = build_worker(settings, stop_requested)
-    log.info("worker_started", settings=repr(settings))
-    worker.run()
-    return 0
+    stats = WorkerStats()
+    surface = start_surface(settings, stats, stop_requested.is_set)  # answers /healthz while the model loads
+    try:
+        worker = build_worker(settings, stop_requested, stats)
+        log.info("worker_started", settings=repr(settings))
+        unfinished = worker.run()
+    finally:
+        if surface is not None:
+            surface.close()
+    if not unfinished:
+        return EXIT_OK
+    _exit_now_if_threads_linger(EXIT_UNFINISHED, log)
+    return EXIT_UNFINISHED
+
+
+def _exit_now_if_threads_linger(code: int, log: structlog.typing.FilteringBoundLogger) -> None:
+    """After a drain cut by the deadline, a model batch may still run on its thread, and the
+    interpreter would wait for it at exit: exit at once instead (everything else is closed, and
+    that batch's records were not committed)."""
+    lingering = [thread.name for thread in threading.enumerate()
+                 if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()]
+    if lingering:
+        log.warning("exiting_without_waiting", threads=lingering, exit_code=code)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _run_processes(settings: Settings, argv: list[str]) -> int:
     commands = child_commands(argv, settings.processes, settings.client_id, settings.device,
-                              torch.cuda.device_count(), settings.transactional_id)
+                              torch.cuda.device_count(), settings.transactional_id, settings.http_port)
     return supervise(commands)
 
 
 def _score_file(settings: Settings, args: argparse.Namespace) -> int:
     runner = build_runner(settings)
     started = time.monotonic()
-    summary = score_file(runner, args.input, args.output, settings, progress=not args.no_progress,
-                         chunk_rows=args.chunk_rows)
+    # With JSON logs, stderr carries JSON lines only: no progress bar, and the summary is a log line.
+    summary = score_file(runner, args.input, args.output, settings,
+                         progress=not args.no_progress and not renders_json(), chunk_rows=args.chunk_rows)
     took = time.monotonic() - started
-    print(f"scored {summary.lines} requests in {took:.1f} s: {summary.ok} ok, {summary.errors} errors, "
-          f"{summary.dead_letters} dead letters -> {args.output}", file=sys.stderr)
-    return 0
+    if renders_json():
+        structlog.get_logger("worker").info("file_scored", requests=summary.lines, took_s=round(took, 3),
+                                            ok=summary.ok, errors=summary.errors,
+                                            dead_letters=summary.dead_letters, output=str(args.output))
+    else:
+        print(f"scored {summary.lines} requests in {took:.1f} s: {summary.ok} ok, {summary.errors} errors, "
+              f"{summary.dead_letters} dead letters -> {args.output}", file=sys.stderr)
+    return EXIT_OK

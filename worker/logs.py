@@ -1,29 +1,80 @@
-"""structlog set-up: JSON lines in production, readable lines on a terminal."""
+"""structlog set-up: JSON lines in production, readable lines on a terminal, for every log record.
+
+structlog's own events and the standard library's log records (kafka-python,
+redis, Python warnings: anything that logs through ``logging``) go through
+the same renderer to stderr, one write() per line. So with JSON every line of
+stderr is one JSON object (an uncaught exception too: its traceback becomes
+a field), and processes sharing a log file (--processes) never interleave
+within a line. kafka-python is chatty at INFO (every connection, every group
+step): its loggers log from WARNING up unless the level is debug.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
+from types import TracebackType
 
 import structlog
 
+CHATTY_LOGGERS = ("kafka",)
+
+_installed: logging.Handler | None = None  # our handler on the root logger, replaced by each configure
+_json = False
+
 
 def configure_logging(fmt: str = "auto", level: str = "info") -> None:
-    """Send structlog events to stderr; ``fmt`` is auto, json or console."""
-    console = sys.stderr.isatty() if fmt == "auto" else fmt == "console"
+    """Send every log record to stderr; ``fmt`` is auto (console on a terminal, else json), json or console."""
+    global _installed, _json
+    _json = not (sys.stderr.isatty() if fmt == "auto" else fmt == "console")
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
+        structlog.processors.JSONRenderer() if _json else structlog.dev.ConsoleRenderer()
     )
+    stamp: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    levelno = logging.getLevelName(level.upper())
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        processors=[*stamp, structlog.processors.format_exc_info, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(levelno),
         # One write() per line: processes sharing a log file (--processes) never interleave within a line.
         logger_factory=structlog.WriteLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
+    handler = logging.StreamHandler(sys.stderr)  # also one write() per record (msg + terminator)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*stamp, structlog.stdlib.add_logger_name],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info, renderer],
+    ))
+    root = logging.getLogger()
+    if _installed is not None:
+        root.removeHandler(_installed)
+    root.addHandler(handler)
+    root.setLevel(levelno)
+    _installed = handler
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(levelno if level == "debug" else max(levelno, logging.WARNING))
+    logging.captureWarnings(True)  # warnings.warn() (torch's, for one) as log records, not bare lines
+    if _json:
+        sys.excepthook = _log_uncaught
+        threading.excepthook = _log_thread_crash
+
+
+def renders_json() -> bool:
+    """True when logs are JSON lines: then a command's own messages to stderr are log lines too."""
+    return _json
+
+
+def _log_uncaught(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    structlog.get_logger("worker").critical("uncaught_exception", exc_info=(kind, value, tb))
+
+
+def _log_thread_crash(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is None:
+        return
+    structlog.get_logger("worker").error("thread_crashed", thread=args.thread.name if args.thread else None,
+                                         exc_info=(args.exc_type, args.exc_value, args.exc_traceback))

@@ -66,7 +66,8 @@ class Source(Protocol):
     def take_revoked(self) -> set[TP]:
         """Partitions revoked or lost since the last call (and not ours again): drop their work in hand."""
     def generation(self) -> int:
-        """Changes when the group membership changes; outside poll() that means the group dropped us."""
+        """Changes when the group membership changes; outside poll() that means the group dropped us.
+        Negative while not a member: before the first join completes, and after the group dropped us."""
     def rebalancing(self) -> bool:
         """True while a revocation is announced but the new assignment is not known yet."""
     def commit(self, offsets: dict[TP, int]) -> None:
@@ -79,7 +80,12 @@ class Source(Protocol):
         """True when a bounded source (a backfill) has nothing more to give."""
     def list_topics(self) -> set[str]:
         """Every topic on the broker (a metadata request)."""
-    def close(self) -> None: ...
+    def lag(self) -> dict[TP, int]:
+        """Records between the next one to consume and the end, per assigned partition (a bounded source:
+        the end of its span). From what the source already knows, without waiting on the broker; a
+        partition whose end is not known yet (nothing fetched from it so far) is left out."""
+    def close(self, timeout_s: float = ...) -> None:
+        """Leave the group and close; blocks up to ``timeout_s``."""
 
 
 class Sink(Protocol[T]):
@@ -148,4 +154,5 @@ class Scorer(Protocol):
         """Block until the batch in hand is done, or ``timeout_s`` passed."""
     def take(self) -> Scored | None:
         """The finished batch, once; None while it runs (or when none was submitted)."""
-    def close(self) -> None: ...
+    def close(self, timeout_s: float = ...) -> None:
+        """Stop taking batches; wait up to ``timeout_s`` for one still running (then it is abandoned)."""

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import signal
-import threading
 from types import FrameType
 
 import structlog
 
+from worker.core.shutdown import StopRequest
+
 log = structlog.get_logger(__name__)
 
 
-def stop_on_signals(stop_requested: threading.Event) -> None:
+def stop_on_signals(stop_requested: StopRequest) -> None:
     """Set ``stop_requested`` on SIGTERM or SIGINT; a second Ctrl-C aborts at once.
 
     Install it before the slow start (model load, group join), so that a stop

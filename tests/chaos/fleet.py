@@ -24,8 +24,10 @@ from pathlib import Path
 
 from tests.integration.kit import REPO, STARTED, Topics, WorkerProcess, wait_until
 
-# The last line of a traceback ("kafka.errors.KafkaTimeoutError: ...") or the CLI's "error: ..." line.
-ERROR_LINE = re.compile(r"^(?:[\w.]+(?:Error|Exception): .*|error: .*)$", re.MULTILINE)
+# The last line of a traceback ("kafka.errors.KafkaTimeoutError: ..."), the CLI's "error: ..." line, or their
+# JSON forms (the workers log JSON lines: worker_failed, uncaught_exception).
+ERROR_LINE = re.compile(r'^(?:[\w.]+(?:Error|Exception): .*|error: .*'
+                        r'|\{.*"event": "(?:worker_failed|uncaught_exception)".*)$', re.MULTILINE)
 # Variables of deploy/local/services.sh: the worker refuses unknown STREAMSCORE_* variables.
 SERVICE_SCRIPT_ENV = ("STREAMSCORE_STATE_DIR", "STREAMSCORE_CACHE_DIR")
 

@@ -9,7 +9,7 @@ import orjson
 from worker.core.clock import FakeClock
 from worker.core.errors import CommitDeferred, TransactionAborted
 from worker.core.messages import Headers, Position, RawRecord
-from worker.ports import Delivery
+from worker.ports import Delivery, Scored
 
 
 class FakeSource:
@@ -74,13 +74,20 @@ class FakeSource:
     def list_topics(self) -> set[str]:
         return {self.topic, "requests.replies", "requests.dlq", "private"}
 
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Per partition produced to: its records not polled yet (FakeSource knows every end at once)."""
+        waiting = {(self.topic, partition): 0 for partition in self.next_offset}
+        for record in self.queued:
+            waiting[(record.position.topic, record.position.partition)] += 1
+        return waiting
+
     def pause(self, paused: bool) -> None:
         self.paused = paused
 
     def finish_rebalance(self, timeout_s: float) -> None:
         self.commits_refused = False
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 30.0) -> None:
         self.closed = True
 
 
@@ -166,3 +173,67 @@ class FakeExactlyOnce:
         self.aborts.append(reason)
         self.sink.uncommitted = []
         self.source.rewind()
+
+
+class SlowScorer:
+    """A scorer on a thread of its own, on the fake clock: each batch takes ``batch_s`` seconds (one value
+    per batch, the last one repeated). ``wait`` moves the clock on, by at most its timeout."""
+
+    def __init__(self, runner, clock: FakeClock, batch_s: list[float]) -> None:
+        self.runner = runner
+        self.clock = clock
+        self.batch_s = list(batch_s)
+        self.running: list | None = None
+        self.started = self.done_at = 0.0
+        self.closed_with: float | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.running is not None
+
+    def submit(self, batch) -> None:
+        self.running = batch
+        self.started = self.clock.monotonic()
+        self.done_at = self.started + (self.batch_s.pop(0) if len(self.batch_s) > 1 else self.batch_s[0])
+
+    def wait(self, timeout_s: float) -> None:
+        if self.running is not None:
+            self.clock.advance(max(0.0, min(timeout_s, self.done_at - self.clock.monotonic())))
+
+    def take(self) -> Scored | None:
+        if self.running is None or self.clock.monotonic() < self.done_at:
+            return None
+        batch, self.running = self.running, None
+        return Scored(batch, self.runner.run([r.item for r in batch]), self.started, self.done_at - self.started)
+
+    def close(self, timeout_s: float = 0.0) -> None:
+        self.closed_with = timeout_s
+
+
+class SlowAckSink(FakeSink):
+    """The broker acknowledges each send ``ack_s`` seconds (on the fake clock) after it; ``settle`` waits
+    for that, by at most its timeout."""
+
+    def __init__(self, clock: FakeClock, ack_s: float) -> None:
+        super().__init__()
+        self.clock = clock
+        self.ack_s = ack_s
+        self.sent_at: list[float] = []
+        self.closed_with: float | None = None
+
+    def send(self, topic, key, value, headers, tag) -> None:
+        super().send(topic, key, value, headers, tag)
+        self.sent_at.append(self.clock.monotonic())
+
+    def settle(self, timeout_s: float = 30.0) -> list[Delivery]:
+        if self.sent_at:
+            self.clock.advance(max(0.0, min(timeout_s, self.sent_at[-1] + self.ack_s - self.clock.monotonic())))
+        acked = sum(1 for at in self.sent_at if at + self.ack_s <= self.clock.monotonic())
+        pending, self._pending = self._pending, self._pending[:acked]
+        deliveries = super().settle(timeout_s)
+        self._pending, self.sent_at = pending[acked:], self.sent_at[acked:]
+        return deliveries
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        self.closed_with = timeout_s
+        super().close(timeout_s)

@@ -61,7 +61,8 @@ def test_a_model_eight_numbers_wide_serves_with_no_other_setting(models, tmp_pat
     (["--model", "{models}/m8.pt", "--weights", "{models}/m8.pt"], "--weights is for a factory's module"),
 ])
 def test_a_model_that_cannot_serve_stops_the_worker_in_one_line(models, args, message):
-    result = worker("inspect-model", *(arg.format(models=models) for arg in args))
+    # console: the one human line (with JSON logs, the default in a pipe, it is a worker_failed log line)
+    result = worker("inspect-model", "--log-format", "console", *(arg.format(models=models) for arg in args))
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "Traceback" not in result.stderr

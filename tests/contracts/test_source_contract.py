@@ -239,3 +239,14 @@ def test_the_topics_on_the_broker_include_the_requests_topic(sources):
     source = sources.member()
     assert sources.topic in source.list_topics()
     assert f"contract-never-created-{uuid.uuid4().hex[:8]}" not in source.list_topics()
+
+
+def test_lag_counts_the_records_of_a_partition_not_consumed_yet(sources):
+    produce_numbered(sources, {0: 10})
+    source = sources.member()
+    first = poll_until(sources, source, lambda got: len(got) >= 3, "3 records", max_records=3)
+    lag = source.lag()
+    assert lag[(sources.topic, 0)] == 10 - len(first)
+    assert all(behind >= 0 for behind in lag.values())
+    poll_until(sources, source, lambda got: len(first) + len(got) >= 10, "the other records")
+    assert source.lag()[(sources.topic, 0)] == 0

@@ -97,7 +97,7 @@ class FakeConsumer:
                 self.positions[tp] = max(position, self.ends[tp.partition])  # skip trailing markers
         return fetched
 
-    def close(self, autocommit=True):
+    def close(self, autocommit=True, timeout_ms=None):
         self.closed = True
 
 
@@ -216,3 +216,13 @@ def test_the_workers_pause_never_resumes_a_partition_that_reached_its_stop():
     assert consumer.paused == {TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)}
     source.pause(False)
     assert consumer.paused == {TopicPartition(TOPIC, 0)}
+
+
+def test_lag_is_what_is_left_of_each_span():
+    consumer = FakeConsumer({0: log_of(0, [100, 110, 120, 130, 140]), 1: log_of(1, [90, 125])})
+    source, _ = source_over(consumer, TimeRange(110, 150))  # spans: offsets 1..4 of 0, 1..1 of 1
+    assert source.lag() == {(TOPIC, 0): 4, (TOPIC, 1): 1}
+    source.poll(0, 2)
+    assert source.lag() == {(TOPIC, 0): 2, (TOPIC, 1): 0}
+    drain(source)
+    assert source.lag() == {(TOPIC, 0): 0, (TOPIC, 1): 0}

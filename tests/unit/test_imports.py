@@ -12,7 +12,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 PURE_MODULES = ["worker.stream.loop", "worker.stream.commit", "worker.stream.admission",
-                "worker.stream.membership", "worker.stream.replies", "worker.ports", "worker.core.wire"]
+                "worker.stream.membership", "worker.stream.replies", "worker.ports", "worker.core.wire",
+                "worker.core.stats"]
 
 
 def _loaded_after(script: str) -> list[str]:
@@ -22,10 +23,10 @@ def _loaded_after(script: str) -> list[str]:
     return result.stdout.split()
 
 
-def test_the_loop_and_its_policies_load_no_torch_kafka_or_redis():
+def test_the_loop_and_its_policies_load_no_torch_kafka_redis_or_prometheus_client():
     script = "\n".join([f"import {module}" for module in PURE_MODULES] + [
         "import sys",
-        "print(*sorted(name for name in ('torch', 'kafka', 'redis') if name in sys.modules))",
+        "print(*sorted(name for name in ('torch', 'kafka', 'redis', 'prometheus_client') if name in sys.modules))",
     ])
     assert _loaded_after(script) == []
 

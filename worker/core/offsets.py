@@ -79,3 +79,11 @@ class OffsetTracker:
 
     def partitions(self) -> list[TopicPartition]:
         return list(self._partitions)
+
+    def unacknowledged(self) -> int:
+        """Tracked records not acknowledged yet, all partitions together: what a stop now leaves unfinished."""
+        total = 0
+        for state in self._partitions.values():
+            state.watermark()  # drops the acknowledged prefix
+            total += sum(1 for offset in state.outstanding if offset not in state.acked)
+        return total

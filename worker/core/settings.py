@@ -54,6 +54,11 @@ class Settings:
                                  "Redis and commits overlap its compute; off: one thread does everything; "
                                  "auto: on for CUDA devices (on shared CPU cores it measured slower)")
     processes: int = _setting(1, "worker processes in this group on this host (one per GPU or core)")
+    shutdown_timeout_s: float = _setting(
+        30.0, "after SIGTERM, the whole drain (the batch in hand, the replies' acknowledgements, the commit, the "
+        "close) ends within this many seconds; what is unfinished then is left uncommitted and consumed again. "
+        "It must fit below Kubernetes' terminationGracePeriodSeconds, with a few seconds to spare for process "
+        "teardown")
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
     max_batch_size: int = _setting(64, "score a batch once it has this many requests")
     max_wait_ms: int = _setting(10, "... or once its oldest request has waited this long")
@@ -78,6 +83,13 @@ class Settings:
     log_format: str = _setting("auto", "auto (console on a terminal, else json), json or console")
     log_level: str = _setting("info", "debug, info, warning or error")
     stats_interval_s: float = _setting(10.0, "seconds between worker_stats log lines; 0 turns them off")
+    http_port: int = _setting(0, "serve /metrics (Prometheus), /healthz and /readyz over HTTP on 0.0.0.0 at this "
+                              "port; 0 serves nothing. With --processes N, child i serves on this port + i "
+                              "(0 .. N-1), the supervisor on none")
+    liveness_timeout_s: float = _setting(
+        60.0, "/healthz answers 503 once the loop has not polled for this long. It must exceed the longest a "
+        "healthy step blocks: a broker outage holds one for up to 30 s (the sink's settle), and a poll's worth of "
+        "batches at the speed measured in warmup is checked against it at start")
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -163,6 +175,12 @@ def _validate(s: Settings) -> None:
         need(getattr(s, name) >= 1, f"{name} must be >= 1, got {getattr(s, name)}")
     for name in ("max_wait_ms", "max_batch_tokens", "commit_interval_ms", "torch_threads", "stats_interval_s"):
         need(getattr(s, name) >= 0, f"{name} must be >= 0, got {getattr(s, name)}")
+    need(s.shutdown_timeout_s > 0, f"shutdown_timeout_s must be > 0, got {s.shutdown_timeout_s}")
+    need(0 <= s.http_port <= 65535, f"http_port must be 0 (off) or a TCP port up to 65535, got {s.http_port}")
+    need(s.http_port == 0 or s.http_port + s.processes - 1 <= 65535,
+         f"http_port {s.http_port} with processes={s.processes} needs ports up to {s.http_port + s.processes - 1}: "
+         f"choose http_port <= {65536 - s.processes}")
+    need(s.liveness_timeout_s > 0, f"liveness_timeout_s must be > 0, got {s.liveness_timeout_s}")
     need(s.auto_offset_reset in ("earliest", "latest"),
          f"auto_offset_reset must be earliest or latest, got {s.auto_offset_reset!r}")
     need(s.assignor in ("range", "roundrobin", "cooperative-sticky"),

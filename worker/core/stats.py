@@ -1,17 +1,62 @@
-"""Counters of what the worker did with every record it consumed."""
+"""Counters of what the worker did with every record it consumed, and where its loop stands.
+
+Written by the loop's thread only (stream/replies.py, admission.py,
+membership.py, loop.py). The HTTP surface (worker/surface/) reads it from
+another thread at scrape time, without a lock: every field it reads is an
+int, a float, a list of fixed length, a dict with fixed keys, or a value
+replaced whole (``lag``, ``model``), so a read sees a consistent value of each
+field, if not of all fields at the same instant.
+"""
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from worker.core.messages import Timings
+from worker.core.offsets import TopicPartition as TP
+
+BATCH_SIZE_BUCKETS = tuple(2.0 ** i for i in range(11))  # 1, 2, 4, ..., 1024
+STAGE_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+STAGES = ("queue_wait", "batch_wait", "compute")
+PAUSE_REASONS = ("dedup_outage", "backlog")
+
+
+class Histogram:
+    """Observations counted in fixed buckets (upper bounds, inclusive), plus their sum.
+
+    ``counts[i]`` counts values in (bounds[i-1], bounds[i]]; the last entry,
+    one past the bounds, counts what is above them all. Not thread-safe for
+    writers; a reader from another thread gets a copy with ``cumulative``.
+    """
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        if list(bounds) != sorted(set(bounds)):
+            raise ValueError(f"bucket bounds must be strictly increasing, got {bounds}")
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def cumulative(self) -> tuple[list[int], float]:
+        """Counts of values <= each bound, then of all values (Prometheus ``le`` buckets), and the sum."""
+        running, total = [], 0
+        for count in list(self.counts):  # one copy: the writer may go on meanwhile
+            total += count
+            running.append(total)
+        return running, self.sum
 
 
 @dataclass
 class WorkerStats:
     """Every consumed record ends as exactly one of: reply (ok, error, expired),
     dead letter, duplicate, or handed over (its partition went to another
-    worker, which answers it). Not thread-safe."""
+    worker, which answers it). Written by one thread; see the module's note on readers."""
 
     consumed: int = 0
     replied_ok: int = 0
@@ -26,12 +71,41 @@ class WorkerStats:
     compute_s: float = 0.0
     batch_sizes: Counter[int] = field(default_factory=Counter)
     error_codes: Counter[str] = field(default_factory=Counter)
+    batch_size: Histogram = field(default_factory=lambda: Histogram(BATCH_SIZE_BUCKETS))
+    stage_seconds: dict[str, Histogram] = field(
+        default_factory=lambda: {stage: Histogram(STAGE_SECONDS_BUCKETS) for stage in STAGES})
+    generation: int = -1  # the group generation last seen; negative while not a member
+    rebalances: int = 0  # group generations joined, the first one included
+    paused: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(PAUSE_REASONS, False))
+    lag: dict[TP, int] = field(default_factory=dict)  # records behind each partition's end; replaced whole
+    last_iteration: float | None = None  # monotonic time of the loop's last poll; None before the first
+    model: tuple[str, str, str] | None = None  # (name, version, device) once loaded and warmed
 
     def record_batch(self, size: int, compute_s: float) -> None:
         self.batches += 1
         self.scored += size
         self.compute_s += compute_s
         self.batch_sizes[size] += 1
+        if size:  # every request of a batch can have left with its partition: no batch was answered then
+            self.batch_size.observe(size)
+
+    def record_stages(self, timings: Timings) -> None:
+        """One scored request's time queued in the topic, waiting for its batch, and its batch's compute."""
+        self.stage_seconds["queue_wait"].observe(timings.queue_wait_ms / 1000)
+        self.stage_seconds["batch_wait"].observe(timings.batch_wait_ms / 1000)
+        self.stage_seconds["compute"].observe(timings.compute_ms / 1000)
+
+    def record_generation(self, generation: int) -> None:
+        """Note the group generation; a new non-negative one is a completed join (a rebalance)."""
+        if generation >= 0 and generation != self.generation:
+            self.rebalances += 1
+        self.generation = generation
+
+    def record_pause(self, *, dedup_outage: bool, backlog: bool) -> bool:
+        """Note why consumption is paused now; True when it is, for any reason."""
+        self.paused["dedup_outage"] = dedup_outage
+        self.paused["backlog"] = backlog
+        return dedup_outage or backlog
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -43,6 +117,7 @@ class WorkerStats:
             "duplicates": self.duplicates,
             "handed_over": self.handed_over,
             "aborted_transactions": self.aborted_transactions,
+            "rebalances": self.rebalances,
             "batches": self.batches,
             "mean_batch_size": round(self.scored / self.batches, 2) if self.batches else 0.0,
             "compute_s": round(self.compute_s, 3),

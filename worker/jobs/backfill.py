@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -37,6 +36,7 @@ from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.messages import Headers
 from worker.core.settings import Settings, add_flags, require_services
+from worker.core.shutdown import StopRequest
 from worker.core.timerange import TimeRange, format_ms, parse_time
 from worker.core.wire import H_DLQ_CODE
 from worker.kafka.bounded_source import BoundedKafkaSource
@@ -131,7 +131,7 @@ class ReplyTopicSink:
         self._sink.close(timeout_s)
 
 
-def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested: threading.Event,
+def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested: StopRequest,
                    keep_deadlines: bool = False,
                    on_progress: Callable[[int], None] | None = None) -> tuple[Worker, BoundedKafkaSource]:
     """The worker over the range, its source planned (or resumed) and its model loaded.
@@ -230,7 +230,7 @@ def run_backfill(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     """Run the job; returns the exit code (0 complete, 3 interrupted). Raises WorkerError, LookupError."""
     settings, time_range = backfill_settings(args, environ)
     started = time.monotonic()
-    stop_requested = threading.Event()
+    stop_requested = StopRequest(SystemClock())
     stop_on_signals(stop_requested)
     progress = _ProgressBar(enabled=not args.no_progress)
     worker, source = build_backfill(settings, time_range, stop_requested=stop_requested,

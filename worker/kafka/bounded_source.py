@@ -211,6 +211,10 @@ class BoundedKafkaSource:
     def list_topics(self) -> set[str]:
         return set(self._consumer.topics())
 
+    def lag(self) -> dict[TP, int]:
+        """Offsets of each partition's span not read yet (from the positions of the last poll)."""
+        return {tp: state.span.stop - state.position for tp, state in self._partitions.items()}
+
     def finished(self) -> bool:
         """True once every partition was read up to its stop offset."""
         return all(state.fetched_all for state in self._partitions.values())
@@ -223,9 +227,9 @@ class BoundedKafkaSource:
         """Offsets of the span below the committed offsets, all partitions together."""
         return sum(state.committed - state.span.start for state in self._partitions.values())
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 30.0) -> None:
         self._commit_exhausted()
-        self._consumer.close(autocommit=False)
+        self._consumer.close(autocommit=False, timeout_ms=int(timeout_s * 1000))
 
     def missing_topics(self, topics: list[str]) -> list[str]:
         """Those of ``topics`` the broker does not have (asks the broker)."""

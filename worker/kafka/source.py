@@ -17,7 +17,13 @@ from kafka import ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from kafka.errors import CommitFailedError, KafkaConnectionError, KafkaTimeoutError, RebalanceInProgressError
+from kafka.errors import (
+    CommitFailedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    RebalanceInProgressError,
+)
 from kafka.structs import MemberState
 
 from worker.core.clock import Clock
@@ -196,5 +202,22 @@ class KafkaSource:
     def list_topics(self) -> set[str]:
         return set(self._consumer.topics())
 
-    def close(self) -> None:
-        self._consumer.close(autocommit=False)
+    def lag(self) -> dict[TP, int]:
+        """Highwater minus position per assigned partition, both as of the last fetch (no request is
+        waited for); a partition not fetched from yet has no highwater and is left out."""
+        lag: dict[TP, int] = {}
+        for tp in self._consumer.assignment():
+            end = self._consumer.highwater(tp)
+            if end is None:
+                continue
+            try:
+                position = self._consumer.position(tp, timeout_ms=0)
+            except KafkaError:  # a position being reset or validated right now: leave it out this time
+                continue
+            if position is not None:
+                lag[(tp.topic, tp.partition)] = max(0, end - position)
+        return lag
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Leave the group (so that the others take the partitions over at once) within ``timeout_s``."""
+        self._consumer.close(autocommit=False, timeout_ms=int(timeout_s * 1000))

@@ -11,12 +11,12 @@ One thread does all the Kafka and Redis work, in this order each step:
    commit what they made safe (stream/commit.py: at-least-once or
    transactional).
 The scorer runs the model inline, or on a thread of its own so that steps go
-on while a batch computes (stream/scoring.py).
+on while a batch computes (stream/scoring.py). After a stop, the drain finishes
+the work in hand within one deadline (stream/drain.py).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,13 +28,15 @@ from worker.core.errors import TransactionAborted
 from worker.core.messages import Request
 from worker.core.offsets import OffsetTracker
 from worker.core.settings import Settings
+from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
 from worker.core.topics import TopicDirectory
 from worker.ports import DedupStore, ModelRunner, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.admission import Admission
 from worker.stream.commit import commit_policy
 from worker.stream.dedup_gate import DedupGate
-from worker.stream.membership import Membership
+from worker.stream.drain import Drain
+from worker.stream.membership import SETTLE_S, Membership
 from worker.stream.replies import EXPIRED, Responder
 from worker.stream.scoring import InlineScorer
 
@@ -43,20 +45,23 @@ log = structlog.get_logger(__name__)
 REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
 SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
 IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
+SEND_SETTLE_S = 30.0  # longest wait for the broker's acknowledgements in a step
+LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
 
 
 class Worker:
     def __init__(self, settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore,
                  runner: ModelRunner, prepare: Callable[[Any], Any], clock: Clock,
-                 stop_requested: threading.Event | None = None, transactions: Transactions | None = None,
-                 scorer: Scorer | None = None) -> None:
+                 stop_requested: StopRequest | None = None, transactions: Transactions | None = None,
+                 scorer: Scorer | None = None, stats: WorkerStats | None = None) -> None:
         """``transactions`` (over the same sink and source) switches on exactly-once delivery;
-        ``scorer`` says where batches run (default: inline, in the loop's thread)."""
+        ``scorer`` says where batches run (default: inline, in the loop's thread); ``stats`` is where
+        the loop counts (default: a new one), for a reader such as the HTTP surface."""
         self._settings = settings
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
         self._scorer = scorer or InlineScorer(runner, clock)
-        self._stop_requested = stop_requested or threading.Event()
-        self.stats = WorkerStats()
+        self._stop_requested = stop_requested or StopRequest(clock)
+        self.stats = stats if stats is not None else WorkerStats()
         self._batcher = request_batcher(settings, getattr(runner, "cost", None))
         offsets = OffsetTracker()
         gate = DedupGate(dedup)
@@ -72,31 +77,36 @@ class Worker:
         self._offsets = offsets
         self._submitted_ms = 0  # wall clock when the scorer got its batch
         self._last_stats = self._last_poll = now
+        self._lag_at = now - LAG_REFRESH_S
 
     def stop(self) -> None:
         """Ask the loop to finish the work in hand and return. Safe from a signal handler or thread."""
         self._stop_requested.set()
 
-    def run(self) -> None:
-        """Loop until ``stop()`` (or a bounded source is finished), then drain, settle, commit
-        and close. Raises DeliveryError."""
+    def run(self) -> int:
+        """Loop until ``stop()`` (or a bounded source is finished), then drain: finish the work in hand,
+        settle, commit and close, all within shutdown_timeout_s of the stop (stream/drain.py).
+
+        Returns how many records were left unfinished, uncommitted (the group gives them out again);
+        0 after a complete drain. Raises DeliveryError.
+        """
+        drain = self._drain()
         try:
             while not self._stop_requested.is_set() and not self._source.finished():
                 self.step()
-            self._drain()
+            drain.finish(self._stop_requested.requested_at)
         finally:
-            self._scorer.close()
-            self._source.close()
-            self._sink.close()
-            self._dedup.close()
-        log.info("worker_stopped", **self.stats.snapshot())
+            drain.close()
+        unfinished = drain.unfinished()
+        log.info("worker_stopped", unfinished=unfinished, deadline_cut=drain.cut, **self.stats.snapshot())
+        return unfinished
 
     def step(self) -> None:
         """One poll-score-settle round; blocks at most until the next batch deadline (or, while the
         scorer works, until it is done or SCORING_WAIT_S passed)."""
         self._warn_if_slow()
         records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
-        self._last_poll = self._clock.monotonic()
+        self._last_poll = self.stats.last_iteration = self._clock.monotonic()
         self._membership.polled()
         self._admission.admit(records)
         if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic())):
@@ -106,7 +116,9 @@ class Worker:
         self._settle()
         # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep
         # polling (to stay in the group).
-        self._source.pause(self._gate.blocked or self._batcher.pending >= self._settings.max_poll_records)
+        self._source.pause(self.stats.record_pause(
+            dedup_outage=self._gate.blocked, backlog=self._batcher.pending >= self._settings.max_poll_records))
+        self._refresh_lag()
         self._log_stats_if_due()
 
     def _score_ready(self) -> None:
@@ -120,23 +132,10 @@ class Worker:
                 return
             self._submit(self._batcher.drain())
 
-    def _drain(self) -> None:
-        for _ in range(3):  # first learn which partitions stay ours, if a rebalance is under way
-            if not self._source.rebalancing():
-                break
-            self._membership.settle_rebalance()
-        self._admission.take_claimed()  # one more try for requests waiting on a claim; the rest are redelivered
-        while self._batcher.pending or self._scorer.busy:
-            self._scorer.wait(1.0)
-            self._answer_scored()
-            if self._batcher.pending and not self._scorer.busy:
-                self._submit(self._batcher.drain())
-        self._settle(force_commit=True)
-        for _ in range(3):  # a rebalance may be under way: let it finish, then commit what is still ours
-            if not self._offsets.committable():
-                return
-            self._membership.settle_rebalance()
-            self._settle(force_commit=True)
+    def _drain(self) -> Drain:
+        return Drain(self._settings.shutdown_timeout_s, self._clock, self._source, self._sink, self._dedup,
+                     self._scorer, self._batcher, self._admission, self._membership, self._offsets,
+                     answer_scored=self._answer_scored, submit=self._submit, settle=self._settle)
 
     def _poll_timeout(self) -> float:
         if self._source.rebalancing():
@@ -159,14 +158,14 @@ class Worker:
             self._membership.batch_submitted()
             self._scorer.submit(live)
 
-    def _answer_scored(self) -> None:
+    def _answer_scored(self, settle_s: float = SETTLE_S) -> None:
         scored = self._scorer.take()
         if scored is not None:
-            left = self._membership.left_while_scoring(len(scored.batch))
+            left = self._membership.left_while_scoring(len(scored.batch), settle_s)
             self._responder.answer_scored(scored, self._submitted_ms, left)
 
-    def _settle(self, force_commit: bool = False) -> None:
-        deliveries = self._sink.settle() if self._sink.pending else []
+    def _settle(self, force_commit: bool = False, timeout_s: float = SEND_SETTLE_S) -> None:
+        deliveries = self._sink.settle(timeout_s) if self._sink.pending else []
         try:
             self._commits.settle(deliveries, self._clock.monotonic(), force_commit)
         except TransactionAborted:
@@ -179,6 +178,13 @@ class Worker:
             log.warning("slow_step", since_last_poll_ms=round(since_poll_ms),
                         max_poll_interval_ms=self._settings.max_poll_interval_ms,
                         advice="lower max_poll_records or max_batch_size, or raise max_poll_interval_ms")
+
+    def _refresh_lag(self) -> None:
+        """Replace the lag snapshot, at most once per LAG_REFRESH_S (the source answers from what it knows)."""
+        now = self._clock.monotonic()
+        if now - self._lag_at >= LAG_REFRESH_S:
+            self._lag_at = now
+            self.stats.lag = self._source.lag()
 
     def _log_stats_if_due(self) -> None:
         interval = self._settings.stats_interval_s

@@ -43,11 +43,12 @@ class Membership:
     def polled(self) -> None:
         """After each poll: note the generation, drop what was revoked in it."""
         self._generation = self._source.generation()
+        self._stats.record_generation(self._generation)
         self.drop(self._source.take_revoked())
 
-    def settle_rebalance(self) -> None:
-        """Let a pending rebalance complete (bounded), then drop what left in it."""
-        self._source.finish_rebalance(SETTLE_S)
+    def settle_rebalance(self, timeout_s: float = SETTLE_S) -> None:
+        """Let a pending rebalance complete (waiting up to ``timeout_s``), then drop what left in it."""
+        self._source.finish_rebalance(timeout_s)
         self.drop(self._source.take_revoked())
 
     def drop(self, partitions: set[TP]) -> set[TP]:
@@ -77,13 +78,15 @@ class Membership:
     def batch_submitted(self) -> None:
         self._left_while_scoring = set()
 
-    def left_while_scoring(self, batch_size: int) -> set[TP]:
-        """The partitions whose replies of the finished batch must not be sent."""
+    def left_while_scoring(self, batch_size: int, settle_s: float = SETTLE_S) -> set[TP]:
+        """The partitions whose replies of the finished batch must not be sent (when the group dropped
+        us meanwhile, after waiting up to ``settle_s`` for the rebalance)."""
         left = self._left_while_scoring
         if self._source.generation() == self._generation:
             return left
-        self._source.finish_rebalance(SETTLE_S)
+        self._source.finish_rebalance(settle_s)
         self._generation = self._source.generation()
+        self._stats.record_generation(self._generation)
         lost = self.drop(self._source.take_revoked())
         log.warning("membership_lost_during_batch", batch=batch_size, partitions_lost=sorted(lost),
                     advice="a batch outlived max_poll_interval_ms: lower max_batch_size or raise the interval")

@@ -84,8 +84,9 @@ class Responder:
         self._stats.handed_over += len(scored.batch) - len(pairs)
         self._stats.record_batch(len(pairs), scored.compute_s)
         for request, outcome in pairs:
-            self.answer(request, "ok" if outcome.ok else "error", outcome,
-                        stage_timings(request, scored, submitted_ms), len(pairs))
+            timings = stage_timings(request, scored, submitted_ms)
+            self._stats.record_stages(timings)
+            self.answer(request, "ok" if outcome.ok else "error", outcome, timings, len(pairs))
 
     def _send(self, reply: Reply, claimed: bool) -> None:
         key, value, headers = encode_reply(reply)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -46,7 +46,7 @@ class InlineScorer:
         done, self._done = self._done, None
         return done
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 0.0) -> None:
         pass
 
 
@@ -86,5 +86,10 @@ class ThreadScorer:
         outcomes, started, compute_s = future.result()
         return Scored(batch, outcomes, started, compute_s)
 
-    def close(self) -> None:
-        self._executor.shutdown(wait=True)
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Wait up to ``timeout_s`` for a batch still running. A model call cannot be interrupted: past
+        the timeout its thread is left running, and its batch unanswered (it is consumed again)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._running is not None:
+            with contextlib.suppress(FutureTimeout, CancelledError):
+                self._running[1].exception(timeout=timeout_s)

@@ -1,0 +1,89 @@
+"""Operating the worker on real Kafka and Redis: a SIGTERM whose drain outlives --shutdown-timeout-s, and a
+--processes child killed with SIGKILL."""
+
+import os
+import signal
+import time
+
+from tests.integration.kit import TopicReader, start_worker, wait_until
+from tests.integration.test_pipeline import churn_inputs
+
+SLOW_MODEL = ("--model", "tests.chaos.slow_model:stalling_linear", "--model-thread", "on")
+
+
+def test_sigterm_mid_batch_exits_at_the_deadline_and_a_successor_answers_the_rest(
+        bootstrap, redis_url, topics, producer, tmp_path, monkeypatch):
+    trigger = tmp_path / "stall-trigger"
+    monkeypatch.setenv("CHAOS_STALL_TRIGGER", str(trigger))  # read by tests.chaos.slow_model
+    monkeypatch.setenv("CHAOS_STALL_S", "60")
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, *SLOW_MODEL, "--shutdown-timeout-s", "2",
+                          "--max-batch-size", "8", "--max-wait-ms", "5", name="slow")
+    reader = TopicReader(bootstrap, topics.replies)
+    rows = churn_inputs(40)
+    for i in range(8):
+        producer.send(topics.requests, {"id": f"d{i}", "inputs": rows[i]}, key=f"d{i}".encode())
+    producer.flush()
+    reader.read_until(lambda got: len(got.by_id()) >= 8, 90, "the first 8 replies", watch=worker)
+    trigger.touch()  # the next batch stalls for 60 s
+    for i in range(8, 40):
+        producer.send(topics.requests, {"id": f"d{i}", "inputs": rows[i]}, key=f"d{i}".encode())
+    producer.flush()
+    wait_until(lambda: any(tmp_path.glob("stall-trigger.taken-by-*")), 60, "a batch to stall")
+
+    sent_at = time.monotonic()
+    worker.process.send_signal(signal.SIGTERM)
+    code = worker.process.wait(timeout=30)
+    took_s = time.monotonic() - sent_at
+    assert code == 4, worker.log()
+    assert took_s < 2 + 3, f"exited {took_s:.1f} s after SIGTERM"  # the deadline, plus process teardown
+    (stopped,) = [e for e in worker.events() if e.get("event") == "worker_stopped"]
+    assert stopped["deadline_cut"] and stopped["unfinished"] >= 1
+    answered_by_first = set(reader.read(0.5).by_id())
+    assert len(answered_by_first) < 40
+
+    successor = start_worker(bootstrap, redis_url, topics, tmp_path, *SLOW_MODEL, name="successor")
+    reader.read_until(lambda got: len(got.by_id()) >= 40, 90, "all 40 answered", watch=successor)
+    assert successor.stop() == 0
+    assert sorted(reader.read(0.5).by_id()) == sorted(f"d{i}" for i in range(40))  # no loss
+
+
+def test_a_child_killed_with_sigkill_is_restarted_and_replies_keep_coming(bootstrap, redis_url, topics, producer,
+                                                                          tmp_path):
+    # The broker's least session timeout: the dead child's partitions move within seconds, not 45.
+    supervisor = start_worker(bootstrap, redis_url, topics, tmp_path, "--processes", "2",
+                              "--session-timeout-ms", "6000", name="supervisor")
+
+    def events(name: str) -> list[dict]:
+        return [e for e in supervisor.events() if e.get("event") == name]
+
+    wait_until(lambda: len({e["client_id"] for e in events("partitions_assigned") if e["partitions"]}) == 2,
+               90, "both processes to own partitions")
+    (started,) = events("processes_started")
+    victim = started["pids"][0]
+    reader = TopicReader(bootstrap, topics.replies)
+    rows = churn_inputs(400)
+    for i in range(200):
+        producer.send(topics.requests, {"id": f"k{i}", "inputs": rows[i]}, key=f"k{i}".encode())
+    producer.flush()
+    reader.read_until(lambda got: len(got.by_id()) >= 200, 90, "200 replies", watch=supervisor)
+
+    os.kill(victim, signal.SIGKILL)
+    wait_until(lambda: events("process_restarted"), 30, "the supervisor to start a new child")
+    (exited,) = events("process_exited")
+    assert (exited["index"], exited["exit_code"]) == (0, -signal.SIGKILL)
+    (restarted,) = events("process_restarted")
+    assert restarted["index"] == 0 and restarted["pid"] not in started["pids"]
+    for i in range(200, 400):
+        producer.send(topics.requests, {"id": f"k{i}", "inputs": rows[i]}, key=f"k{i}".encode())
+    producer.flush()
+    reader.read_until(lambda got: len(got.by_id()) >= 400, 120, "400 replies", watch=supervisor)
+
+    def new_child_owns_partitions() -> bool:
+        log = supervisor.events()
+        since = next(i for i, e in enumerate(log) if e.get("event") == "process_restarted")
+        return any(e.get("event") == "partitions_assigned" and e["partitions"] and e["client_id"].endswith("-0")
+                   for e in log[since:])
+
+    wait_until(new_child_owns_partitions, 60, "the new child to own partitions")
+    assert supervisor.stop() == 0
+    assert sorted(reader.read(0.5).by_id()) == sorted(f"k{i}" for i in range(400))

@@ -1,0 +1,62 @@
+"""The probes' verdicts: liveness from the last poll, readiness from every condition, each failure named."""
+
+import pytest
+
+from worker.core.stats import WorkerStats
+from worker.surface.probes import liveness, readiness
+
+TIMEOUT_S = 60.0
+
+
+def working_stats(last_poll: float = 100.0) -> WorkerStats:
+    stats = WorkerStats(model=("churn", "v1", "cpu"), last_iteration=last_poll)
+    stats.record_generation(3)
+    return stats
+
+
+def test_alive_while_starting_before_the_first_poll():
+    verdict = liveness(WorkerStats(), now=5000.0, timeout_s=TIMEOUT_S)
+    assert verdict.ok and verdict.body() == {"status": "starting"}
+
+
+def test_alive_up_to_the_timeout_after_the_last_poll_then_stuck():
+    stats = working_stats(last_poll=100.0)
+    assert liveness(stats, 160.0, TIMEOUT_S).ok
+    assert liveness(stats, 160.0, TIMEOUT_S).body() == {"status": "ok", "last_poll_s_ago": 60.0}
+    stuck = liveness(stats, 160.5, TIMEOUT_S)
+    assert not stuck.ok
+    assert stuck.body() == {"status": "stuck", "last_poll_s_ago": 60.5,
+                            "reasons": ["the loop last polled 60.5 s ago, more than liveness_timeout_s=60"]}
+
+
+def test_ready_when_warm_in_the_group_alive_and_not_paused_for_dedup():
+    verdict = readiness(working_stats(), 101.0, TIMEOUT_S)
+    assert verdict.ok and verdict.body() == {"status": "ready", "last_poll_s_ago": 1.0}
+
+
+def test_a_backlog_pause_is_still_ready():
+    stats = working_stats()
+    stats.record_pause(dedup_outage=False, backlog=True)
+    assert readiness(stats, 101.0, TIMEOUT_S).ok
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda s: setattr(s, "model", None), "the model is not loaded and warmed up yet"),
+    (lambda s: s.record_generation(-1), "not a member of the consumer group (joining)"),
+    (lambda s: s.record_pause(dedup_outage=True, backlog=False),
+     "consumption paused: the dedup store (Redis) does not answer"),
+    (lambda s: setattr(s, "last_iteration", 0.0), "the loop last polled 101.0 s ago, more than liveness_timeout_s=60"),
+])
+def test_each_unmet_condition_is_named(change, reason):
+    stats = working_stats()
+    change(stats)
+    verdict = readiness(stats, 101.0, TIMEOUT_S)
+    assert not verdict.ok
+    assert verdict.body()["status"] == "not_ready" and verdict.body()["reasons"] == [reason]
+
+
+def test_a_stop_asked_for_is_not_ready_and_a_fresh_start_names_everything():
+    assert readiness(working_stats(), 101.0, TIMEOUT_S, stopping=True).reasons == [
+        "stopping: finishing the work in hand"]
+    assert readiness(WorkerStats(), 101.0, TIMEOUT_S).reasons == [
+        "the model is not loaded and warmed up yet", "not a member of the consumer group (joining)"]

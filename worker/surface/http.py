@@ -1,0 +1,115 @@
+"""The HTTP server of the surface: ``/metrics``, ``/healthz`` and ``/readyz`` on one port.
+
+``HttpSurface.start`` binds the port (in the caller's thread, so that a port
+in use is a start-up error) and serves from a daemon thread, one short-lived
+thread per request. Those threads only read: the loop's WorkerStats (through
+the metrics collector and the probes), the clock, and whether a stop was asked for. The
+server starts before the model loads, so ``/healthz`` answers during a long
+load while ``/readyz`` says not ready until the worker is warm and in its group.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
+import structlog
+from prometheus_client.exposition import choose_encoder
+
+from worker.core.clock import Clock
+from worker.core.errors import ConfigError
+from worker.core.stats import WorkerStats
+from worker.surface.metrics import metrics_registry
+from worker.surface.probes import Verdict, liveness, readiness
+
+log = structlog.get_logger(__name__)
+
+
+class HttpSurface:
+    """Serves the worker's metrics and probes from a thread of its own; see the module docstring."""
+
+    def __init__(self, port: int, stats: WorkerStats, clock: Clock, liveness_timeout_s: float,
+                 stopping: Callable[[], bool] = lambda: False, host: str = "0.0.0.0") -> None:
+        """``port`` 0 picks a free one (see ``port`` once started); ``stopping()`` says whether a stop was
+        asked for (then not ready); it is called from the serving threads."""
+        self._address = (host, port)
+        self._stats = stats
+        self._clock = clock
+        self._timeout_s = liveness_timeout_s
+        self._stopping = stopping
+        self._registry = metrics_registry(stats)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port served on (once started)."""
+        return self._server.server_address[1] if self._server else self._address[1]
+
+    def start(self) -> None:
+        """Bind and start serving; returns at once. Raises ConfigError when the port cannot be bound."""
+        try:
+            self._server = _Server(self._address, _Handler, self)
+        except OSError as exc:
+            raise ConfigError(f"cannot serve HTTP on {self._address[0]}:{self._address[1]} ({exc}): "
+                              "choose another --http-port (STREAMSCORE_HTTP_PORT)") from exc
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="streamscore-http", daemon=True)
+        self._thread.start()
+        log.info("http_serving", port=self.port, paths=["/metrics", "/healthz", "/readyz"])
+
+    def close(self) -> None:
+        """Stop serving and release the port; blocks until the serving thread has stopped."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def metrics(self, accept: str | None) -> tuple[bytes, str]:
+        """The exposition in the format the scraper accepts (Prometheus text, or OpenMetrics), and its type."""
+        encode, content_type = choose_encoder(accept or "")
+        return encode(self._registry), content_type
+
+    def healthz(self) -> Verdict:
+        return liveness(self._stats, self._clock.monotonic(), self._timeout_s)
+
+    def readyz(self) -> Verdict:
+        return readiness(self._stats, self._clock.monotonic(), self._timeout_s, self._stopping())
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], surface: HttpSurface) -> None:
+        self.surface = surface
+        super().__init__(address, handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        path = self.path.split("?", 1)[0]
+        surface = self.server.surface
+        if path == "/metrics":
+            body, content_type = surface.metrics(self.headers.get("Accept"))
+            self._reply(200, body, content_type)
+        elif path in ("/healthz", "/readyz"):
+            verdict = surface.healthz() if path == "/healthz" else surface.readyz()
+            self._reply(200 if verdict.ok else 503, orjson.dumps(verdict.body()), "application/json")
+        else:
+            self._reply(404, orjson.dumps({"error": f"no such path {path!r}",
+                                           "paths": ["/metrics", "/healthz", "/readyz"]}), "application/json")
+
+    def _reply(self, code: int, body: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a probe every few seconds is not news; failures show in the worker's own events

@@ -1,0 +1,84 @@
+"""The worker's Prometheus metrics: a custom collector that reads WorkerStats at scrape time.
+
+Nothing is counted twice: the loop counts in its pure WorkerStats as it
+always did, and each scrape turns the current values into metric families.
+``collect`` runs on the HTTP server's thread and only reads (see the note in
+worker/core/stats.py on what such a read sees).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from worker.core.stats import PAUSE_REASONS, Histogram, WorkerStats
+
+
+class StatsCollector(Collector):
+    """Exposes one WorkerStats as the ``streamscore_*`` metrics (names and labels are a public interface:
+    dashboards and alerts use them)."""
+
+    def __init__(self, stats: WorkerStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._stats
+        yield _counter("streamscore_requests", "Records consumed from the requests topic.", s.consumed)
+        replies = CounterMetricFamily("streamscore_replies", "Replies sent, by status.", labels=["status"])
+        for status, count in (("ok", s.replied_ok), ("error", s.replied_error), ("expired", s.replied_expired)):
+            replies.add_metric([status], count)
+        yield replies
+        yield _counter("streamscore_dead_letters", "Records without a readable request id, sent to the "
+                       "dead-letter topic.", s.dead_lettered)
+        yield _counter("streamscore_duplicates", "Records whose request id was claimed or answered already "
+                       "(not scored again).", s.duplicates)
+        yield _counter("streamscore_handed_over", "Records left unanswered because their partition went to "
+                       "another worker (which answers them).", s.handed_over)
+        yield _counter("streamscore_rebalances", "Consumer group generations joined, the first one included.",
+                       s.rebalances)
+        batch_size = HistogramMetricFamily("streamscore_batch_size", "Requests per scored batch.")
+        batch_size.add_metric([], *_buckets(s.batch_size))
+        yield batch_size
+        stages = HistogramMetricFamily(
+            "streamscore_stage_seconds", "Per scored request: queue_wait (in the topic, produced to polled), "
+            "batch_wait (polled to scored) and compute (its batch's model time).", labels=["stage"])
+        for stage, histogram in s.stage_seconds.items():
+            stages.add_metric([stage], *_buckets(histogram))
+        yield stages
+        lag = GaugeMetricFamily("streamscore_consumer_lag", "Records behind the end of each assigned partition "
+                                "(refreshed at most once a second).", labels=["topic", "partition"])
+        for (topic, partition), behind in sorted(s.lag.items()):
+            lag.add_metric([topic, str(partition)], behind)
+        yield lag
+        paused = GaugeMetricFamily("streamscore_paused", "1 while consumption is paused for this reason.",
+                                   labels=["reason"])
+        for reason in PAUSE_REASONS:
+            paused.add_metric([reason], 1 if s.paused[reason] else 0)
+        yield paused
+        info = GaugeMetricFamily("streamscore_model_info", "The model served (1), once loaded and warmed up.",
+                                 labels=["model", "version", "device"])
+        if s.model is not None:
+            info.add_metric(list(s.model), 1)
+        yield info
+
+
+def metrics_registry(stats: WorkerStats) -> CollectorRegistry:
+    """A registry of the worker's metrics and the usual process ones (memory, CPU, file descriptors, GC)."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(StatsCollector(stats))
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
+    return registry
+
+
+def _counter(name: str, documentation: str, value: int) -> CounterMetricFamily:
+    return CounterMetricFamily(name, documentation, value=value)
+
+
+def _buckets(histogram: Histogram) -> tuple[list[tuple[str, float]], float]:
+    cumulative, total = histogram.cumulative()
+    bounds = [str(float(bound)) for bound in histogram.bounds] + ["+Inf"]  # "1.0", "0.005": as Go writes them
+    return list(zip(bounds, cumulative, strict=True)), total

@@ -1,0 +1,63 @@
+"""The health probes' verdicts, from the loop's stats and the time now (pure: time is passed in).
+
+Liveness (``/healthz``) asks one thing: did the loop poll within
+``liveness_timeout_s``? Until its first poll (the model loading and warming
+up, the group being joined) the worker counts as alive and starting: a long
+model load is not a hang to restart. Readiness (``/readyz``) asks whether the
+worker is doing its job now: the model is loaded and warmed, the worker is a
+member of its consumer group, the loop is alive, consumption is not paused by
+a dedup store outage, and no stop was asked for. A failed probe says why, in
+``reasons``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from worker.core.stats import WorkerStats
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A probe's answer: ``ok`` (HTTP 200, else 503) and a JSON-ready body."""
+
+    ok: bool
+    status: str
+    reasons: list[str] = field(default_factory=list)
+    last_poll_s_ago: float | None = None
+
+    def body(self) -> dict[str, object]:
+        shown: dict[str, object] = {"status": self.status}
+        if self.reasons:
+            shown["reasons"] = self.reasons
+        if self.last_poll_s_ago is not None:
+            shown["last_poll_s_ago"] = round(self.last_poll_s_ago, 3)
+        return shown
+
+
+def liveness(stats: WorkerStats, now: float, timeout_s: float) -> Verdict:
+    """Alive while starting (no poll yet) and while the last poll is at most ``timeout_s`` old."""
+    last = stats.last_iteration
+    if last is None:
+        return Verdict(True, "starting")
+    ago = now - last
+    if ago > timeout_s:
+        return Verdict(False, "stuck", [f"the loop last polled {ago:.1f} s ago, more than "
+                                        f"liveness_timeout_s={timeout_s:g}"], ago)
+    return Verdict(True, "ok", last_poll_s_ago=ago)
+
+
+def readiness(stats: WorkerStats, now: float, timeout_s: float, stopping: bool = False) -> Verdict:
+    """Ready when every condition of the module's docstring holds; else not_ready with each one that fails."""
+    reasons = []
+    if stopping:
+        reasons.append("stopping: finishing the work in hand")
+    if stats.model is None:
+        reasons.append("the model is not loaded and warmed up yet")
+    if stats.generation < 0:
+        reasons.append("not a member of the consumer group (joining)")
+    alive = liveness(stats, now, timeout_s)
+    reasons += alive.reasons
+    if stats.paused["dedup_outage"]:
+        reasons.append("consumption paused: the dedup store (Redis) does not answer")
+    return Verdict(not reasons, "not_ready" if reasons else "ready", reasons, alive.last_poll_s_ago)
