@@ -29,6 +29,20 @@ def test_alive_up_to_the_timeout_after_the_last_poll_then_stuck():
                             "reasons": ["the loop last polled 60.5 s ago, more than liveness_timeout_s=60"]}
 
 
+
+def test_a_rebalance_that_never_completes_is_stuck_though_the_loop_polls():
+    stats = working_stats(last_poll=100.0)
+    stats.record_rebalancing(True, now=100.0)
+    stats.record_rebalancing(True, now=150.0)  # still the same rebalance: its start is kept
+    stats.last_iteration = 159.0
+    assert liveness(stats, 159.5, TIMEOUT_S).ok
+    stats.last_iteration = 170.0
+    stuck = liveness(stats, 170.5, TIMEOUT_S)
+    assert not stuck.ok and stuck.reasons == ["a rebalance has not completed for 70.5 s, more than "
+                                              "liveness_timeout_s=60"]
+    stats.record_rebalancing(False, now=171.0)
+    assert liveness(stats, 171.0, TIMEOUT_S).ok
+
 def test_ready_when_warm_in_the_group_alive_and_not_paused_for_dedup():
     verdict = readiness(working_stats(), 101.0, TIMEOUT_S)
     assert verdict.ok and verdict.body() == {"status": "ready", "last_poll_s_ago": 1.0}

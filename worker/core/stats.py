@@ -79,6 +79,7 @@ class WorkerStats:
     paused: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(PAUSE_REASONS, False))
     lag: dict[TP, int] = field(default_factory=dict)  # records behind each partition's end; replaced whole
     last_iteration: float | None = None  # monotonic time of the loop's last poll; None before the first
+    rebalancing_since: float | None = None  # monotonic time a still unfinished rebalance began; None when none
     model: tuple[str, str, str] | None = None  # (name, version, device) once loaded and warmed
 
     def record_batch(self, size: int, compute_s: float) -> None:
@@ -100,6 +101,13 @@ class WorkerStats:
         if generation >= 0 and generation != self.generation:
             self.rebalances += 1
         self.generation = generation
+
+    def record_rebalancing(self, rebalancing: bool, now: float) -> None:
+        """Note whether a rebalance is under way, keeping when the current one began."""
+        if not rebalancing:
+            self.rebalancing_since = None
+        elif self.rebalancing_since is None:
+            self.rebalancing_since = now
 
     def record_pause(self, *, dedup_outage: bool, backlog: bool) -> bool:
         """Note why consumption is paused now; True when it is, for any reason."""

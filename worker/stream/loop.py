@@ -107,6 +107,7 @@ class Worker:
         self._warn_if_slow()
         records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
         self._last_poll = self.stats.last_iteration = self._clock.monotonic()
+        self.stats.record_rebalancing(self._source.rebalancing(), self._last_poll)
         self._membership.polled()
         self._admission.admit(records)
         if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic())):

@@ -1,7 +1,9 @@
 """The health probes' verdicts, from the loop's stats and the time now (pure: time is passed in).
 
-Liveness (``/healthz``) asks one thing: did the loop poll within
-``liveness_timeout_s``? Until its first poll (the model loading and warming
+Liveness (``/healthz``) asks: did the loop poll within
+``liveness_timeout_s``, and has no rebalance been under way for longer than
+that (a rebalance that never completes keeps the loop polling but doing
+nothing: a restart cures it)? Until its first poll (the model loading and warming
 up, the group being joined) the worker counts as alive and starting: a long
 model load is not a hang to restart. Readiness (``/readyz``) asks whether the
 worker is doing its job now: the model is loaded and warmed, the worker is a
@@ -43,6 +45,10 @@ def liveness(stats: WorkerStats, now: float, timeout_s: float) -> Verdict:
     ago = now - last
     if ago > timeout_s:
         return Verdict(False, "stuck", [f"the loop last polled {ago:.1f} s ago, more than "
+                                        f"liveness_timeout_s={timeout_s:g}"], ago)
+    since = stats.rebalancing_since
+    if since is not None and now - since > timeout_s:
+        return Verdict(False, "stuck", [f"a rebalance has not completed for {now - since:.1f} s, more than "
                                         f"liveness_timeout_s={timeout_s:g}"], ago)
     return Verdict(True, "ok", last_poll_s_ago=ago)
 
