@@ -1,4 +1,4 @@
-"""A tensor model whose first batch (the worker's warmup) waits for a gate file, to hold a worker in its start.
+"""Tensor models that wait for a gate file: to hold a worker in its start, or its loop in a batch.
 
 Serve it with ``--model tests.integration.gated_model:gated_linear`` and
 ``GATED_MODEL_FILE`` naming a file that does not exist yet: warmup waits until
@@ -6,7 +6,9 @@ the test creates it (or ``GATED_MODEL_MAX_S`` passes, then it fails), so the
 test sees the worker loaded but not warm for as long as it wants. It maps 16
 numbers to one (a seeded linear layer and a sigmoid). The variables are not
 ``STREAMSCORE_*`` ones on purpose: the worker refuses unknown variables with
-that prefix.
+that prefix. ``held_linear`` is the same model with the gate moved: warmup
+runs freely, and any batch with a request whose first number is HOLD waits
+for the gate, holding the loop (the model runs inline on CPU).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 
 GATE_ENV = "GATED_MODEL_FILE"
 MAX_S_ENV = "GATED_MODEL_MAX_S"
+HOLD = 99.0
 
 
 class GatedLinear(torch.nn.Module):
@@ -47,3 +50,14 @@ def wait_for_gate() -> None:
 
 def gated_linear() -> torch.nn.Module:
     return GatedLinear()
+
+
+class HeldLinear(GatedLinear):
+    def forward(self, batch: torch.Tensor) -> torch.Tensor:
+        if (batch[:, 0] == HOLD).any():
+            wait_for_gate()
+        return torch.sigmoid(self.linear(batch))
+
+
+def held_linear() -> torch.nn.Module:
+    return HeldLinear()

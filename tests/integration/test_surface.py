@@ -17,7 +17,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.gated_model import GATE_ENV
+from tests.integration.gated_model import GATE_ENV, HOLD
 from tests.integration.kit import TopicReader, start_worker, wait_until
 
 INPUTS = [0.25] * 16
@@ -197,3 +197,26 @@ def test_with_processes_each_child_serves_on_its_own_port(bootstrap, redis_url, 
     for child_port in (port, port + 1):
         wait_until(lambda p=child_port: probe(p, "/readyz")[0] == 200, 90, f"a ready child on port {child_port}")
     assert supervisor.stop() == 0
+
+
+def test_a_held_loop_fails_liveness_and_recovers(bootstrap, redis_url, topics, producer, tmp_path, monkeypatch):
+    gate = tmp_path / "batch-gate"
+    monkeypatch.setenv(GATE_ENV, str(gate))  # a batch with a HOLD request waits for this file
+    port = free_port()
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--http-port", str(port),
+                          "--liveness-timeout-s", "2", "--model", "tests.integration.gated_model:held_linear")
+    wait_until(lambda: probe(port, "/readyz")[0] == 200, 90, "ready")
+    producer.send(topics.requests, {"id": "held", "inputs": [HOLD] + [0.5] * 15})
+    producer.flush()
+    wait_until(lambda: probe(port, "/healthz")[0] == 503, 30, "/healthz failing while the loop is held")
+    status, body = probe(port, "/healthz")
+    assert body["status"] == "stuck" and "the loop last polled" in body["reasons"][0]
+    gate.touch()
+    wait_until(lambda: probe(port, "/healthz")[0] == 200, 30, "/healthz passing once the loop goes on")
+    replies = TopicReader(bootstrap, topics.replies)
+    try:
+        landed = replies.read_until(lambda got: "held" in got.by_id(), 60, "the held request's reply", watch=worker)
+    finally:
+        replies.close()
+    assert landed.by_id()["held"][0]["status"] == "ok"
+    assert worker.stop() == 0
