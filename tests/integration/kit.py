@@ -103,6 +103,13 @@ class Producer:
         raw = orjson.dumps(value) if isinstance(value, dict) else value
         self._producer.send(topic, key=key, value=raw, headers=headers or [], partition=partition)
 
+    def send_requests(self, topic: str, prefix: str, rows: list, first: int = 0) -> None:
+        """One request per row, keyed by its id ``<prefix><first + n>``; then flush."""
+        for number, row in enumerate(rows, start=first):
+            request_id = f"{prefix}{number}"
+            self.send(topic, {"id": request_id, "inputs": row}, key=request_id.encode())
+        self.flush()
+
     def flush(self) -> None:
         self._producer.flush()
 

@@ -8,9 +8,7 @@ EXACTLY_ONCE = ("--delivery", "exactly-once", "--max-batch-size", "16", "--max-w
 
 
 def send(producer, topics, first, count):
-    for i, row in enumerate(churn_inputs(count, seed=first), start=first):
-        producer.send(topics.requests, {"id": f"r{i}", "inputs": row}, key=f"r{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "r", churn_inputs(count, seed=first), first)
 
 
 def test_a_killed_worker_leaves_no_duplicate_for_a_read_committed_reader(bootstrap, redis_url, topics, producer,

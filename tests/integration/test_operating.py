@@ -20,14 +20,10 @@ def test_sigterm_mid_batch_exits_at_the_deadline_and_a_successor_answers_the_res
                           "--max-batch-size", "8", "--max-wait-ms", "5", name="slow")
     reader = TopicReader(bootstrap, topics.replies)
     rows = churn_inputs(40)
-    for i in range(8):
-        producer.send(topics.requests, {"id": f"d{i}", "inputs": rows[i]}, key=f"d{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "d", rows[:8])
     reader.read_until(lambda got: len(got.by_id()) >= 8, 90, "the first 8 replies", watch=worker)
     trigger.touch()  # the next batch stalls for 60 s
-    for i in range(8, 40):
-        producer.send(topics.requests, {"id": f"d{i}", "inputs": rows[i]}, key=f"d{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "d", rows[8:], 8)
     wait_until(lambda: any(tmp_path.glob("stall-trigger.taken-by-*")), 60, "a batch to stall")
 
     sent_at = time.monotonic()
@@ -62,9 +58,7 @@ def test_a_child_killed_with_sigkill_is_restarted_and_replies_keep_coming(bootst
     victim = started["pids"][0]
     reader = TopicReader(bootstrap, topics.replies)
     rows = churn_inputs(400)
-    for i in range(200):
-        producer.send(topics.requests, {"id": f"k{i}", "inputs": rows[i]}, key=f"k{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "k", rows[:200])
     reader.read_until(lambda got: len(got.by_id()) >= 200, 90, "200 replies", watch=supervisor)
 
     os.kill(victim, signal.SIGKILL)
@@ -73,9 +67,7 @@ def test_a_child_killed_with_sigkill_is_restarted_and_replies_keep_coming(bootst
     assert (exited["index"], exited["exit_code"]) == (0, -signal.SIGKILL)
     (restarted,) = events("process_restarted")
     assert restarted["index"] == 0 and restarted["pid"] not in started["pids"]
-    for i in range(200, 400):
-        producer.send(topics.requests, {"id": f"k{i}", "inputs": rows[i]}, key=f"k{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "k", rows[200:], 200)
     reader.read_until(lambda got: len(got.by_id()) >= 400, 120, "400 replies", watch=supervisor)
 
     def new_child_owns_partitions() -> bool:

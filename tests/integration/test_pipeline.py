@@ -25,9 +25,7 @@ def test_every_request_gets_exactly_one_reply_equal_to_offline_scoring(bootstrap
     inputs = churn_inputs(600)
     worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--max-batch-size", "32", "--max-wait-ms", "20",
                           "--model-thread", model_thread)
-    for i, row in enumerate(inputs):
-        producer.send(topics.requests, {"id": f"r{i}", "inputs": row}, key=f"r{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "r", inputs)
     reader = TopicReader(bootstrap, topics.replies)
     landed = reader.read_until(lambda got: len(got.by_id()) >= 600, 90, "600 replies", watch=worker)
     assert worker.stop() == 0, worker.log()
@@ -150,13 +148,9 @@ def test_sigterm_mid_stream_loses_nothing_and_repeats_nothing(bootstrap, redis_u
     inputs = churn_inputs(total)
     worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--max-batch-size", "16", "--max-wait-ms", "5")
     reader = TopicReader(bootstrap, topics.replies)
-    for i in range(total // 2):
-        producer.send(topics.requests, {"id": f"s{i}", "inputs": inputs[i]}, key=f"s{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "s", inputs[:total // 2])
     reader.read_until(lambda got: len(got.records) >= 200, 60, "the worker to be mid-stream", watch=worker)
-    for i in range(total // 2, total):
-        producer.send(topics.requests, {"id": f"s{i}", "inputs": inputs[i]}, key=f"s{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "s", inputs[total // 2:total], total // 2)
     assert worker.stop() == 0, worker.log()
     answered_by_first = len(reader.read(0.5).by_id())
     assert answered_by_first < total, "the first worker finished everything: SIGTERM was not mid-stream"
@@ -190,9 +184,7 @@ def test_a_second_worker_joining_mid_batch_loses_nothing(bootstrap, redis_url, t
                     "--assignor", assignor)
     first = start_worker(bootstrap, redis_url, topics, tmp_path, *slow_batches, name="first")
     inputs = churn_inputs(200)
-    for i, row in enumerate(inputs):
-        producer.send(topics.requests, {"id": f"j{i}", "inputs": row}, key=f"j{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "j", inputs)
     wait_until(lambda: any(e.get("consumed", 0) >= 200 for e in first.events()), 60,
                "the first worker to hold every request")
     second = start_worker(bootstrap, redis_url, topics, tmp_path, *slow_batches, name="second")
@@ -211,9 +203,7 @@ def test_processes_share_the_group_and_stop_together(bootstrap, redis_url, topic
     wait_until(lambda: len({e["client_id"] for e in supervisor.events()
                             if e.get("event") == "partitions_assigned" and e["partitions"]}) == 2,
                90, "both processes to own partitions")
-    for i, row in enumerate(churn_inputs(400)):
-        producer.send(topics.requests, {"id": f"p{i}", "inputs": row}, key=f"p{i}".encode())
-    producer.flush()
+    producer.send_requests(topics.requests, "p", churn_inputs(400))
     reader = TopicReader(bootstrap, topics.replies)
     landed = reader.read_until(lambda got: len(got.by_id()) >= 400, 90, "400 replies", watch=supervisor)
     assert supervisor.stop() == 0
