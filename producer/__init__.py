@@ -2,5 +2,6 @@
 
 from producer.aio import AsyncScoringClient
 from producer.client import ClientRequest, ReplyTimeout, ScoreResult, ScoringClient
+from worker.core.security import KafkaSecurity
 
-__all__ = ["AsyncScoringClient", "ClientRequest", "ReplyTimeout", "ScoreResult", "ScoringClient"]
+__all__ = ["AsyncScoringClient", "ClientRequest", "KafkaSecurity", "ReplyTimeout", "ScoreResult", "ScoringClient"]

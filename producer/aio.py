@@ -14,6 +14,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
 from producer.client import ClientRequest, Outstanding, Reply, ReplyTimeout, ScoreResult, ScoringClient
+from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import new_request_id
 
 __all__ = ["AsyncScoringClient", "ClientRequest", "ReplyTimeout", "ScoreResult"]
@@ -26,9 +27,9 @@ class AsyncScoringClient:
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
-                 timeout_s: float = 30.0, retries: int = 2) -> None:
+                 timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT) -> None:
         self._args = (bootstrap_servers, requests_topic, reply_topic)
-        self._options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries}
+        self._options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "security": security}
         self._client: ScoringClient | None = None
 
     async def open(self) -> AsyncScoringClient:

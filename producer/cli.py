@@ -13,6 +13,7 @@ import orjson
 
 from producer.send import BadLine, SendSummary
 from worker.core.errors import WorkerError
+from worker.core.security import KafkaSecurity, add_security_flags
 
 if TYPE_CHECKING:
     from worker.core.timerange import TimeRange
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
                         help="Kafka brokers (default: $KAFKA_BOOTSTRAP_SERVERS)")
+    add_security_flags(parser)
     commands = parser.add_subparsers(dest="command", required=True)
 
     send = commands.add_parser(
@@ -130,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
               "(`make up` starts a local broker and prints it)", file=sys.stderr)
         return 2
     try:
+        args.security = KafkaSecurity.from_sources(args)
+        if args.command != "score":  # the client checks the connection itself
+            from worker.kafka.preflight import check_kafka
+
+            check_kafka(args.bootstrap_servers, args.security)
         return int(_COMMANDS[args.command](args))
     except (LookupError, ValueError, OSError, WorkerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -139,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 def _send(args: argparse.Namespace) -> int:
     from producer.send import count_requests, missing_topics, requests_from_file, send_requests, synthetic_requests
 
-    if missing_topics(args.bootstrap_servers, [args.topic]):
+    if missing_topics(args.bootstrap_servers, [args.topic], args.security):
         raise LookupError(f"topic {args.topic!r} does not exist; create it first "
                           f"(`python -m producer create-topic {args.topic}`)")
     if args.file:
@@ -149,7 +156,7 @@ def _send(args: argparse.Namespace) -> int:
         requests, total = synthetic_requests(args.synthetic, args.count), args.count
     summary = send_requests(args.bootstrap_servers, args.topic, requests, total=total, rate=args.rate,
                             keyed=args.key == "id", key_field=args.key_field, progress=not args.no_progress,
-                            record_send_times=False, raise_on_failure=False)
+                            record_send_times=False, raise_on_failure=False, security=args.security)
     print(_send_summary(args.topic, summary), file=sys.stderr)
     return 0 if not summary.failed and not summary.skipped else 1
 
@@ -170,7 +177,8 @@ def _collect(args: argparse.Namespace) -> int:
     from producer.collect import TopicSpanReader, collect_replies, join_report, request_ids_from_records
     from producer.send import requests_from_file
 
-    reader = TopicSpanReader(args.bootstrap_servers, args.topic, _time_range(args.from_time, args.until_time))
+    reader = TopicSpanReader(args.bootstrap_servers, args.topic, _time_range(args.from_time, args.until_time),
+                             security=args.security)
     try:
         with args.out.open("wb") as out:
             tally = collect_replies(reader, out, args.idle_s, progress=not args.no_progress)
@@ -186,7 +194,8 @@ def _collect(args: argparse.Namespace) -> int:
         report = join_report(ids, tally)
     else:
         requests = TopicSpanReader(args.bootstrap_servers, args.requests_topic,
-                                   _time_range(args.requests_from_time, args.requests_until_time))
+                                   _time_range(args.requests_from_time, args.requests_until_time),
+                                   security=args.security)
         try:
             report = join_report(request_ids_from_records(requests.records(progress=not args.no_progress,
                                                                            what="reading requests")), tally)
@@ -210,7 +219,7 @@ def _time_range(from_time: str | None, until_time: str | None) -> TimeRange | No
 def _score(args: argparse.Namespace) -> int:
     from producer.client import ScoringClient
 
-    with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic) as client:
+    with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic, security=args.security) as client:
         reply = client.score(orjson.loads(args.inputs), timeout_s=args.timeout_s)
     print(orjson.dumps(reply, option=orjson.OPT_INDENT_2).decode())
     return 0 if reply.get("status") == "ok" else 1
@@ -219,7 +228,7 @@ def _score(args: argparse.Namespace) -> int:
 def _create_topic(args: argparse.Namespace) -> int:
     from producer.topics import create_topics
 
-    created = create_topics(args.bootstrap_servers, {args.name: args.partitions})
+    created = create_topics(args.bootstrap_servers, {args.name: args.partitions}, security=args.security)
     print(f"{args.name}: {'created' if created else 'exists already'}", file=sys.stderr)
     return 0
 
@@ -231,7 +240,7 @@ def _demo(args: argparse.Namespace) -> int:
     if not redis_url:
         print("error: REDIS_URL is not set (`make demo` starts a local Redis and sets it)", file=sys.stderr)
         return 2
-    return run_demo(DemoConfig(args.bootstrap_servers, redis_url, args.requests, args.partitions,
+    return run_demo(DemoConfig(args.bootstrap_servers, redis_url, args.security, args.requests, args.partitions,
                                max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms))
 
 

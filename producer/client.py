@@ -28,7 +28,10 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from producer.inflight import InFlight, Pending
+from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import decode_reply, encode_request, new_request_id
+from worker.kafka.connection import client_config
+from worker.kafka.preflight import check_kafka
 
 Reply = dict[str, Any]
 
@@ -65,16 +68,22 @@ class ScoringClient:
 
     ``reply_topic`` defaults to the worker's default, ``<requests_topic>.replies``.
     ``timeout_s`` is how long a request waits for its reply in all, ``retries``
-    how many times it is sent again within that time when no reply came. The
-    constructor blocks until the reply consumer is positioned at the end of
-    the reply topic; raises LookupError if a topic does not exist.
+    how many times it is sent again within that time when no reply came.
+    ``security`` says how to reach a secured cluster (TLS, SASL):
+    ``KafkaSecurity.from_sources()`` reads the conventional ``KAFKA_SECURITY_*``,
+    ``KAFKA_SASL_*`` and ``KAFKA_SSL_*`` variables. The constructor first
+    checks that one broker takes the connection and the credentials (a
+    ConfigError says what was refused), then blocks until the reply consumer
+    is positioned at the end of the reply topic; raises LookupError if a topic
+    does not exist.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
-                 timeout_s: float = 30.0, retries: int = 2) -> None:
+                 timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT) -> None:
         if timeout_s <= 0 or retries < 0:
             raise ValueError(f"need timeout_s > 0 and retries >= 0, got {timeout_s} and {retries}")
-        servers = bootstrap_servers.split(",")
+        check_kafka(bootstrap_servers, security)
+        connection = client_config(bootstrap_servers, security)
         self.requests_topic = requests_topic
         self.reply_topic = reply_topic or f"{requests_topic}.replies"
         self.timeout_s = timeout_s
@@ -84,9 +93,9 @@ class ScoringClient:
         self._closing = threading.Event()  # tells the reader to stop
         self._closed = False
         self._reader_error: BaseException | None = None
-        self._consumer = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False, group_id=None)
+        self._consumer = KafkaConsumer(**connection, enable_auto_commit=False, group_id=None)
         try:
-            self._producer = KafkaProducer(bootstrap_servers=servers, acks="all", linger_ms=5,
+            self._producer = KafkaProducer(**connection, acks="all", linger_ms=5,
                                            allow_auto_create_topics=False)
         except BaseException:
             self._consumer.close()

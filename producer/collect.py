@@ -19,8 +19,10 @@ import orjson
 from kafka import KafkaConsumer, TopicPartition
 from tqdm import tqdm
 
+from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.timerange import TimeRange, span_of
 from worker.core.wire import H_BATCH_SIZE, decode_reply, header_text
+from worker.kafka.connection import client_config
 
 
 @dataclass
@@ -39,8 +41,9 @@ class Collection:
 class ReplyCollector:
     """Reads a reply topic from its beginning (or end), keeping the first reply per id. Not thread-safe."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, from_beginning: bool = True) -> None:
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None,
+    def __init__(self, bootstrap_servers: str, topic: str, from_beginning: bool = True, *,
+                 security: KafkaSecurity = PLAINTEXT) -> None:
+        self._consumer = KafkaConsumer(**client_config(bootstrap_servers, security), group_id=None,
                                        enable_auto_commit=False)
         partitions = self._consumer.partitions_for_topic(topic) or set()
         if not partitions:
@@ -99,8 +102,9 @@ class TopicSpanReader:
     then keeps reading newer records until none came for that long.
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, time_range: TimeRange | None = None) -> None:
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None,
+    def __init__(self, bootstrap_servers: str, topic: str, time_range: TimeRange | None = None, *,
+                 security: KafkaSecurity = PLAINTEXT) -> None:
+        self._consumer = KafkaConsumer(**client_config(bootstrap_servers, security), group_id=None,
                                        enable_auto_commit=False)
         partitions = self._consumer.partitions_for_topic(topic)
         if not partitions:

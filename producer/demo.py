@@ -19,12 +19,14 @@ from pathlib import Path
 from producer.collect import Collection, ReplyCollector
 from producer.send import send_requests, synthetic_requests
 from producer.topics import create_topics
+from worker.core.security import PLAINTEXT, KafkaSecurity
 
 
 @dataclass(frozen=True)
 class DemoConfig:
     bootstrap_servers: str
     redis_url: str
+    security: KafkaSecurity = PLAINTEXT
     requests: int = 20_000
     partitions: int = 4
     model: str = "churn"
@@ -38,13 +40,13 @@ def run_demo(config: DemoConfig) -> int:
     topic = f"demo-{run_id}.requests"
     reply_topic = f"demo-{run_id}.replies"
     create_topics(config.bootstrap_servers, {topic: config.partitions, reply_topic: config.partitions,
-                                             f"demo-{run_id}.dlq": 1})
+                                             f"demo-{run_id}.dlq": 1}, security=config.security)
     print(f"topics: {topic} ({config.partitions} partitions) -> {reply_topic}", file=sys.stderr)
-    collector = ReplyCollector(config.bootstrap_servers, reply_topic)
+    collector = ReplyCollector(config.bootstrap_servers, reply_topic, security=config.security)
     worker, worker_log = _start_worker(config, topic, reply_topic, run_id)
     try:
         sent = send_requests(config.bootstrap_servers, topic, synthetic_requests(config.model, config.requests),
-                             total=config.requests)
+                             total=config.requests, security=config.security)
         missing = collector.wait_for(set(sent.sent_at_ms), idle_timeout_s=60)
     finally:
         worker.send_signal(signal.SIGTERM)

@@ -24,7 +24,9 @@ import orjson
 from kafka import KafkaConsumer, KafkaProducer
 from tqdm import tqdm
 
+from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import encode_request, new_request_id
+from worker.kafka.connection import client_config
 
 RequestBody = dict[str, Any]
 _RESERVED_COLUMNS = ("id", "reply_to", "deadline_ms")
@@ -149,7 +151,7 @@ def synthetic_requests(model: str, count: int, seed: int = 0) -> Iterator[Reques
 def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[RequestBody | BadLine], *,
                   total: int | None = None, rate: float | None = None, keyed: bool = True,
                   key_field: str | None = None, progress: bool = True, record_send_times: bool = True,
-                  raise_on_failure: bool = True) -> SendSummary:
+                  raise_on_failure: bool = True, security: KafkaSecurity = PLAINTEXT) -> SendSummary:
     """Send each request to ``topic``; blocks until the broker acknowledged or refused every one.
 
     The record key is the request id (``keyed``), the request's ``key_field``
@@ -158,7 +160,7 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
     are counted as skipped. Raises the first KafkaError if a send failed,
     unless ``raise_on_failure`` is False (then see ``failed``, ``first_error``).
     """
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), acks="all", linger_ms=5,
+    producer = KafkaProducer(**client_config(bootstrap_servers, security), acks="all", linger_ms=5,
                              batch_size=256 * 1024, allow_auto_create_topics=False)
     summary = SendSummary()
     acks = _Acks(summary)
@@ -194,9 +196,9 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
     return summary
 
 
-def missing_topics(bootstrap_servers: str, topics: list[str]) -> list[str]:
+def missing_topics(bootstrap_servers: str, topics: list[str], security: KafkaSecurity = PLAINTEXT) -> list[str]:
     """Those of ``topics`` the broker does not have."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None)
+    consumer = KafkaConsumer(**client_config(bootstrap_servers, security), group_id=None)
     try:
         existing = consumer.topics()
     finally:

@@ -8,17 +8,20 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.connection import client_config
 from worker.kafka.consumer import wait_for_partitions
 
 
-def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: float = 30.0) -> list[str]:
+def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: float = 30.0, *,
+                  security: KafkaSecurity = PLAINTEXT) -> list[str]:
     """Create each topic with its partition count (replication 1); returns those created.
 
     Topics that exist already are left as they are. Returns once clients see
     every created topic with all its partitions in their metadata (a topic
     just created may not be there yet), or raises TimeoutError after ``wait_s``.
     """
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers.split(","), client_id="streamscore-admin")
+    admin = KafkaAdminClient(**client_config(bootstrap_servers, security), client_id="streamscore-admin")
     try:
         existing = set(admin.list_topics())
         wanted = [NewTopic(name, count, 1) for name, count in partitions.items() if name not in existing]
@@ -27,14 +30,15 @@ def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: fl
                 admin.create_topics(wanted)
     finally:
         admin.close()
-    _wait_until_visible(bootstrap_servers, {t.name: t.num_partitions for t in wanted}, wait_s)
+    _wait_until_visible(bootstrap_servers, security, {t.name: t.num_partitions for t in wanted}, wait_s)
     return [t.name for t in wanted]
 
 
-def _wait_until_visible(bootstrap_servers: str, partitions: dict[str, int], wait_s: float) -> None:
+def _wait_until_visible(bootstrap_servers: str, security: KafkaSecurity, partitions: dict[str, int],
+                        wait_s: float) -> None:
     if not partitions:
         return
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None)
+    consumer = KafkaConsumer(**client_config(bootstrap_servers, security), group_id=None)
     try:
         wait_for_partitions(consumer, partitions, wait_s)
     except LookupError as exc:

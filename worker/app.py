@@ -12,11 +12,12 @@ from kafka.errors import KafkaError
 
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
-from worker.core.settings import Settings, redact_url, require_services
+from worker.core.settings import Settings, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
 from worker.dedup.memory import InMemoryDedupStore
-from worker.dedup.redis_store import RedisDedupStore
+from worker.dedup.redis_store import RedisDedupStore, start_failure
+from worker.kafka.preflight import check_kafka
 from worker.kafka.sink import KafkaSink
 from worker.kafka.source import KafkaSource
 from worker.kafka.transactions import ExactlyOnce, TransactionalSink
@@ -80,11 +81,12 @@ def build_dedup(settings: Settings, clock: SystemClock) -> DedupStore:
     if settings.redis_url.startswith("memory://"):
         return InMemoryDedupStore(clock, settings.dedup_ttl_s, settings.dedup_lease_ms)
     store = RedisDedupStore(settings.redis_url, settings.dedup_namespace, settings.dedup_ttl_s,
-                            settings.dedup_lease_ms)
+                            settings.dedup_lease_ms, password_file=settings.redis_password_file,
+                            ca_file=settings.redis_ca_file)
     try:
         store.ping()  # fail at start, naming the setting, rather than at the first batch
     except redis.RedisError as exc:
-        raise ServiceUnavailable(f"no Redis answers at REDIS_URL={redact_url(settings.redis_url)} ({exc})") from exc
+        raise start_failure(exc, settings.redis_url, settings.redis_ca_file) from None
     return store
 
 
@@ -111,21 +113,24 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     """
     require_services(settings)
     clock = SystemClock()
+    # The services first: a wrong password should stop the worker in seconds, not after the model's load.
+    check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
+    dedup = build_dedup(settings, clock)
     runner = build_runner(settings)
     stats = stats if stats is not None else WorkerStats()
     stats.model = (runner.name, runner.version, str(runner.device))
-    dedup = build_dedup(settings, clock)
     transactions: ExactlyOnce[SendTag] | None = None
     try:
         source = KafkaSource(settings, clock)
         sink: KafkaSink[SendTag]
         if settings.delivery == "exactly-once":
             transactional: TransactionalSink[SendTag] = TransactionalSink(
-                settings.kafka_bootstrap_servers, settings.client_id, settings.transactional_id)
+                settings.kafka_bootstrap_servers, settings.client_id, settings.transactional_id,
+                security=settings.kafka_security)
             sink, transactions = transactional, ExactlyOnce(transactional, source)
             log.info("exactly_once", transactional_id=settings.transactional_id)
         else:
-            sink = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id)
+            sink = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security)
     except KafkaError as exc:
         raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
                                  f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc

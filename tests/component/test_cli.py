@@ -24,8 +24,10 @@ def run_worker(*args, **env):
     (["--requests-topic", "t"], {"REDIS_URL": "memory://", "KAFKA_BOOTSTRAP_SERVERS": ""}, "KAFKA_BOOTSTRAP_SERVERS"),
     (["--requests-topic", "t"], {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "STREAMSCORE_MAX_WAIT": "5"},
      "STREAMSCORE_MAX_WAIT"),
-    (["--requests-topic", "t", "--model", "nope"], {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"},
-     "unknown model 'nope'"),
+    (["inspect-model", "--model", "nope"], {}, "unknown model 'nope'"),
+    # The services are checked before the model loads: a bad address or password stops the worker in seconds.
+    (["--requests-topic", "t"], {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "REDIS_URL": "memory://"},
+     "no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"),
     (["--requests-topic", "t", "--amp", "fp16", "--device", "cpu"],
      {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"}, "amp=fp16 needs a CUDA device"),
 ])

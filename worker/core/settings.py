@@ -1,8 +1,9 @@
 """All of the worker's configuration, from environment variables and flags, checked at start.
 
 Each setting has a flag (``--max-batch-size``) and an environment variable
-(``STREAMSCORE_MAX_BATCH_SIZE``); the flag wins. Two follow the usual names:
-``KAFKA_BOOTSTRAP_SERVERS`` and ``REDIS_URL``. An unknown ``STREAMSCORE_*``
+(``STREAMSCORE_MAX_BATCH_SIZE``); the flag wins. Those of the services follow the usual names:
+``KAFKA_BOOTSTRAP_SERVERS``, the ``KAFKA_SECURITY_*``/``KAFKA_SASL_*``/``KAFKA_SSL_*`` of
+worker/core/security.py, ``REDIS_URL``, ``REDIS_PASSWORD_FILE`` and ``REDIS_CA_FILE``. An unknown ``STREAMSCORE_*``
 variable, a malformed value or a conflict between values is a ConfigError that
 names the setting.
 """
@@ -17,11 +18,13 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from worker.core.errors import ConfigError
+from worker.core.security import KafkaSecurity, add_security_flags
 
 ENV_PREFIX = "STREAMSCORE_"
 # Read by deploy/local/services.sh and deploy/venv.sh, not by the worker: not "unknown".
 TOOLING_ENV = {"STREAMSCORE_STATE_DIR", "STREAMSCORE_CACHE_DIR"}
-PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": "REDIS_URL"}
+PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": "REDIS_URL",
+             "redis_password_file": "REDIS_PASSWORD_FILE", "redis_ca_file": "REDIS_CA_FILE"}
 AMP_MODES = ("off", "bf16", "fp16")
 
 
@@ -33,8 +36,15 @@ def _setting(default: Any, help: str, *, flag: str | None = None) -> Any:
 class Settings:
     kafka_bootstrap_servers: str = _setting(
         "", "Kafka brokers, host:port[,host:port]; `make up` prints the local one", flag="--bootstrap-servers")
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity, metadata={"nested": True})
     redis_url: str = _setting(
-        "", "Redis for dedup, redis://host:port/db; memory:// keeps it in this process (one worker only)")
+        "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS; memory:// keeps it in "
+        "this process (one worker only)")
+    redis_password_file: str = _setting(
+        "", "file holding the Redis password (of the URL's ACL user, or the default user): a mounted secret, "
+        "instead of a password in REDIS_URL")
+    redis_ca_file: str = _setting(
+        "", "rediss://: PEM file of the CA that signed the Redis server's certificate (default: the system's)")
     requests_topic: str = _setting("", "topic to consume scoring requests from (required)")
     reply_topic: str = _setting("", "default reply topic (default: <requests-topic>.replies)")
     dead_letter_topic: str = _setting("", "where unreadable records go (default: <requests-topic>.dlq)")
@@ -96,7 +106,7 @@ class Settings:
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
-        shown["redis_url"] = redact_url(self.redis_url)
+        shown["redis_url"] = redact_url(self.redis_url)  # kafka_security shows no secret of its own
         return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
     @classmethod
@@ -105,11 +115,12 @@ class Settings:
         """Defaults, overridden by environment variables, overridden by flags."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls) if not f.metadata.get("nested")}
         for name in environ:
             if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() not in known and name not in TOOLING_ENV:
                 raise ConfigError(f"unknown setting {name}; see `python -m worker --help` for the valid ones")
-        for f in fields(cls):
+        values["kafka_security"] = KafkaSecurity.from_sources(args, environ)
+        for f in _own_fields():
             env_name = PLAIN_ENV.get(f.name, ENV_PREFIX + f.name.upper())
             raw = environ.get(env_name)
             if raw is not None:
@@ -132,7 +143,7 @@ class Settings:
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """Add one flag per setting; defaults stay None so that env vars can fill them."""
-    for f in fields(Settings):
+    for f in _own_fields():
         flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
         env_name = PLAIN_ENV.get(f.name, ENV_PREFIX + f.name.upper())
         if isinstance(f.default, bool):
@@ -143,6 +154,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default = f" (default: {f.default})" if shown else ""
         parser.add_argument(flag, dest=f.name, type=type(f.default), metavar=env_name,
                             help=f"{f.metadata['help']}{default}")
+    add_security_flags(parser)
+
+
+def _own_fields() -> list[Any]:
+    """The settings defined here, not those of a nested group such as kafka_security."""
+    return [f for f in fields(Settings) if not f.metadata.get("nested")]
 
 
 def redact_url(url: str) -> str:
@@ -209,6 +226,20 @@ def _validate(s: Settings) -> None:
     if s.redis_url:
         need(urlsplit(s.redis_url).scheme in ("redis", "rediss", "unix", "memory"),
              f"REDIS_URL must start with redis://, rediss://, unix:// or memory://, got {redact_url(s.redis_url)!r}")
+    _validate_redis_secrets(s)
+
+
+def _validate_redis_secrets(s: Settings) -> None:
+    for env, path in (("REDIS_PASSWORD_FILE", s.redis_password_file), ("REDIS_CA_FILE", s.redis_ca_file)):
+        if path and not os.path.isfile(path):
+            raise ConfigError(f"{env}={path}: no such file")
+    url = urlsplit(s.redis_url)
+    if s.redis_password_file and url.password is not None:
+        raise ConfigError("REDIS_URL carries a password and REDIS_PASSWORD_FILE is set: keep one (the file, "
+                          "preferably: a password in the URL shows wherever the URL does)")
+    if s.redis_ca_file and url.scheme != "rediss":
+        raise ConfigError(f"REDIS_CA_FILE is set, but REDIS_URL={redact_url(s.redis_url)!r} does not use TLS: "
+                          "write rediss://, or unset REDIS_CA_FILE")
 
 
 def check_amp(amp: str, device_type: str) -> None:

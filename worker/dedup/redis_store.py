@@ -9,12 +9,19 @@ that is claimed or done is a duplicate. The done mark keeps the reply for
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import redis
 
+from worker.core.errors import ConfigError, ServiceUnavailable, WorkerError
 from worker.core.messages import Request
+from worker.core.security import read_secret_file
+from worker.core.settings import redact_url
+from worker.core.tls import TlsPeer, explain_tls_failure
 from worker.ports import Completed
 
 # The scripts build their keys (<namespace>:done:<id>, <namespace>:claim:<id>)
@@ -65,8 +72,9 @@ class RedisDedupStore:
     ``<namespace>:claim:<id>`` (the claiming record's position, for ``lease_ms``).
     """
 
-    def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int) -> None:
-        self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *,
+                 password_file: str = "", ca_file: str = "") -> None:
+        self._redis = connect_redis(url, password_file, ca_file)
         self._ns = namespace
         self._ttl_s = ttl_s
         self._lease_ms = lease_ms
@@ -91,3 +99,43 @@ class RedisDedupStore:
 
     def close(self) -> None:
         self._redis.close()
+
+
+def connect_redis(url: str, password_file: str = "", ca_file: str = "") -> redis.Redis:
+    """A client for ``url`` (REDIS_URL); connects lazily, on its first command.
+
+    The password comes from ``password_file`` when given (read now; REDIS_PASSWORD_FILE), else from the URL.
+    Over ``rediss://`` the server's certificate must be signed by a CA of ``ca_file`` (REDIS_CA_FILE), or of
+    the system's when empty, and must name the host connected to.
+    """
+    options: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 5}
+    if password_file:
+        options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
+    if urlsplit(url).scheme == "rediss":
+        options.update(ssl_cert_reqs="required", ssl_check_hostname=True)
+        if ca_file:
+            options["ssl_ca_certs"] = ca_file
+    return redis.Redis.from_url(url, **options)
+
+
+def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
+    """What a failed first command at start means, naming the setting to check (the URL redacted):
+    a ConfigError when the credentials or TLS do not fit the server, else ServiceUnavailable."""
+    shown = redact_url(url)
+    user = urlsplit(url).username or "default"
+    if isinstance(exc, redis.AuthenticationError):
+        if "required" in str(exc).lower():
+            return ConfigError(f"Redis at REDIS_URL={shown} wants a password: put the ACL user in the URL "
+                               "(rediss://user@host:port/0) and the password in REDIS_PASSWORD_FILE")
+        return ConfigError(f"Redis refused the credentials at REDIS_URL={shown}: wrong password or unknown user "
+                           f"{user!r} (Redis does not say which; {exc}); check the URL's user and "
+                           "REDIS_PASSWORD_FILE (or the URL's password)")
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, ssl.SSLError):
+        peer = TlsPeer(f"Redis at {shown}", "REDIS_CA_FILE", ca_file, "", "a client certificate",
+                       "REDIS_URL's rediss://")
+        return ConfigError(explain_tls_failure(cause, peer))
+    if urlsplit(url).scheme == "redis" and "closed by server" in str(exc).lower():
+        return ConfigError(f"Redis at REDIS_URL={shown} closed the connection at the first command: if that port "
+                           "is a TLS port, write rediss:// (and set REDIS_CA_FILE)")
+    return ServiceUnavailable(f"no Redis answers at REDIS_URL={shown} ({exc})")

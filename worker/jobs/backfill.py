@@ -40,6 +40,7 @@ from worker.core.shutdown import StopRequest
 from worker.core.timerange import TimeRange, format_ms, parse_time
 from worker.core.wire import H_DLQ_CODE
 from worker.kafka.bounded_source import BoundedKafkaSource
+from worker.kafka.preflight import check_kafka
 from worker.kafka.sink import KafkaSink
 from worker.ports import Delivery, SendTag
 from worker.signals import stop_on_signals
@@ -143,10 +144,12 @@ def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested:
         raise ConfigError("backfill supports delivery=at-least-once only (its resume plan lives in the "
                           "consumer group's commit metadata); unset STREAMSCORE_DELIVERY / --delivery")
     clock = SystemClock()
+    check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
     try:
         source = BoundedKafkaSource(settings, clock, time_range, keep_deadlines=keep_deadlines,
                                     on_progress=on_progress)
-        sink: KafkaSink[SendTag] = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id)
+        sink: KafkaSink[SendTag] = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id,
+                                             security=settings.kafka_security)
     except KafkaError as exc:
         raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
                                  f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc

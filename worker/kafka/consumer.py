@@ -13,6 +13,7 @@ from typing import Any
 from kafka import KafkaConsumer
 
 from worker.core.settings import Settings
+from worker.kafka.connection import client_config
 
 METADATA_RETRY_S = 0.2
 
@@ -23,7 +24,7 @@ def group_consumer(settings: Settings, **config: Any) -> KafkaConsumer:
     Blocks up to kafka-python's bootstrap timeout; raises KafkaError when no broker answers.
     """
     return KafkaConsumer(**{
-        "bootstrap_servers": settings.kafka_bootstrap_servers.split(","),
+        **client_config(settings.kafka_bootstrap_servers, settings.kafka_security),
         "group_id": settings.group,
         "client_id": settings.client_id,
         "enable_auto_commit": False,

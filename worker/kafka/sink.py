@@ -16,6 +16,8 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import FutureRecordMetadata
 
 from worker.core.messages import Headers
+from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.connection import client_config
 from worker.ports import Delivery
 
 log = structlog.get_logger(__name__)
@@ -23,8 +25,9 @@ T = TypeVar("T")
 
 
 class KafkaSink(Generic[T]):
-    def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, **producer_config: Any) -> None:
-        self._config = dict(bootstrap_servers=bootstrap_servers.split(","), client_id=client_id, acks="all",
+    def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, *,
+                 security: KafkaSecurity = PLAINTEXT, **producer_config: Any) -> None:
+        self._config = dict(**client_config(bootstrap_servers, security), client_id=client_id, acks="all",
                             enable_idempotence=True, linger_ms=linger_ms,
                             **{"max_block_ms": 15_000, **producer_config})  # extra config may override it
         self._producer = KafkaProducer(**self._config)

@@ -24,6 +24,7 @@ from kafka.errors import KafkaError
 from worker.core.errors import TransactionAborted
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
+from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.sink import KafkaSink
 from worker.kafka.source import KafkaSource
 
@@ -32,8 +33,9 @@ T = TypeVar("T")
 
 
 class TransactionalSink(KafkaSink[T]):
-    def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2) -> None:
-        super().__init__(bootstrap_servers, client_id, linger_ms, transactional_id=transactional_id)
+    def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
+                 security: KafkaSecurity = PLAINTEXT) -> None:
+        super().__init__(bootstrap_servers, client_id, linger_ms, security=security, transactional_id=transactional_id)
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
         self._open = False
 

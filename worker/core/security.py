@@ -1,0 +1,218 @@
+"""How to reach a secured Kafka cluster: the security settings every Kafka client of the project takes.
+
+One definition for the worker, the backfill, the producer CLI, the clients
+and the bench: each setting is a flag and an environment variable with the
+conventional name (``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_MECHANISM``,
+``KAFKA_SASL_USERNAME``, ``KAFKA_SASL_PASSWORD`` or ``KAFKA_SASL_PASSWORD_FILE``,
+``KAFKA_SASL_OAUTH_TOKEN_FILE``, ``KAFKA_SSL_CAFILE``, ``KAFKA_SSL_CERTFILE``,
+``KAFKA_SSL_KEYFILE``, ``KAFKA_SSL_CHECK_HOSTNAME``); the flag wins.
+
+Pure apart from checking that the named files exist and reading a password
+file: the Kafka adapters turn a KafkaSecurity into their library's options
+(worker/kafka/connection.py). Passwords are held in a Secret, whose repr and
+str never show them, so a KafkaSecurity can be logged as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from worker.core.errors import ConfigError
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# Unknown variables under these prefixes are typos of ours, not another tool's settings.
+OWN_PREFIXES = ("KAFKA_SASL_", "KAFKA_SSL_", "KAFKA_SECURITY_")
+
+
+class Secret:
+    """A password or token: compares and hashes by value, never shows it. ``reveal()`` gives it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str = "") -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return "Secret('***')" if self._value else "Secret('')"
+
+    def __str__(self) -> str:
+        return "***" if self._value else ""
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """Transport security and authentication towards the brokers. Raises ConfigError when inconsistent."""
+
+    protocol: str = field(default="PLAINTEXT", metadata={
+        "env": "KAFKA_SECURITY_PROTOCOL", "help": "PLAINTEXT, SSL (TLS; mutual TLS with a client certificate), "
+        "SASL_PLAINTEXT or SASL_SSL (default: PLAINTEXT)"})
+    sasl_mechanism: str = field(default="", metadata={
+        "env": "KAFKA_SASL_MECHANISM", "help": "with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"})
+    sasl_username: str = field(default="", metadata={
+        "env": "KAFKA_SASL_USERNAME", "help": "SASL user (PLAIN and SCRAM)"})
+    sasl_password: Secret = field(default_factory=Secret, metadata={
+        "env": "KAFKA_SASL_PASSWORD", "help": "SASL password; prefer KAFKA_SASL_PASSWORD_FILE (a flag's value shows "
+        "in `ps`, a variable's in the process environment)"})
+    sasl_password_file: str = field(default="", metadata={
+        "env": "KAFKA_SASL_PASSWORD_FILE", "help": "file holding the SASL password (a mounted secret); read "
+        "whenever a client connects, a trailing newline ignored"})
+    sasl_oauth_token_file: str = field(default="", metadata={
+        "env": "KAFKA_SASL_OAUTH_TOKEN_FILE", "help": "OAUTHBEARER: file holding the access token (a JWT), read "
+        "again whenever it changes (keep it fresh with your token refresher or sidecar)"})
+    ssl_cafile: str = field(default="", metadata={
+        "env": "KAFKA_SSL_CAFILE", "help": "PEM file of the CA(s) that signed the brokers' certificates "
+        "(default: the system's trusted CAs)"})
+    ssl_certfile: str = field(default="", metadata={
+        "env": "KAFKA_SSL_CERTFILE", "help": "mutual TLS: this client's certificate (PEM)"})
+    ssl_keyfile: str = field(default="", metadata={
+        "env": "KAFKA_SSL_KEYFILE", "help": "mutual TLS: the certificate's private key (PEM, unencrypted)"})
+    ssl_check_hostname: bool = field(default=True, metadata={
+        "env": "KAFKA_SSL_CHECK_HOSTNAME", "help": "check that each broker's certificate names the host connected "
+        "to: true or false (default: true; false only to diagnose, never in production)"})
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "protocol", self.protocol.upper())
+        object.__setattr__(self, "sasl_mechanism", self.sasl_mechanism.upper())
+        _validate(self)
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    def password(self) -> str:
+        """The SASL password: the file's content (read now, so a rotated secret is picked up) or the value.
+
+        Raises ConfigError naming KAFKA_SASL_PASSWORD_FILE when the file cannot be read or is empty.
+        """
+        if not self.sasl_password_file:
+            return self.sasl_password.reveal()
+        return read_secret_file(self.sasl_password_file, "KAFKA_SASL_PASSWORD_FILE")
+
+    def describe(self) -> str:
+        """What this connects with, for messages and logs: never a secret."""
+        if not self.uses_sasl:
+            return self.protocol + (" with a client certificate" if self.ssl_certfile else "")
+        who = f" as {self.sasl_username!r}" if self.sasl_username else ""
+        return f"{self.protocol} with {self.sasl_mechanism}{who}"
+
+    @classmethod
+    def from_sources(cls, args: argparse.Namespace | None = None,
+                     environ: Mapping[str, str] | None = None) -> KafkaSecurity:
+        """Defaults, overridden by environment variables, overridden by flags (``add_security_flags``)."""
+        environ = os.environ if environ is None else environ
+        _refuse_unknown(environ)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            env = f.metadata["env"]
+            if environ.get(env):
+                values[f.name] = _convert(env, environ[env], f.name)
+            flagged = getattr(args, "kafka_" + f.name, None) if args is not None else None
+            if flagged is not None:
+                values[f.name] = _convert(env, flagged, f.name) if isinstance(flagged, str) else flagged
+        return cls(**values)
+
+
+def add_security_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting, named after its variable (``--kafka-sasl-mechanism``); defaults stay None."""
+    group = parser.add_argument_group("Kafka security (TLS, SASL)")
+    for f in fields(KafkaSecurity):
+        env = f.metadata["env"]
+        group.add_argument("--" + env.lower().replace("_", "-"), dest="kafka_" + f.name, metavar=env,
+                           help=f.metadata["help"])
+
+
+def read_secret_file(path: str, setting: str) -> str:
+    """A secret from a file, without its trailing newline. Raises ConfigError naming ``setting``."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            value = file.read().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"{setting}={path}: cannot read it ({exc.strerror})") from None
+    if not value:
+        raise ConfigError(f"{setting}={path} is empty")
+    return value
+
+
+def _convert(env: str, raw: str, name: str) -> Any:
+    if name == "sasl_password":
+        return Secret(raw)
+    if name == "ssl_check_hostname":
+        if raw.lower() not in ("1", "true", "yes", "0", "false", "no"):
+            raise ConfigError(f"{env}={raw!r} is not a valid boolean: use true or false")
+        return raw.lower() in ("1", "true", "yes")
+    return raw
+
+
+def _refuse_unknown(environ: Mapping[str, str]) -> None:
+    known = [f.metadata["env"] for f in fields(KafkaSecurity)]
+    for name in environ:
+        if name.startswith(OWN_PREFIXES) and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; the known ones are {', '.join(known)}"
+            raise ConfigError(f"unknown Kafka security setting {name}{hint}")
+
+
+def _validate(s: KafkaSecurity) -> None:
+    def need(condition: bool, message: str) -> None:
+        if not condition:
+            raise ConfigError(message)
+
+    need(s.protocol in PROTOCOLS, f"KAFKA_SECURITY_PROTOCOL must be one of {', '.join(PROTOCOLS)}, got {s.protocol!r}")
+    if not s.uses_sasl:
+        set_sasl = [f.metadata["env"] for f in fields(s)
+                    if f.name.startswith("sasl_") and getattr(s, f.name)]
+        need(not set_sasl, f"{', '.join(set_sasl)} set, but KAFKA_SECURITY_PROTOCOL={s.protocol} does not use "
+             "SASL: use SASL_SSL (or SASL_PLAINTEXT), or unset them")
+    else:
+        need(s.sasl_mechanism in MECHANISMS, f"KAFKA_SECURITY_PROTOCOL={s.protocol} needs KAFKA_SASL_MECHANISM, one "
+             f"of {', '.join(MECHANISMS)}; got {s.sasl_mechanism or 'nothing'!r}")
+        if s.sasl_mechanism == "OAUTHBEARER":
+            need(bool(s.sasl_oauth_token_file), "KAFKA_SASL_MECHANISM=OAUTHBEARER needs KAFKA_SASL_OAUTH_TOKEN_FILE "
+                 "(the file your token refresher keeps the access token in)")
+            need(not (s.sasl_username or s.sasl_password or s.sasl_password_file),
+                 "KAFKA_SASL_MECHANISM=OAUTHBEARER authenticates with the token alone: unset KAFKA_SASL_USERNAME "
+                 "and KAFKA_SASL_PASSWORD(_FILE)")
+        else:
+            need(bool(s.sasl_username), f"KAFKA_SASL_MECHANISM={s.sasl_mechanism} needs KAFKA_SASL_USERNAME")
+            need(bool(s.sasl_password) != bool(s.sasl_password_file),
+                 f"KAFKA_SASL_MECHANISM={s.sasl_mechanism} needs exactly one of KAFKA_SASL_PASSWORD_FILE (a mounted "
+                 "secret, preferred) and KAFKA_SASL_PASSWORD")
+            need(not s.sasl_oauth_token_file, "KAFKA_SASL_OAUTH_TOKEN_FILE is only used with "
+                 "KAFKA_SASL_MECHANISM=OAUTHBEARER: unset it")
+    if not s.uses_ssl:
+        set_ssl = [f.metadata["env"] for f in fields(s) if f.name.startswith("ssl_") and f.name != "ssl_check_hostname"
+                   and getattr(s, f.name)]
+        need(not set_ssl, f"{', '.join(set_ssl)} set, but KAFKA_SECURITY_PROTOCOL={s.protocol} does not use TLS: "
+             "use SSL or SASL_SSL, or unset them")
+    need(not s.ssl_keyfile or bool(s.ssl_certfile),
+         "KAFKA_SSL_KEYFILE is set without KAFKA_SSL_CERTFILE: mutual TLS needs the certificate too")
+    for name in ("sasl_password_file", "sasl_oauth_token_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        path = getattr(s, name)
+        env = next(f.metadata["env"] for f in fields(s) if f.name == name)
+        need(not path or os.path.isfile(path), f"{env}={path}: no such file")
+        need(not path or os.access(path, os.R_OK), f"{env}={path}: not readable by this user")
+
+
+PLAINTEXT = KafkaSecurity()

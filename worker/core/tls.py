@@ -1,0 +1,64 @@
+"""Why a TLS connection failed, said so that a person knows which setting to check.
+
+Shared by the start-up checks of Kafka (worker/kafka/preflight.py) and Redis
+(worker/dedup/redis_store.py). Pure: it reads the exception, nothing else.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+# OpenSSL's X509_V_ERR_* codes, grouped by what the user has to change.
+_UNTRUSTED = {2, 18, 19, 20, 21}     # issuer unknown, self-signed, chain not to a trusted root
+_EXPIRED = {9, 10}                   # not yet valid, expired
+_NAME_MISMATCH = {62, 64}            # hostname, IP address
+# Alerts the server sends when it does not take (or did not get) our certificate.
+_CLIENT_CERT_ALERTS = {"TLSV13_ALERT_CERTIFICATE_REQUIRED", "SSLV3_ALERT_BAD_CERTIFICATE", "TLSV1_ALERT_UNKNOWN_CA",
+                       "SSLV3_ALERT_CERTIFICATE_UNKNOWN", "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+                       "SSLV3_ALERT_CERTIFICATE_REVOKED", "TLSV1_ALERT_ACCESS_DENIED"}
+# What OpenSSL says when the other end answers in something that is not TLS.
+_NOT_TLS = {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST",
+            "UNEXPECTED_EOF_WHILE_READING"}
+
+
+@dataclass(frozen=True)
+class TlsPeer:
+    """The names a message needs: who we connected to, and the settings that decide how."""
+
+    what: str               # "the Kafka broker at 127.0.0.1:9093"
+    cafile_setting: str     # "KAFKA_SSL_CAFILE"
+    cafile: str             # its value, "" for the system's CAs
+    hostname_setting: str   # where hostname checking is turned off, "" where it cannot be
+    client_cert_settings: str
+    protocol_setting: str   # where TLS is asked for
+
+
+def explain_tls_failure(exc: ssl.SSLError, peer: TlsPeer) -> str:
+    """One sentence: what failed, why, and which setting to check."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        code = exc.verify_code
+        detail = exc.verify_message
+        trusted = (f"{peer.cafile_setting}={peer.cafile}" if peer.cafile
+                   else f"the system's CAs ({peer.cafile_setting} unset)")
+        if code in _NAME_MISMATCH:
+            off = f" ({peer.hostname_setting}=false turns the check off: never in production)" \
+                if peer.hostname_setting else ""
+            return (f"TLS hostname mismatch: the certificate of {peer.what} is not valid for the name connected to "
+                    f"({detail}): connect by a name the certificate lists (see its subjectAltName){off}")
+        if code in _EXPIRED:
+            return f"the certificate of {peer.what} is not valid now ({detail}): the server's needs renewing"
+        if code in _UNTRUSTED:
+            return (f"untrusted certificate: {peer.what} presented a certificate that no CA of {trusted} signed "
+                    f"({detail}): point {peer.cafile_setting} at the CA that issued the server's certificate")
+        return f"the certificate of {peer.what} was refused ({detail}): check {peer.cafile_setting}"
+    reason = exc.reason or ""
+    if reason in _CLIENT_CERT_ALERTS:
+        return (f"{peer.what} refused this client's certificate ({reason.lower()}): it wants mutual TLS with a "
+                f"certificate signed by a CA it trusts; check {peer.client_cert_settings}")
+    if reason in _NOT_TLS:
+        return (f"{peer.what} does not speak TLS ({reason.lower()}): it is a plaintext port, or "
+                f"{peer.protocol_setting} asks for TLS where the server has none; check the port and "
+                f"{peer.protocol_setting}")
+    return (f"TLS with {peer.what} failed ({reason.lower() or exc}): check {peer.cafile_setting} and "
+            f"{peer.protocol_setting}")
