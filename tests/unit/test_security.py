@@ -1,0 +1,181 @@
+"""Kafka and Redis security settings: parsing, checks that name the setting, secrets that never show."""
+
+import argparse
+import os
+import ssl
+
+import pytest
+
+from worker.core.errors import ConfigError
+from worker.core.security import KafkaSecurity, Secret, add_security_flags
+from worker.core.settings import Settings, add_flags
+from worker.core.tls import TlsPeer, explain_tls_failure
+from worker.kafka.connection import FileTokenProvider, client_config
+
+PASSWORD = "s3cret-Kafka-pw"
+
+
+@pytest.fixture
+def files(tmp_path):
+    paths = {}
+    for name in ("ca", "cert", "key", "password", "token"):
+        paths[name] = tmp_path / name
+        paths[name].write_text("x\n")
+    paths["password"].write_text(PASSWORD + "\n")
+    return {k: str(v) for k, v in paths.items()}
+
+
+def scram(files, **extra):
+    return {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "KAFKA_SASL_USERNAME": "alice", "KAFKA_SASL_PASSWORD_FILE": files["password"],
+            "KAFKA_SSL_CAFILE": files["ca"], **extra}
+
+
+def test_plaintext_by_default():
+    security = KafkaSecurity.from_sources(None, {})
+    assert (security.protocol, security.uses_ssl, security.uses_sasl) == ("PLAINTEXT", False, False)
+    assert client_config("a:1,b:2", security) == {"bootstrap_servers": ["a:1", "b:2"],
+                                                  "security_protocol": "PLAINTEXT"}
+
+
+def test_scram_over_tls_reaches_kafka_python_with_the_password_from_its_file(files):
+    security = KafkaSecurity.from_sources(None, scram(files, KAFKA_SECURITY_PROTOCOL="sasl_ssl"))
+    config = client_config("k:9093", security)
+    assert config["security_protocol"] == "SASL_SSL"  # names are not case-sensitive
+    assert (config["sasl_mechanism"], config["sasl_plain_username"], config["sasl_plain_password"]) == (
+        "SCRAM-SHA-512", "alice", PASSWORD)  # the trailing newline of the file is not part of it
+    assert (config["ssl_cafile"], config["ssl_check_hostname"], config["ssl_certfile"]) == (files["ca"], True, None)
+
+
+def test_flags_win_over_the_environment(files):
+    parser = argparse.ArgumentParser()
+    add_security_flags(parser)
+    args = parser.parse_args(["--kafka-sasl-username", "bob", "--kafka-ssl-check-hostname", "false"])
+    security = KafkaSecurity.from_sources(args, scram(files))
+    assert (security.sasl_username, security.ssl_check_hostname) == ("bob", False)
+
+
+def test_mutual_tls_takes_a_certificate_and_its_key(files):
+    security = KafkaSecurity.from_sources(None, {
+        "KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CAFILE": files["ca"],
+        "KAFKA_SSL_CERTFILE": files["cert"], "KAFKA_SSL_KEYFILE": files["key"]})
+    config = client_config("k:9093", security)
+    assert (config["ssl_certfile"], config["ssl_keyfile"]) == (files["cert"], files["key"])
+    assert "sasl_mechanism" not in config
+    assert security.describe() == "SSL with a client certificate"
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"KAFKA_SECURITY_PROTOCOL": "TLS"}, "KAFKA_SECURITY_PROTOCOL must be one of"),
+    ({"KAFKA_SASL_MECHANISM": "GSSAPI"}, "KAFKA_SASL_MECHANISM, one of"),
+    ({"KAFKA_SASL_MECHANISM": ""}, "needs KAFKA_SASL_MECHANISM"),
+    ({"KAFKA_SASL_USERNAME": ""}, "needs KAFKA_SASL_USERNAME"),
+    ({"KAFKA_SASL_PASSWORD": "also"}, "exactly one of KAFKA_SASL_PASSWORD_FILE"),
+    ({"KAFKA_SASL_PASSWORD_FILE": ""}, "exactly one of KAFKA_SASL_PASSWORD_FILE"),
+    ({"KAFKA_SASL_PASSWORD_FILE": "/no/such/file"}, "KAFKA_SASL_PASSWORD_FILE=/no/such/file: no such file"),
+    ({"KAFKA_SSL_CAFILE": "/no/ca.pem"}, "KAFKA_SSL_CAFILE=/no/ca.pem: no such file"),
+    ({"KAFKA_SECURITY_PROTOCOL": "PLAINTEXT"}, "does not use SASL"),
+    ({"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"}, "KAFKA_SSL_CAFILE set, but KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT"),
+    ({"KAFKA_SSL_KEYFILE": "{key}"}, "KAFKA_SSL_KEYFILE is set without KAFKA_SSL_CERTFILE"),
+    ({"KAFKA_SASL_MECHANISM": "OAUTHBEARER"}, "OAUTHBEARER needs KAFKA_SASL_OAUTH_TOKEN_FILE"),
+    ({"KAFKA_SASL_OAUTH_TOKEN_FILE": "{token}"}, "only used with KAFKA_SASL_MECHANISM=OAUTHBEARER"),
+    ({"KAFKA_SSL_CHECK_HOSTNAME": "maybe"}, "KAFKA_SSL_CHECK_HOSTNAME='maybe' is not a valid boolean"),
+    ({"KAFKA_SSL_CA_FILE": "x"}, "unknown Kafka security setting KAFKA_SSL_CA_FILE; did you mean KAFKA_SSL_CAFILE?"),
+])
+def test_a_bad_security_setting_is_refused_naming_it(files, change, named):
+    env = scram(files)
+    env.update({k: v.format(**files) for k, v in change.items()})
+    with pytest.raises(ConfigError, match=named.replace("?", r"\?").replace("(", r"\(")):
+        KafkaSecurity.from_sources(None, env)
+
+
+def test_oauthbearer_needs_only_its_token_file(files):
+    security = KafkaSecurity.from_sources(None, {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                                                 "KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+                                                 "KAFKA_SASL_OAUTH_TOKEN_FILE": files["token"]})
+    assert isinstance(client_config("k:1", security)["sasl_oauth_token_provider"], FileTokenProvider)
+
+
+def test_the_token_file_is_read_again_once_it_changes(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("first.jwt\n")
+    provider = FileTokenProvider(str(token))
+    assert provider.token() == "first.jwt"
+    token.write_text("second.jwt.longer\n")
+    os.utime(token, ns=(1, 1))  # a new mtime even on a coarse clock
+    assert provider.token() == "second.jwt.longer"
+    token.unlink()
+    with pytest.raises(ConfigError, match="KAFKA_SASL_OAUTH_TOKEN_FILE"):
+        provider.token()
+
+
+def test_secrets_never_show_in_repr_str_or_formatting(files):
+    security = KafkaSecurity.from_sources(None, {**scram(files), "KAFKA_SASL_PASSWORD_FILE": "",
+                                                 "KAFKA_SASL_PASSWORD": PASSWORD})
+    settings = Settings(kafka_bootstrap_servers="k:1", redis_url="rediss://u:redis-pw-42@r:6380/0",
+                        kafka_security=security)
+    for text in (repr(security), str(security), f"{security}", repr(settings), security.describe(),
+                 f"{security.sasl_password}", str(security.sasl_password)):
+        assert PASSWORD not in text and "redis-pw-42" not in text
+    assert security.password() == PASSWORD and security.sasl_password == Secret(PASSWORD)
+
+
+def test_help_names_the_variables_and_shows_no_secret(files, capsys, monkeypatch):
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", PASSWORD)
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    shown = capsys.readouterr().out
+    for name in ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_PASSWORD_FILE", "KAFKA_SSL_CAFILE", "REDIS_PASSWORD_FILE",
+                 "REDIS_CA_FILE"):
+        assert name in shown
+    assert PASSWORD not in shown
+
+
+def test_the_worker_settings_carry_the_security_from_the_environment(files):
+    settings = Settings.from_sources(None, {**scram(files), "KAFKA_BOOTSTRAP_SERVERS": "k:9093",
+                                            "REDIS_URL": "rediss://worker@r:6380/0",
+                                            "REDIS_PASSWORD_FILE": files["password"], "REDIS_CA_FILE": files["ca"]})
+    assert settings.kafka_security.sasl_username == "alice"
+    assert (settings.redis_password_file, settings.redis_ca_file) == (files["password"], files["ca"])
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"REDIS_URL": "redis://r:6379/0", "REDIS_CA_FILE": "{ca}"}, "REDIS_CA_FILE is set, but REDIS_URL"),
+    ({"REDIS_URL": "rediss://u:pw@r:6380/0", "REDIS_PASSWORD_FILE": "{password}"}, "keep one"),
+    ({"REDIS_URL": "rediss://u@r:6380/0", "REDIS_PASSWORD_FILE": "/no/pw"}, "REDIS_PASSWORD_FILE=/no/pw: no such file"),
+])
+def test_bad_redis_security_settings_name_the_setting(files, env, named):
+    with pytest.raises(ConfigError, match=named) as refused:
+        Settings.from_sources(None, {k: v.format(**files) for k, v in env.items()})
+    assert ":pw@" not in str(refused.value)
+
+
+PEER = TlsPeer("the Kafka broker at k:9093", "KAFKA_SSL_CAFILE", "/ca.pem", "KAFKA_SSL_CHECK_HOSTNAME",
+               "KAFKA_SSL_CERTFILE and KAFKA_SSL_KEYFILE", "KAFKA_SECURITY_PROTOCOL=SSL")
+
+
+def verification_error(code, message):
+    error = ssl.SSLCertVerificationError(1, f"[SSL: CERTIFICATE_VERIFY_FAILED] {message}")
+    error.verify_code, error.verify_message = code, message
+    return error
+
+
+def alert(reason):
+    error = ssl.SSLError(1, f"[SSL: {reason}] {reason.lower()}")
+    error.reason = reason
+    return error
+
+
+@pytest.mark.parametrize("error, said", [
+    (verification_error(62, "Hostname mismatch, certificate is not valid for 'localhost'."), "TLS hostname mismatch"),
+    (verification_error(20, "unable to get local issuer certificate"),
+     "untrusted certificate: the Kafka broker at k:9093 presented a certificate that no CA of "
+     "KAFKA_SSL_CAFILE=/ca.pem signed"),
+    (verification_error(10, "certificate has expired"), "is not valid now"),
+    (alert("TLSV13_ALERT_CERTIFICATE_REQUIRED"), "refused this client's certificate"),
+    (alert("WRONG_VERSION_NUMBER"), "does not speak TLS"),
+])
+def test_each_tls_failure_is_named_with_the_setting_to_check(error, said):
+    assert said in explain_tls_failure(error, PEER)
