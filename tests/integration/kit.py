@@ -16,6 +16,8 @@ import orjson
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from producer.topics import create_topics
+from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.connection import client_config
 
 REPO = Path(__file__).resolve().parents[2]
 STARTED: list[subprocess.Popen[bytes]] = []  # every worker process a test started; see kill_leftovers()
@@ -36,10 +38,11 @@ class Topics:
     dlq: str
 
     @classmethod
-    def create(cls, bootstrap: str, partitions: int = 4) -> Topics:
+    def create(cls, bootstrap: str, partitions: int = 4, security: KafkaSecurity = PLAINTEXT) -> Topics:
         base = f"it-{uuid.uuid4().hex[:10]}"
         topics = cls(f"{base}.requests", f"{base}.replies", f"{base}.dlq")
-        create_topics(bootstrap, {topics.requests: partitions, topics.replies: partitions, topics.dlq: 1})
+        create_topics(bootstrap, {topics.requests: partitions, topics.replies: partitions, topics.dlq: 1},
+                      security=security)
         return topics
 
 
@@ -72,9 +75,11 @@ class WorkerProcess:
 
 
 def start_worker(bootstrap: str, redis_url: str, topics: Topics, tmp_path: Path, *extra: str,
-                 name: str = "worker") -> WorkerProcess:
+                 name: str = "worker", env: dict[str, str] | None = None) -> WorkerProcess:
+    """A worker on the topics; ``env`` adds variables (the security settings of a secured cluster)."""
     log_path = tmp_path / f"{name}-{uuid.uuid4().hex[:6]}.log"
-    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
+    env = dict(os.environ, **(env or {}), KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url,
+               PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "worker", "run", "--requests-topic", topics.requests,
                "--reply-topic", topics.replies, "--dead-letter-topic", topics.dlq,
                "--group", f"{topics.requests}.group", "--dedup-namespace", topics.requests,
@@ -95,8 +100,8 @@ def kill_leftovers() -> None:
 
 
 class Producer:
-    def __init__(self, bootstrap: str) -> None:
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=2)
+    def __init__(self, bootstrap: str, security: KafkaSecurity = PLAINTEXT) -> None:
+        self._producer = KafkaProducer(**client_config(bootstrap, security), acks="all", linger_ms=2)
 
     def send(self, topic: str, value: bytes | dict | None, key: bytes | None = None,
              headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
@@ -136,8 +141,9 @@ class Landed:
 class TopicReader:
     """Reads a topic from its beginning; ``read_committed`` hides records of open and aborted transactions."""
 
-    def __init__(self, bootstrap: str, topic: str, read_committed: bool = False) -> None:
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None,
+    def __init__(self, bootstrap: str, topic: str, read_committed: bool = False,
+                 security: KafkaSecurity = PLAINTEXT) -> None:
+        self._consumer = KafkaConsumer(**client_config(bootstrap, security), group_id=None,
                                        enable_auto_commit=False,
                                        isolation_level="read_committed" if read_committed else "read_uncommitted")
         partitions = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]

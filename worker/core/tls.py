@@ -39,8 +39,8 @@ def explain_tls_failure(exc: ssl.SSLError, peer: TlsPeer) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         code = exc.verify_code
         detail = exc.verify_message
-        trusted = (f"{peer.cafile_setting}={peer.cafile}" if peer.cafile
-                   else f"the system's CAs ({peer.cafile_setting} unset)")
+        signers = (f"no CA of {peer.cafile_setting}={peer.cafile}" if peer.cafile
+                   else f"none of the system's CAs ({peer.cafile_setting} is unset)")
         if code in _NAME_MISMATCH:
             off = f" ({peer.hostname_setting}=false turns the check off: never in production)" \
                 if peer.hostname_setting else ""
@@ -49,7 +49,7 @@ def explain_tls_failure(exc: ssl.SSLError, peer: TlsPeer) -> str:
         if code in _EXPIRED:
             return f"the certificate of {peer.what} is not valid now ({detail}): the server's needs renewing"
         if code in _UNTRUSTED:
-            return (f"untrusted certificate: {peer.what} presented a certificate that no CA of {trusted} signed "
+            return (f"untrusted certificate: {peer.what} presented a certificate that {signers} signed "
                     f"({detail}): point {peer.cafile_setting} at the CA that issued the server's certificate")
         return f"the certificate of {peer.what} was refused ({detail}): check {peer.cafile_setting}"
     reason = exc.reason or ""

@@ -135,7 +135,11 @@ def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
         peer = TlsPeer(f"Redis at {shown}", "REDIS_CA_FILE", ca_file, "", "a client certificate",
                        "REDIS_URL's rediss://")
         return ConfigError(explain_tls_failure(cause, peer))
-    if urlsplit(url).scheme == "redis" and "closed by server" in str(exc).lower():
-        return ConfigError(f"Redis at REDIS_URL={shown} closed the connection at the first command: if that port "
+    scheme, said = urlsplit(url).scheme, str(exc).lower()
+    if scheme == "redis" and ("closed by server" in said or "reset by peer" in said):
+        return ConfigError(f"Redis at REDIS_URL={shown} dropped the connection at the first command: if that port "
                            "is a TLS port, write rediss:// (and set REDIS_CA_FILE)")
+    if scheme == "rediss" and isinstance(exc, redis.TimeoutError):
+        return ConfigError(f"Redis at REDIS_URL={shown} did not finish a TLS handshake ({exc}): if that port is a "
+                           "plaintext port, write redis://, or use the server's TLS port")
     return ServiceUnavailable(f"no Redis answers at REDIS_URL={shown} ({exc})")

@@ -50,7 +50,8 @@ class _Wire:
         self._sock.sendall(struct.pack(">i", len(payload)) + payload)
         (size,) = struct.unpack(">i", self._read(4))
         if not 4 <= size <= MAX_RESPONSE_BYTES:
-            raise _Closed(f"a {size}-byte frame")
+            tls = size >> 24 in (0x15, 0x16)  # the first byte of a TLS alert or handshake record
+            raise _Closed("it answered in TLS" if tls else f"it answered with a {size}-byte frame")
         data = self._read(size)
         if struct.unpack(">i", data[:4])[0] != self._correlation:
             raise _Closed("a response to another request")
