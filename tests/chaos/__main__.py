@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tests.chaos.local_services import SCRIPT
 from tests.chaos.report import scenario_block, summary_table, write_json
 from tests.chaos.run import run_scenario
 from tests.chaos.scenarios import SCENARIOS, SIZES
@@ -26,10 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(SCENARIOS), help="scenarios to run, e.g. a,c (default: all)")
     parser.add_argument("--out", type=Path, help="results.json and worker logs (default: a new folder in /tmp)")
     parser.add_argument("--seed", type=int, default=20261130, help="random moments of kills")
+    parser.add_argument("--secure", action="store_true",
+                        help="over the local services' secured endpoints (Kafka SASL_SSL, Redis TLS): "
+                             "deploy/local/services.sh env --secure")
     args = parser.parse_args(argv)
     keys = [key.strip() for key in args.only.split(",") if key.strip()]
     unknown = [key for key in keys if key not in SCENARIOS]
-    bootstrap, redis_url = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get("REDIS_URL")
+    secure_env = _secure_env() if args.secure else {}
+    bootstrap = secure_env.get("KAFKA_BOOTSTRAP_SERVERS") or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    redis_url = secure_env.get("REDIS_URL") or os.environ.get("REDIS_URL")
     if unknown or not bootstrap or not redis_url:
         parser.error(f"unknown scenarios {unknown} (known: {', '.join(SCENARIOS)})" if unknown else
                      "set KAFKA_BOOTSTRAP_SERVERS and REDIS_URL (eval \"$(deploy/local/services.sh up)\"), "
@@ -38,13 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for key in keys:
         print(f"chaos: scenario {key}. {SCENARIOS[key].title} ({args.size})", file=sys.stderr, flush=True)
-        result = run_scenario(SCENARIOS[key], SIZES[args.size], bootstrap, redis_url, out, args.seed, verbose=True)
+        result = run_scenario(SCENARIOS[key], SIZES[args.size], bootstrap, redis_url, out, args.seed, verbose=True,
+                              secure_env=secure_env)
         print(scenario_block(result), flush=True)
         results.append(result)
         write_json(results, out / "results.json")
     print(summary_table(results))
     print(f"results: {out / 'results.json'}")
     return 1 if any(r.status == "FAIL" for r in results) else 0
+
+
+def _secure_env() -> dict[str, str]:
+    printed = subprocess.run([str(SCRIPT), "env", "--secure"], capture_output=True, text=True, check=True).stdout
+    return dict(line.removeprefix("export ").split("=", 1) for line in printed.splitlines() if "=" in line)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ import orjson
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
+from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.connection import client_config
+
 MAX_LAG_S = 0.1  # after a stall (the broker away), resume the rate instead of sending a burst
 
 
@@ -34,12 +37,13 @@ class Load:
     for outstanding sends and returns the summary. Thread-safe.
     """
 
-    def __init__(self, bootstrap: str, topic: str, rate: float, prefix: str, seed: int = 0) -> None:
+    def __init__(self, bootstrap: str, topic: str, rate: float, prefix: str, seed: int = 0,
+                 security: KafkaSecurity = PLAINTEXT) -> None:
         self._topic = topic
         self._interval_s = 1.0 / rate
         self._prefix = prefix
         self._rng = random.Random(seed)
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all",
+        self._producer = KafkaProducer(**client_config(bootstrap, security), acks="all",
                                        enable_idempotence=True, linger_ms=5)
         self._lock = threading.Lock()
         self._summary = LoadSummary()

@@ -17,14 +17,15 @@ SCRIPT = REPO / "deploy" / "local" / "services.sh"
 
 
 class LocalServices:
-    def __init__(self, bootstrap: str, redis_url: str) -> None:
+    def __init__(self, bootstrap: str, redis_url: str, variant: str = "") -> None:
         self.bootstrap = bootstrap
         self.redis_url = redis_url
+        self._variant = variant  # "" for the plaintext endpoints, or --secure / --mtls
 
     def not_controllable(self) -> str | None:
         """Why this broker and Redis cannot be stopped and started here, or None if they can."""
         exported = dict(line.removeprefix("export ").split("=", 1)
-                        for line in self._script("env").splitlines() if "=" in line)
+                        for line in self._script("env", self._variant).splitlines() if "=" in line)
         if (exported.get("KAFKA_BOOTSTRAP_SERVERS"), exported.get("REDIS_URL")) != (self.bootstrap, self.redis_url):
             return (f"KAFKA_BOOTSTRAP_SERVERS={self.bootstrap} / REDIS_URL={self.redis_url} are not the services "
                     f"deploy/local/services.sh runs with this environment ({exported})")
@@ -50,8 +51,8 @@ class LocalServices:
         self._script(command)
         return time.monotonic() - started
 
-    def _script(self, command: str) -> str:
-        done = subprocess.run([str(SCRIPT), command], capture_output=True, text=True, timeout=300)
+    def _script(self, *command: str) -> str:
+        done = subprocess.run([str(SCRIPT), *filter(None, command)], capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise RuntimeError(f"services.sh {command} exited {done.returncode}:\n{done.stderr}")
         return done.stdout

@@ -17,6 +17,7 @@ from tests.chaos.load import Load
 from tests.chaos.local_services import LocalServices
 from tests.chaos.tally import ReplyReader, Tally, count
 from tests.integration.kit import Topics, wait_until
+from worker.core.security import KafkaSecurity
 
 CRASH_WINDOW_MS = 5_000  # acknowledged reply -> done mark takes milliseconds; 5 s allows for a loaded machine
 # The workers' session timeout. For the group a broker outage lasts until every member's session has been
@@ -107,22 +108,26 @@ class ScenarioResult:
 
 
 def run_scenario(scenario: Scenario, size: Size, bootstrap: str, redis_url: str, out_dir: Path,
-                 seed: int = 0, verbose: bool = False) -> ScenarioResult:
+                 seed: int = 0, verbose: bool = False, secure_env: dict[str, str] | None = None) -> ScenarioResult:
+    """``secure_env``: the variables of a secured way in (``services.sh env --secure``), given to the workers
+    and read by the harness's own clients; the services to stop and start are then the secured ones."""
     result = ScenarioResult(scenario.key, scenario.title, size.name, "not run", scenario.promise)
-    services = LocalServices(bootstrap, redis_url)
+    secure_env = secure_env or {}
+    security = KafkaSecurity.from_sources(None, secure_env)
+    services = LocalServices(bootstrap, redis_url, "--secure" if secure_env else "")
     reason = scenario.not_built or (scenario.needs_local_services and services.not_controllable())
     if scenario.inject is None or reason:
         result.problems = [str(reason or "nothing to inject")]
         return result
     started = time.monotonic()
-    topics = _create_topics(bootstrap, scenario.key)
+    topics = _create_topics(bootstrap, scenario.key, security)
     log_dir = out_dir / f"{scenario.key}-{topics.requests}"
     result.log_dir = str(log_dir)
-    env = {**scenario.worker_env, "CHAOS_STALL_TRIGGER": str(log_dir / "stall-trigger"),
+    env = {**secure_env, **scenario.worker_env, "CHAOS_STALL_TRIGGER": str(log_dir / "stall-trigger"),
            "CHAOS_STALL_S": str(size.stall_s)}  # read by tests.chaos.slow_model only
     with Fleet(bootstrap, redis_url, topics, log_dir, scenario.worker_args, env, name=f"{scenario.key}-w") as fleet:
         context = Context(fleet, services, size, random.Random(seed), log_dir / "stall-trigger", verbose=verbose)
-        result.tally, result.stop_codes = _drive(scenario, context, bootstrap, topics, result)
+        result.tally, result.stop_codes = _drive(scenario, context, bootstrap, security, topics, result)
     _describe_fleet(result, fleet)
     result.timeline = context.timeline
     result.seconds = time.monotonic() - started
@@ -142,14 +147,15 @@ def _describe_fleet(result: ScenarioResult, fleet: Fleet) -> None:
     result.events = dict(fleet.events())
 
 
-def _drive(scenario: Scenario, context: Context, bootstrap: str, topics: Topics,
+def _drive(scenario: Scenario, context: Context, bootstrap: str, security: KafkaSecurity, topics: Topics,
            result: ScenarioResult) -> tuple[Tally, list[int | None]]:
     fleet = context.fleet
     for _ in range(scenario.workers):
         fleet.add()
     for slot in fleet.live():
         fleet.wait_assigned(slot)
-    load = Load(bootstrap, topics.requests, context.size.rate, prefix=scenario.key, seed=context.rng.randrange(1 << 30))
+    load = Load(bootstrap, topics.requests, context.size.rate, prefix=scenario.key, seed=context.rng.randrange(1 << 30),
+                security=security)
     load.start()
     result.load_started = time.time()
     context.note(f"load started at {context.size.rate:g}/s with {scenario.workers} worker(s)")
@@ -159,7 +165,7 @@ def _drive(scenario: Scenario, context: Context, bootstrap: str, topics: Topics,
     finally:
         sent = load.stop()
         context.note(f"load stopped: {len(sent.acked)} acknowledged, {len(sent.failed)} failed")
-    reader = ReplyReader(bootstrap, topics.replies)
+    reader = ReplyReader(bootstrap, topics.replies, security)
     try:
         _wait_answered(reader, sent.acked, context)
         # A worker restarted a moment ago may still be importing torch, before its SIGTERM
@@ -216,8 +222,8 @@ def check(scenario: Scenario, result: ScenarioResult) -> list[str]:
     return problems
 
 
-def _create_topics(bootstrap: str, key: str) -> Topics:
+def _create_topics(bootstrap: str, key: str, security: KafkaSecurity) -> Topics:
     base = f"chaos-{key}-{uuid.uuid4().hex[:8]}"
     topics = Topics(f"{base}.requests", f"{base}.replies", f"{base}.dlq")
-    create_topics(bootstrap, {topics.requests: 4, topics.replies: 4, topics.dlq: 1})
+    create_topics(bootstrap, {topics.requests: 4, topics.replies: 4, topics.dlq: 1}, security=security)
     return topics

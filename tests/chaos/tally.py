@@ -34,6 +34,8 @@ import orjson
 from kafka import KafkaConsumer, TopicPartition
 
 from tests.integration.kit import wait_until
+from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.connection import client_config
 
 SAMPLE = 10  # ids listed per problem in results
 
@@ -49,8 +51,8 @@ class SeenReply:
 class ReplyReader:
     """Reads a reply topic from its beginning, incrementally. Not thread-safe."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None,
+    def __init__(self, bootstrap: str, topic: str, security: KafkaSecurity = PLAINTEXT) -> None:
+        self._consumer = KafkaConsumer(**client_config(bootstrap, security), group_id=None,
                                        enable_auto_commit=False, isolation_level="read_committed")
         self._partitions = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]
         self._consumer.assign(self._partitions)

@@ -1,0 +1,112 @@
+"""The whole pipeline over the secured endpoints: Kafka over SASL_SSL (SCRAM-SHA-512) and over mutual TLS,
+Redis over TLS as an ACL user. Every client here, the tests' own included, goes the secured way."""
+
+import asyncio
+import os
+import subprocess
+import sys
+
+from producer import AsyncScoringClient, ScoringClient
+from producer.topics import create_topics
+from tests.integration.kit import REPO, Producer, TopicReader, Topics, start_worker
+from tests.integration.test_pipeline import churn_inputs
+
+
+def worker_on(access, topics, tmp_path, *extra, name="worker"):
+    return start_worker(access.bootstrap, access.redis_url, topics, tmp_path, *extra, name=name, env=access.env)
+
+
+def test_requests_are_scored_once_and_remembered_in_redis_over_tls(secure, secure_topics, secure_producer,
+                                                                  tmp_path):
+    topics = secure_topics
+    worker = worker_on(secure, topics, tmp_path, "--max-batch-size", "32")
+    secure_producer.send_requests(topics.requests, "s", churn_inputs(300))
+    secure_producer.send_requests(topics.requests, "s", churn_inputs(5))  # the same ids again: duplicates
+    reader = TopicReader(secure.bootstrap, topics.replies, security=secure.security)
+    reader.read_until(lambda got: len(got.by_id()) >= 300, 120, "300 replies", watch=worker)
+    assert worker.stop() == 0
+    by_id = reader.read(1.0).by_id()
+    reader.close()
+
+    assert sorted(by_id) == sorted(f"s{i}" for i in range(300))
+    assert all(len(replies) == 1 for replies in by_id.values())
+    assert {r["status"] for replies in by_id.values() for r in replies} == {"ok"}
+    assert secure.redis().get(f"{topics.requests}:done:s0") is not None  # dedup wrote over TLS, as the ACL user
+    [stopped] = [e for e in worker.events() if e["event"] == "worker_stopped"]
+    assert stopped["duplicates"] == 5
+
+
+def test_the_clients_score_over_sasl_ssl(sasl_ssl, tmp_path):
+    topics = _topics(sasl_ssl)
+    worker = worker_on(sasl_ssl, topics, tmp_path)
+    rows = churn_inputs(50, seed=3)
+    with ScoringClient(sasl_ssl.bootstrap, topics.requests, topics.replies, timeout_s=120,
+                       security=sasl_ssl.security) as client:
+        results = list(client.score_many(rows, max_in_flight=20))
+
+    async def score_async():
+        async with AsyncScoringClient(sasl_ssl.bootstrap, topics.requests, topics.replies, timeout_s=120,
+                                      security=sasl_ssl.security) as client:
+            return await asyncio.gather(*(client.score(row) for row in rows[:10]))
+
+    replies = asyncio.run(score_async())
+    assert worker.stop() == 0
+    assert [r.ok for r in results] == [True] * 50
+    assert [r["status"] for r in replies] == ["ok"] * 10
+
+
+def test_the_producer_cli_sends_and_collects_over_sasl_ssl(sasl_ssl, tmp_path):
+    topics = _topics(sasl_ssl)
+    worker = worker_on(sasl_ssl, topics, tmp_path)
+    env = {**os.environ, **sasl_ssl.env, "PYTHONPATH": str(REPO)}
+    producer = [sys.executable, "-m", "producer"]
+    sent = subprocess.run([*producer, "send", topics.requests, "--synthetic", "churn", "--count", "40",
+                           "--no-progress"], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert sent.returncode == 0, sent.stderr
+    reader = TopicReader(sasl_ssl.bootstrap, topics.replies, security=sasl_ssl.security)
+    reader.read_until(lambda got: len(got.by_id()) >= 40, 120, "40 replies", watch=worker)
+    reader.close()
+    assert worker.stop() == 0
+    out = tmp_path / "replies.jsonl"
+    collected = subprocess.run([*producer, "collect", topics.replies, str(out), "--no-progress"], env=env, cwd=REPO,
+                               capture_output=True, text=True, timeout=120)
+    assert collected.returncode == 0, collected.stderr
+    assert len(out.read_text().splitlines()) == 40
+
+
+def test_exactly_once_over_sasl_ssl(sasl_ssl, tmp_path):
+    topics = _topics(sasl_ssl)
+    committed = TopicReader(sasl_ssl.bootstrap, topics.replies, read_committed=True, security=sasl_ssl.security)
+    worker = worker_on(sasl_ssl, topics, tmp_path, "--delivery", "exactly-once", "--max-batch-size", "16")
+    producer = Producer(sasl_ssl.bootstrap, sasl_ssl.security)
+    producer.send_requests(topics.requests, "x", churn_inputs(200))
+    producer.close()
+    landed = committed.read_until(lambda got: len(got.by_id()) >= 200, 120, "200 committed replies", watch=worker)
+    assert worker.stop() == 0
+    landed = committed.read(1.0)
+    committed.close()
+    assert sorted(landed.by_id()) == sorted(f"x{i}" for i in range(200))
+    assert len(landed.records) == 200
+    assert "exactly_once" in {e["event"] for e in worker.events()}
+
+
+def test_a_backfill_runs_over_sasl_ssl(sasl_ssl, tmp_path):
+    topics = _topics(sasl_ssl)
+    producer = Producer(sasl_ssl.bootstrap, sasl_ssl.security)
+    producer.send_requests(topics.requests, "b", churn_inputs(120))
+    producer.close()
+    replies = f"{topics.requests}.backfill"
+    create_topics(sasl_ssl.bootstrap, {replies: 2, f"{replies}.dlq": 1}, security=sasl_ssl.security)
+    env = {**os.environ, **sasl_ssl.env, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "worker", "backfill", "--requests-topic", topics.requests,
+                           "--reply-topic", replies, "--from-time", "0", "--no-progress", "--log-format", "json",
+                           "--torch-threads", "1"], env=env, cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reader = TopicReader(sasl_ssl.bootstrap, replies, security=sasl_ssl.security)
+    landed = reader.read_until(lambda got: len(got.records) >= 120, 60, "120 backfill replies")
+    reader.close()
+    assert sorted(landed.by_id()) == sorted(f"b{i}" for i in range(120))
+
+
+def _topics(access):
+    return Topics.create(access.bootstrap, security=access.security)
