@@ -2,14 +2,19 @@
 Redis over TLS as an ACL user. Every client here, the tests' own included, goes the secured way."""
 
 import asyncio
+import base64
 import os
 import subprocess
 import sys
+import time
+
+import orjson
 
 from producer import AsyncScoringClient, ScoringClient
 from producer.topics import create_topics
 from tests.integration.kit import REPO, Producer, TopicReader, Topics, start_worker
 from tests.integration.test_pipeline import churn_inputs
+from worker.core.security import KafkaSecurity
 
 
 def worker_on(access, topics, tmp_path, *extra, name="worker"):
@@ -110,3 +115,36 @@ def test_a_backfill_runs_over_sasl_ssl(sasl_ssl, tmp_path):
 
 def _topics(access):
     return Topics.create(access.bootstrap, security=access.security)
+
+
+def unsigned_jwt(subject, lifetime_s=3600):
+    """A token for Kafka's unsecured OAUTHBEARER validator (the local broker's; test only)."""
+    def part(claims):
+        return base64.urlsafe_b64encode(orjson.dumps(claims)).rstrip(b"=").decode()
+
+    now = int(time.time())
+    return f"{part({'alg': 'none'})}.{part({'sub': subject, 'iat': now, 'exp': now + lifetime_s})}."
+
+
+def test_oauthbearer_with_a_token_file(sasl_ssl, tmp_path):
+    token = tmp_path / "token"
+    token.write_text(unsigned_jwt("streamscore") + "\n")
+    oauth = sasl_ssl.with_env(KAFKA_SASL_MECHANISM="OAUTHBEARER", KAFKA_SASL_USERNAME="",
+                              KAFKA_SASL_PASSWORD_FILE="", KAFKA_SASL_OAUTH_TOKEN_FILE=str(token))
+    topics = _topics(sasl_ssl)
+    worker = start_worker(sasl_ssl.bootstrap, sasl_ssl.redis_url, topics, tmp_path, name="oauth", env=oauth)
+    producer = Producer(sasl_ssl.bootstrap, KafkaSecurity.from_sources(None, oauth))
+    producer.send_requests(topics.requests, "o", churn_inputs(20))
+    producer.close()
+    reader = TopicReader(sasl_ssl.bootstrap, topics.replies, security=sasl_ssl.security)
+    landed = reader.read_until(lambda got: len(got.by_id()) >= 20, 120, "20 replies", watch=worker)
+    reader.close()
+    assert worker.stop() == 0
+    assert sorted(landed.by_id()) == sorted(f"o{i}" for i in range(20))
+
+    token.write_text("not-a-jwt")  # a refused token is named as such
+    env = {**os.environ, **oauth, "PYTHONPATH": str(REPO)}
+    refused = subprocess.run([sys.executable, "-m", "producer", "create-topic", "never-made"], env=env, cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert "refused the OAUTHBEARER token in KAFKA_SASL_OAUTH_TOKEN_FILE" in refused.stderr
