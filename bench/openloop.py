@@ -16,6 +16,7 @@ from kafka import KafkaConsumer, TopicPartition
 from tqdm import tqdm
 
 from bench.results import LatencyRun, percentile
+from bench.security import connection, env_security
 from producer.send import RequestBody, SendSummary, send_requests
 from worker.core.wire import H_BATCH_SIZE, H_BATCH_WAIT, H_COMPUTE, H_QUEUE_WAIT
 
@@ -35,7 +36,7 @@ class LatencyReader:
     """Reads a reply topic from its current end; stamps each reply's id with the wall time its poll returned."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None,
+        self._consumer = KafkaConsumer(**connection(bootstrap), group_id=None,
                                        client_id="bench-latency", enable_auto_commit=False, fetch_max_wait_ms=100)
         partitions = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic) or ())]
         self._consumer.assign(partitions)
@@ -83,7 +84,8 @@ def open_loop(bootstrap: str, requests_topic: str, reply_topic: str, bodies: lis
 
     def send() -> None:
         try:
-            sender.summary = send_requests(bootstrap, requests_topic, bodies, rate=rate, progress=False)
+            sender.summary = send_requests(bootstrap, requests_topic, bodies, rate=rate, progress=False,
+                                           security=env_security())
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
             sender.error = exc
         finally:

@@ -20,6 +20,8 @@ from typing import Any
 import orjson
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
 
+from bench.security import connection
+
 MAX_POLL_RECORDS = 500  # the worker's --max-poll-records default
 
 
@@ -66,7 +68,7 @@ def subscribed_consumer(args: argparse.Namespace, wait_s: float = 10.0) -> Kafka
     leave a fresh group with none), and refreshes metadata once subscribed
     (else kafka-python rejoins right after its first assignment).
     """
-    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap_servers.split(","), group_id=args.group,
+    consumer = KafkaConsumer(**connection(args.bootstrap_servers), group_id=args.group,
                              client_id="bench-plain", enable_auto_commit=False, auto_offset_reset="earliest",
                              allow_auto_create_topics=False, max_poll_records=MAX_POLL_RECORDS)
     deadline = time.monotonic() + wait_s
@@ -80,5 +82,5 @@ def subscribed_consumer(args: argparse.Namespace, wait_s: float = 10.0) -> Kafka
 
 
 def reliable_producer(args: argparse.Namespace, linger_ms: int) -> KafkaProducer:
-    return KafkaProducer(bootstrap_servers=args.bootstrap_servers.split(","), client_id="bench-plain",
+    return KafkaProducer(**connection(args.bootstrap_servers), client_id="bench-plain",
                          acks="all", enable_idempotence=True, linger_ms=linger_ms, max_block_ms=15_000)

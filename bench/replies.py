@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import orjson
 from kafka import KafkaConsumer, TopicPartition
 
+from bench.security import connection
 from worker.core.wire import H_BATCH_SIZE, H_COMPUTE
 
 
@@ -31,7 +32,7 @@ class ReplyCounter:
     """Counts the records in a reply topic from its end offsets: one small request, no fetching."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None,
+        self._consumer = KafkaConsumer(**connection(bootstrap), group_id=None,
                                        client_id="bench-counter")
         self._partitions = _partitions(self._consumer, topic)
 
@@ -44,7 +45,7 @@ class ReplyCounter:
 
 def read_replies(bootstrap: str, topic: str) -> list[ReplyRecord]:
     """Every record of the reply topic, from the beginning up to its end offsets at the time of the call."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None, client_id="bench-reader",
+    consumer = KafkaConsumer(**connection(bootstrap), group_id=None, client_id="bench-reader",
                              enable_auto_commit=False)
     try:
         partitions = _partitions(consumer, topic)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from kafka import KafkaAdminClient
 
+from bench.security import connection, env_security
 from producer.send import RequestBody, send_requests
 from producer.topics import create_topics
 
@@ -30,11 +31,12 @@ class RunTopics:
         return self.requests.removesuffix(".requests")
 
     def create(self, bootstrap: str, partitions: int) -> None:
-        create_topics(bootstrap, {self.requests: partitions, self.replies: partitions, self.dlq: 1})
+        create_topics(bootstrap, {self.requests: partitions, self.replies: partitions, self.dlq: 1},
+                      security=env_security())
 
     def delete(self, bootstrap: str) -> None:
         """Best effort: a topic left behind only costs disk on the local broker."""
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="bench-admin")
+        admin = KafkaAdminClient(**connection(bootstrap), client_id="bench-admin")
         try:
             admin.delete_topics([self.requests, self.replies, self.dlq], timeout_ms=10_000)
         except Exception:  # noqa: BLE001 - already gone, or the broker is slow: not worth failing a run
@@ -45,4 +47,4 @@ class RunTopics:
 
 def prefill(bootstrap: str, topic: str, requests: list[RequestBody], progress: bool) -> None:
     """Send every request (keyed by id) and wait for the broker's acks. Blocks."""
-    send_requests(bootstrap, topic, requests, total=len(requests), progress=progress)
+    send_requests(bootstrap, topic, requests, total=len(requests), progress=progress, security=env_security())
