@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -189,7 +190,9 @@ def cross_check(objects: list[dict[str, Any]], image: dict[str, str]) -> Problem
             for source in container.get("envFrom", []):
                 env |= _env_source(by_kind, source, where, problems)
             env |= {e["name"]: e.get("value", "") for e in container.get("env", []) if "valueFrom" not in e}
-            settings = worker_settings(env, where, problems)
+            with tempfile.TemporaryDirectory() as stand_in:
+                env = _with_mounted_files(env, _mounted_secret_keys(pod, container, by_kind), Path(stand_in))
+                settings = worker_settings(env, where, problems)
             if settings is None:
                 continue
             problems += _check_pod(pod, container, settings, deployment, where)
@@ -199,6 +202,32 @@ def cross_check(objects: list[dict[str, Any]], image: dict[str, str]) -> Problem
             if other_kind == "PodDisruptionBudget" and not selector.items() <= labels.items():
                 problems.append(f"PodDisruptionBudget/{other} selects {selector}, not Deployment/{name}'s pods")
     return problems
+
+
+def _mounted_secret_keys(pod: dict[str, Any], container: dict[str, Any],
+                         by_kind: dict[tuple[str, str], dict[str, Any]]) -> set[str]:
+    """The path of every file the container sees from a Secret volume of this kustomization."""
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v}
+    paths = set()
+    for mount in container.get("volumeMounts", []):
+        found = by_kind.get(("Secret", secrets.get(mount["name"], "")))
+        if found is not None:
+            keys = {**found.get("data", {}), **found.get("stringData", {})}
+            paths |= {f"{mount['mountPath'].rstrip('/')}/{key}" for key in keys}
+    return paths
+
+
+def _with_mounted_files(env: dict[str, str], mounted: set[str], stand_in: Path) -> dict[str, str]:
+    """``env`` with each value naming a mounted Secret file replaced by a placeholder file's path, so that
+    the worker's settings check finds it; a file setting naming a key the Secret lacks still fails."""
+    replaced = dict(env)
+    for name, value in env.items():
+        if value in mounted:
+            path = stand_in / value.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("placeholder\n")
+            replaced[name] = str(path)
+    return replaced
 
 
 def _env_source(by_kind: dict[tuple[str, str], dict[str, Any]], source: dict[str, Any], where: str,

@@ -51,6 +51,9 @@ BREAKAGES = {
     "a compose key that does not exist": (
         "compose/compose.yaml", "    restart: \"no\"", "    restarts: \"no\"",
         "'restarts' was unexpected"),
+    "a password file the Secret does not hold": (
+        "k8s/base/configmap.yaml", "/etc/streamscore/secrets/kafka-password", "/etc/streamscore/secrets/kafka-pw",
+        "KAFKA_SASL_PASSWORD_FILE=/etc/streamscore/secrets/kafka-pw: no such file"),
     "an unpinned pip install": (
         "docker/Dockerfile", '"torch==${TORCH_VERSION}"', "torch", "DL3013"),
 }
