@@ -5,7 +5,7 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up down status demo test test-unit lint deploy-check bench chaos clean
+.PHONY: help venv up up-secure down status demo test test-unit lint deploy-check bench chaos clean
 
 CHAOS_SIZE ?= full
 
@@ -17,6 +17,9 @@ venv:  ## create .venv/ (dependencies cached per machine)
 
 up:  ## start local Kafka + Redis and print their addresses
 	@deploy/local/services.sh up
+
+up-secure:  ## start local Kafka + Redis and print the SASL_SSL/TLS export lines
+	@deploy/local/services.sh up --secure
 
 down:  ## stop local Kafka + Redis
 	@deploy/local/services.sh down

@@ -9,7 +9,7 @@ POM="$SCRIPT_DIR/pom.xml"
 
 KAFKA_PORT="${KAFKA_PORT:-19092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
-KAFKA_SASL_SSL_PORT="${KAFKA_SASL_SSL_PORT:-19094}"
+KAFKA_SECURE_PORT="${KAFKA_SECURE_PORT:-19094}"
 KAFKA_MTLS_PORT="${KAFKA_MTLS_PORT:-19095}"
 REDIS_PORT="${REDIS_PORT:-16379}"
 REDIS_TLS_PORT="${REDIS_TLS_PORT:-16380}"
@@ -60,7 +60,7 @@ both bound to 127.0.0.1, run as plain background processes (no Docker).
           The same, but print the export lines of the secured endpoints
           (\$S is the secrets folder, \$STATE_DIR/secure, as an absolute path):
           --secure: Kafka SASL_SSL with SCRAM-SHA-512, Redis over TLS with a user:
-            export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:\$KAFKA_SASL_SSL_PORT
+            export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:\$KAFKA_SECURE_PORT
             export KAFKA_SECURITY_PROTOCOL=SASL_SSL
             export KAFKA_SASL_MECHANISM=SCRAM-SHA-512
             export KAFKA_SASL_USERNAME=$SECURE_USER
@@ -91,7 +91,7 @@ both bound to 127.0.0.1, run as plain background processes (no Docker).
 
 Listeners, all on 127.0.0.1, always served:
   Kafka  :\$KAFKA_PORT             PLAINTEXT, no authentication (as before)
-         :\$KAFKA_SASL_SSL_PORT    SASL_SSL: SCRAM-SHA-512 or SCRAM-SHA-256 as user
+         :\$KAFKA_SECURE_PORT    SASL_SSL: SCRAM-SHA-512 or SCRAM-SHA-256 as user
                                  $SECURE_USER (password in \$S/kafka-password), or
                                  OAUTHBEARER with an UNSECURED (unsigned, alg none)
                                  JWT: anyone can claim any name. Tests only.
@@ -117,7 +117,7 @@ services.sh has none, and up then stops and asks for \`reset\`.
 
 Environment (default):
   KAFKA_PORT (19092)  KAFKA_CONTROLLER_PORT (19093)
-  KAFKA_SASL_SSL_PORT (19094)  KAFKA_MTLS_PORT (19095)
+  KAFKA_SECURE_PORT (19094)  KAFKA_MTLS_PORT (19095)
   REDIS_PORT (16379)  REDIS_TLS_PORT (16380)
   KAFKA_START_TIMEOUT (90 s)  REDIS_START_TIMEOUT (20 s)
   KAFKA_HEAP_OPTS (-Xmx512m -Xms256m)
@@ -139,7 +139,7 @@ print_env_redis_tls() {
 }
 
 print_env_secure() {
-  echo "export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_SASL_SSL_PORT"
+  echo "export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_SECURE_PORT"
   echo "export KAFKA_SECURITY_PROTOCOL=SASL_SSL"
   echo "export KAFKA_SASL_MECHANISM=SCRAM-SHA-512"
   echo "export KAFKA_SASL_USERNAME=$SECURE_USER"
@@ -338,8 +338,8 @@ write_kafka_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SECURE://127.0.0.1:$KAFKA_SASL_SSL_PORT,MTLS://127.0.0.1:$KAFKA_MTLS_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SECURE://127.0.0.1:$KAFKA_SASL_SSL_PORT,MTLS://127.0.0.1:$KAFKA_MTLS_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SECURE://127.0.0.1:$KAFKA_SECURE_PORT,MTLS://127.0.0.1:$KAFKA_MTLS_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SECURE://127.0.0.1:$KAFKA_SECURE_PORT,MTLS://127.0.0.1:$KAFKA_MTLS_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,MTLS:SSL
@@ -404,7 +404,7 @@ check_kafka_storage() {
   [[ -f "$KAFKA_DATA/meta.properties" ]] || return 0
   local id; id="$(sed -n 's/^cluster\.id=//p' "$KAFKA_DATA/meta.properties")"
   if [[ ! -f "$STORAGE_MARKER" ]] || ! grep -qxF "cluster.id=$id" "$STORAGE_MARKER"; then
-    die "Kafka's storage in $KAFKA_DATA was formatted by an older services.sh, without the SCRAM user '$SECURE_USER' of the SASL_SSL listener (:$KAFKA_SASL_SSL_PORT). Run: $0 reset (it deletes the local topics, offsets and logs), then up again"
+    die "Kafka's storage in $KAFKA_DATA was formatted by an older services.sh, without the SCRAM user '$SECURE_USER' of the SASL_SSL listener (:$KAFKA_SECURE_PORT). Run: $0 reset (it deletes the local topics, offsets and logs), then up again"
   fi
   grep -qxF "scram.password.sha256=$(sha256_of "$KAFKA_PASSWORD_FILE")" "$STORAGE_MARKER" ||
     die "$KAFKA_PASSWORD_FILE is not the password Kafka's storage was formatted with (was $SECURE_DIR deleted?). Run: $0 reset, then up again"
@@ -437,7 +437,7 @@ format_kafka_storage() {
     "$uuid" "$SECURE_USER" "$(sha256_of "$KAFKA_PASSWORD_FILE")" | write_secret "$STORAGE_MARKER"
 }
 
-kafka_ports_open() { port_open "$KAFKA_PORT" && port_open "$KAFKA_SASL_SSL_PORT" && port_open "$KAFKA_MTLS_PORT"; }
+kafka_ports_open() { port_open "$KAFKA_PORT" && port_open "$KAFKA_SECURE_PORT" && port_open "$KAFKA_MTLS_PORT"; }
 
 # Ready = our process is alive, its ports answer, and the log says so. Only
 # `kill -0` here: just after launch the pid may not have exec'd java yet.
@@ -457,21 +457,21 @@ start_kafka() {
   ensure_secure_material; check_kafka_storage
   if kafka_alive; then
     if kafka_ports_open; then
-      log "Kafka already running (pid $(cat "$KAFKA_PID")) on 127.0.0.1:$KAFKA_PORT (SASL_SSL :$KAFKA_SASL_SSL_PORT, mutual TLS :$KAFKA_MTLS_PORT)"; return 0
+      log "Kafka already running (pid $(cat "$KAFKA_PID")) on 127.0.0.1:$KAFKA_PORT (SASL_SSL :$KAFKA_SECURE_PORT, mutual TLS :$KAFKA_MTLS_PORT)"; return 0
     fi
     if port_open "$KAFKA_PORT" && grep -q 'Kafka Server started' "$KAFKA_LOG" 2>/dev/null; then
-      die "Kafka (pid $(cat "$KAFKA_PID")) runs without its secure listeners :$KAFKA_SASL_SSL_PORT/:$KAFKA_MTLS_PORT (started by an older services.sh?). Run: $0 down, then up again"
+      die "Kafka (pid $(cat "$KAFKA_PID")) runs without its secure listeners :$KAFKA_SECURE_PORT/:$KAFKA_MTLS_PORT (started by an older services.sh?). Run: $0 down, then up again"
     fi
     log "Kafka (pid $(cat "$KAFKA_PID")) is still starting, waiting"; wait_kafka; return 0
   fi
   rm -f "$KAFKA_PID"
-  local p; for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_SSL_PORT" "$KAFKA_MTLS_PORT"; do
-    port_open "$p" && die "127.0.0.1:$p is in use by a process this script did not start (no live $KAFKA_PID); stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_SSL_PORT/KAFKA_MTLS_PORT"
+  local p; for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SECURE_PORT" "$KAFKA_MTLS_PORT"; do
+    port_open "$p" && die "127.0.0.1:$p is in use by a process this script did not start (no live $KAFKA_PID); stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SECURE_PORT/KAFKA_MTLS_PORT"
   done
   ensure_jars; write_kafka_config
   [[ -f "$KAFKA_LOG" ]] && mv -f "$KAFKA_LOG" "$KAFKA_LOG.1"   # keep one old log; readiness greps a fresh one
   format_kafka_storage
-  log "starting Kafka on 127.0.0.1:$KAFKA_PORT (controller :$KAFKA_CONTROLLER_PORT, SASL_SSL :$KAFKA_SASL_SSL_PORT, mutual TLS :$KAFKA_MTLS_PORT)"
+  log "starting Kafka on 127.0.0.1:$KAFKA_PORT (controller :$KAFKA_CONTROLLER_PORT, SASL_SSL :$KAFKA_SECURE_PORT, mutual TLS :$KAFKA_MTLS_PORT)"
   # setsid + nohup: the broker outlives this shell and its terminal. Both
   # exec, so $! is the JVM's own pid.
   # shellcheck disable=SC2086  # KAFKA_HEAP_OPTS is deliberately word-split
@@ -585,7 +585,7 @@ case "${1:-}" in
           start_redis; start_kafka; "$printer" ;;
   down)   [[ -d "$STATE_DIR" ]] || { log "nothing to stop"; exit 0; }
           lock; stop_all ;;
-  status) status_line Kafka kafka_alive "$KAFKA_PID" "$KAFKA_PORT" "SASL_SSL:$KAFKA_SASL_SSL_PORT" "mutual TLS:$KAFKA_MTLS_PORT"
+  status) status_line Kafka kafka_alive "$KAFKA_PID" "$KAFKA_PORT" "SASL_SSL:$KAFKA_SECURE_PORT" "mutual TLS:$KAFKA_MTLS_PORT"
           status_line Redis redis_alive "$REDIS_PID" "$REDIS_PORT" "TLS:$REDIS_TLS_PORT:redis_tls_ping" ;;
   env)    printer="$(env_variant "${@:2}")" || exit 2
           "$printer" ;;
