@@ -57,36 +57,34 @@ class Secret:
         return "***" if self._value else ""
 
 
+def _option(default: Any, env: str, help: str) -> Any:
+    return field(default=default, metadata={"env": env, "help": help})
+
+
 @dataclass(frozen=True)
 class KafkaSecurity:
     """Transport security and authentication towards the brokers. Raises ConfigError when inconsistent."""
 
-    protocol: str = field(default="PLAINTEXT", metadata={
-        "env": "KAFKA_SECURITY_PROTOCOL", "help": "PLAINTEXT, SSL (TLS; mutual TLS with a client certificate), "
-        "SASL_PLAINTEXT or SASL_SSL (default: PLAINTEXT)"})
-    sasl_mechanism: str = field(default="", metadata={
-        "env": "KAFKA_SASL_MECHANISM", "help": "with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"})
-    sasl_username: str = field(default="", metadata={
-        "env": "KAFKA_SASL_USERNAME", "help": "SASL user (PLAIN and SCRAM)"})
+    protocol: str = _option("PLAINTEXT", "KAFKA_SECURITY_PROTOCOL", "PLAINTEXT, SSL (TLS; mutual TLS with a client "
+                            "certificate), SASL_PLAINTEXT or SASL_SSL (default: PLAINTEXT)")
+    sasl_mechanism: str = _option("", "KAFKA_SASL_MECHANISM",
+                                  "with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
+    sasl_username: str = _option("", "KAFKA_SASL_USERNAME", "SASL user (PLAIN and SCRAM)")
     sasl_password: Secret = field(default_factory=Secret, metadata={
         "env": "KAFKA_SASL_PASSWORD", "help": "SASL password; prefer KAFKA_SASL_PASSWORD_FILE (a flag's value shows "
         "in `ps`, a variable's in the process environment)"})
-    sasl_password_file: str = field(default="", metadata={
-        "env": "KAFKA_SASL_PASSWORD_FILE", "help": "file holding the SASL password (a mounted secret); read "
-        "whenever a client connects, a trailing newline ignored"})
-    sasl_oauth_token_file: str = field(default="", metadata={
-        "env": "KAFKA_SASL_OAUTH_TOKEN_FILE", "help": "OAUTHBEARER: file holding the access token (a JWT), read "
-        "again whenever it changes (keep it fresh with your token refresher or sidecar)"})
-    ssl_cafile: str = field(default="", metadata={
-        "env": "KAFKA_SSL_CAFILE", "help": "PEM file of the CA(s) that signed the brokers' certificates "
-        "(default: the system's trusted CAs)"})
-    ssl_certfile: str = field(default="", metadata={
-        "env": "KAFKA_SSL_CERTFILE", "help": "mutual TLS: this client's certificate (PEM)"})
-    ssl_keyfile: str = field(default="", metadata={
-        "env": "KAFKA_SSL_KEYFILE", "help": "mutual TLS: the certificate's private key (PEM, unencrypted)"})
-    ssl_check_hostname: bool = field(default=True, metadata={
-        "env": "KAFKA_SSL_CHECK_HOSTNAME", "help": "check that each broker's certificate names the host connected "
-        "to: true or false (default: true; false only to diagnose, never in production)"})
+    sasl_password_file: str = _option("", "KAFKA_SASL_PASSWORD_FILE", "file holding the SASL password (a mounted "
+                                      "secret); read whenever a client connects, a trailing newline ignored")
+    sasl_oauth_token_file: str = _option("", "KAFKA_SASL_OAUTH_TOKEN_FILE", "OAUTHBEARER: file holding the access "
+                                         "token (a JWT), read again whenever it changes (keep it fresh with your "
+                                         "token refresher or sidecar)")
+    ssl_cafile: str = _option("", "KAFKA_SSL_CAFILE", "PEM file of the CA(s) that signed the brokers' certificates "
+                              "(default: the system's trusted CAs)")
+    ssl_certfile: str = _option("", "KAFKA_SSL_CERTFILE", "mutual TLS: this client's certificate (PEM)")
+    ssl_keyfile: str = _option("", "KAFKA_SSL_KEYFILE", "mutual TLS: the certificate's private key (PEM, unencrypted)")
+    ssl_check_hostname: bool = _option(True, "KAFKA_SSL_CHECK_HOSTNAME", "check that each broker's certificate names "
+                                       "the host connected to: true or false (default: true; false only to "
+                                       "diagnose, never in production)")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "protocol", self.protocol.upper())
