@@ -27,9 +27,11 @@ class AsyncScoringClient:
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
-                 timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT) -> None:
+                 timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
+                 read_committed: bool = False) -> None:
         self._args = (bootstrap_servers, requests_topic, reply_topic)
-        self._options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "security": security}
+        self._options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "security": security,
+                                         "read_committed": read_committed}
         self._client: ScoringClient | None = None
 
     async def open(self) -> AsyncScoringClient:

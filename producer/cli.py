@@ -112,6 +112,8 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("reply_topic")
     score.add_argument("inputs", help="the request's inputs as JSON, e.g. '[0.1, 0.2, ...]'")
     score.add_argument("--timeout-s", type=float, default=30.0)
+    score.add_argument("--read-committed", action="store_true",
+                       help="read only replies of committed transactions (workers in --delivery exactly-once)")
 
     topic = commands.add_parser("create-topic", help="create a topic (replication factor 1)")
     topic.add_argument("name")
@@ -219,7 +221,8 @@ def _time_range(from_time: str | None, until_time: str | None) -> TimeRange | No
 def _score(args: argparse.Namespace) -> int:
     from producer.client import ScoringClient
 
-    with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic, security=args.security) as client:
+    with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic, security=args.security,
+                       read_committed=args.read_committed) as client:
         reply = client.score(orjson.loads(args.inputs), timeout_s=args.timeout_s)
     print(orjson.dumps(reply, option=orjson.OPT_INDENT_2).decode())
     return 0 if reply.get("status") == "ok" else 1

@@ -75,11 +75,15 @@ class ScoringClient:
     checks that one broker takes the connection and the credentials (a
     ConfigError says what was refused), then blocks until the reply consumer
     is positioned at the end of the reply topic; raises LookupError if a topic
-    does not exist.
+    does not exist. ``read_committed`` reads only replies of committed
+    transactions: set it when the workers run ``--delivery exactly-once``, so
+    that a reply of an aborted transaction (which the worker sends again) is
+    never taken for the answer.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
-                 timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT) -> None:
+                 timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
+                 read_committed: bool = False) -> None:
         if timeout_s <= 0 or retries < 0:
             raise ValueError(f"need timeout_s > 0 and retries >= 0, got {timeout_s} and {retries}")
         check_kafka(bootstrap_servers, security)
@@ -93,7 +97,8 @@ class ScoringClient:
         self._closing = threading.Event()  # tells the reader to stop
         self._closed = False
         self._reader_error: BaseException | None = None
-        self._consumer = KafkaConsumer(**connection, enable_auto_commit=False, group_id=None)
+        self._consumer = KafkaConsumer(**connection, enable_auto_commit=False, group_id=None,
+                                       isolation_level="read_committed" if read_committed else "read_uncommitted")
         try:
             self._producer = KafkaProducer(**connection, acks="all", linger_ms=5,
                                            allow_auto_create_topics=False)

@@ -5,6 +5,7 @@ import random
 import time
 from concurrent.futures import wait
 
+import orjson
 import pytest
 
 from producer import AsyncScoringClient, ClientRequest, ReplyTimeout, ScoringClient
@@ -141,3 +142,27 @@ def test_a_missing_topic_is_named_at_once(bootstrap, topics):
         ScoringClient(bootstrap, "nope-" + topics.requests, topics.replies)
     with pytest.raises(LookupError, match="reply topic 'nope-"):
         ScoringClient(bootstrap, topics.requests, "nope-" + topics.replies)
+
+
+def test_a_read_committed_client_never_takes_a_reply_of_an_aborted_transaction(bootstrap, topics):
+    """What exactly-once users need: an aborted reply (which the worker sends again) is not the answer."""
+    from kafka import KafkaProducer
+
+    def reply_value(request_id, outputs):
+        return orjson.dumps({"id": request_id, "status": "ok", "outputs": outputs, "model": "m", "model_version": "1"})
+
+    writer = KafkaProducer(bootstrap_servers=bootstrap.split(","), transactional_id=f"{topics.replies}.test")
+    writer.init_transactions()
+    with ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=60, retries=0,
+                       read_committed=True) as client:
+        future = client.submit([0.5] * 16, request_id="txn-1")
+        for which, commit in (("aborted", False), ("committed", True)):
+            writer.begin_transaction()
+            writer.send(topics.replies, key=b"txn-1", value=reply_value("txn-1", {"which": which}))
+            writer.flush()
+            if commit:
+                writer.commit_transaction()
+            else:
+                writer.abort_transaction()
+        assert future.result(timeout=60)["outputs"] == {"which": "committed"}
+    writer.close()
