@@ -35,11 +35,14 @@ from worker.app import build_dedup, build_runner, build_scorer
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.messages import Headers
+from worker.core.pacing import LiveFirst, RatePacer
 from worker.core.settings import Settings, add_flags, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.timerange import TimeRange, format_ms, parse_time
 from worker.core.wire import H_DLQ_CODE
+from worker.jobs.paced_source import PacedSource
 from worker.kafka.bounded_source import BoundedKafkaSource
+from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
 from worker.kafka.sink import KafkaSink
 from worker.ports import Delivery, SendTag
@@ -88,6 +91,18 @@ def add_backfill_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     parser.add_argument("--keep-deadlines", action="store_true",
                         help="answer requests whose deadline_ms passed 'expired' (default: score them all)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    pacing = parser.add_argument_group("leaving live traffic alone")
+    pacing.add_argument("--max-rate", type=float, default=0.0, metavar="RECORDS_PER_S",
+                        help="read at most this many records per second on average (default: 0, no limit)")
+    pacing.add_argument("--live-max-lag", type=int, default=0, metavar="RECORDS",
+                        help="live first: hold (read nothing, stay in the job's group) while the live group lags "
+                             "by more than this many records on the topic, go on once its lag fell to half "
+                             "(default: 0, off)")
+    pacing.add_argument("--live-group", metavar="GROUP",
+                        help="the live workers' consumer group (default: the live worker's default, "
+                             "streamscore-<model>)")
+    pacing.add_argument("--live-check-s", type=float, default=5.0, metavar="SECONDS",
+                        help="how often the live group's lag is read (default: 5)")
     add_flags(parser)
 
 
@@ -132,8 +147,37 @@ class ReplyTopicSink:
         self._sink.close(timeout_s)
 
 
+@dataclass(frozen=True)
+class Pacing:
+    """How the job leaves live traffic alone: a rate limit, and a live group it yields to."""
+
+    max_rate: float = 0.0
+    live_max_lag: int = 0
+    live_group: str = ""
+    live_check_s: float = 5.0
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, settings: Settings) -> Pacing:
+        """Raises ConfigError naming the flag."""
+        if args.max_rate < 0 or args.live_max_lag < 0 or args.live_check_s <= 0:
+            raise ConfigError(f"--max-rate ({args.max_rate:g}) and --live-max-lag ({args.live_max_lag}) must be "
+                              f">= 0 and --live-check-s ({args.live_check_s:g}) > 0")
+        live_group = args.live_group or f"streamscore-{settings.model.replace(':', '.').replace('/', '.')}"
+        if args.live_max_lag and live_group == settings.group:
+            raise ConfigError(f"--live-group {live_group!r} is the backfill's own group: name the live workers'")
+        return cls(args.max_rate, args.live_max_lag, live_group, args.live_check_s)
+
+    def source(self, source: BoundedKafkaSource, settings: Settings, clock: SystemClock) -> PacedSource:
+        live = live_lag = None
+        if self.live_max_lag:
+            live = LiveFirst(self.live_max_lag, self.live_check_s, clock)
+            live_lag = GroupLag(settings.kafka_bootstrap_servers, settings.kafka_security, self.live_group,
+                                settings.requests_topic)
+        return PacedSource(source, RatePacer(self.max_rate, clock), live, live_lag)
+
+
 def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested: StopRequest,
-                   keep_deadlines: bool = False,
+                   keep_deadlines: bool = False, pacing: Pacing = Pacing(),
                    on_progress: Callable[[int], None] | None = None) -> tuple[Worker, BoundedKafkaSource]:
     """The worker over the range, its source planned (or resumed) and its model loaded.
 
@@ -160,7 +204,8 @@ def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested:
     source.start()
     runner = build_runner(settings)
     dedup = build_dedup(settings, clock)
-    worker = Worker(settings, source, ReplyTopicSink(sink, settings.reply_topic), dedup, runner, runner.prepare,
+    worker = Worker(settings, pacing.source(source, settings, clock), ReplyTopicSink(sink, settings.reply_topic),
+                    dedup, runner, runner.prepare,
                     clock, stop_requested=stop_requested, scorer=build_scorer(settings, runner, clock))
     return worker, source
 
@@ -237,7 +282,8 @@ def run_backfill(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     stop_on_signals(stop_requested)
     progress = _ProgressBar(enabled=not args.no_progress)
     worker, source = build_backfill(settings, time_range, stop_requested=stop_requested,
-                                    keep_deadlines=args.keep_deadlines, on_progress=progress)
+                                    keep_deadlines=args.keep_deadlines, pacing=Pacing.from_args(args, settings),
+                                    on_progress=progress)
     progress.open(source.total, source.done_before, f"backfill {settings.requests_topic}")
     log.info("backfill_started", settings=repr(settings), from_ms=time_range.from_ms, until_ms=time_range.until_ms,
              offsets=source.total, done_before=source.done_before)
