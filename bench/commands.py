@@ -16,6 +16,12 @@ def kafka_ceiling(bootstrap: str, topics: RunTopics, reply_bytes: int) -> list[s
             "--reply-bytes", str(reply_bytes)]
 
 
+def confluent_ceiling(bootstrap: str, topics: RunTopics, reply_bytes: int) -> list[str]:
+    return [sys.executable, "-m", "bench.confluent_ceiling", "--bootstrap-servers", bootstrap,
+            "--requests-topic", topics.requests, "--reply-topic", topics.replies, "--group", topics.group,
+            "--reply-bytes", str(reply_bytes)]
+
+
 def naive(bootstrap: str, topics: RunTopics, model: str, torch_threads: int) -> list[str]:
     return [sys.executable, "-m", "bench.naive", "--bootstrap-servers", bootstrap,
             "--requests-topic", topics.requests, "--reply-topic", topics.replies, "--group", topics.group,

@@ -38,6 +38,15 @@ def load_average() -> list[float]:
         return []
 
 
+def _confluent_versions() -> str:
+    """confluent-kafka's version and the librdkafka it bundles, or why there is none."""
+    try:
+        import confluent_kafka
+    except ImportError:
+        return "not installed"
+    return f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
+
+
 def describe() -> dict[str, Any]:
     return {
         "cpu": cpu_model(),
@@ -48,5 +57,6 @@ def describe() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "kafka_python": kafka.__version__,
+        "confluent_kafka": _confluent_versions(),
         "load_average_at_start": load_average(),
     }

@@ -25,10 +25,15 @@ def throughput_plot(result: WorkloadResult, path: Path) -> None:
     if ceilings:
         ax.plot(*zip(*ceilings, strict=True), linestyle="--", color="grey", marker=".",
                 label="model ceiling (forward only)")
-    for run, color, label in ((result.kafka_ceiling, "tab:red", "Kafka ceiling"),
+    for run, color, label in ((result.kafka_ceiling, "tab:red", "Kafka ceiling (kafka-python)"),
+                              (result.confluent_ceiling, "tab:purple", "Kafka ceiling (confluent-kafka)"),
                               (result.naive, "tab:brown", "naive, one at a time")):
         if run is not None and run.per_s:
             ax.axhline(run.per_s, color=color, linestyle=":", label=f"{label} ({run.per_s:,.0f}/s)")
+    on = result.confluent
+    if on is not None and on.throughput.per_s:
+        ax.scatter([on.batch_size], [on.throughput.per_s], marker="*", s=120, color="tab:purple", zorder=3,
+                   label=f"streamscore on confluent-kafka, wait {on.max_wait_ms} ms ({on.throughput.per_s:,.0f}/s)")
     ax.set_xscale("log", base=2)
     sizes = sorted({p.batch_size for p in result.grid} | {c.batch_size for c in result.model_ceiling})
     ax.set_xticks(sizes, [str(b) for b in sizes])
@@ -54,6 +59,11 @@ def latency_plot(result: WorkloadResult, batch_size: int, wait_ms: int, path: Pa
     for name, values in (("p50", [r.p50_ms for r in runs]), ("p95", [r.p95_ms for r in runs]),
                          ("p99", [r.p99_ms for r in runs])):
         ax.plot(rates, [v if v is not None else float("nan") for v in values], marker="o", label=name)
+    theirs = sorted((r for r in (result.confluent.latency if result.confluent else []) if r.p99_ms is not None),
+                    key=lambda r: r.offered_per_s)
+    if theirs:
+        ax.plot([r.achieved_per_s for r in theirs], [r.p99_ms for r in theirs], marker="*", color="tab:purple",
+                label="p99 on confluent-kafka")
     if point and point.throughput.compute_ms_p50 is not None:
         bound = wait_ms + 2 * point.throughput.compute_ms_p50 + LATENCY_SLACK_MS
         ax.axhline(bound, color="tab:red", linestyle=":", label=f"p99 target at 50% load ({bound:.0f} ms)")

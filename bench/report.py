@@ -16,7 +16,8 @@ def markdown(meta: dict[str, Any], workloads: list[WorkloadResult]) -> str:
         f"- command: `{meta['command']}` ({meta['size']} size, {meta['duration_s']:.0f} s, started "
         f"{meta['started_at']})",
         f"- machine: {m['cpu']}, {m['cores_usable']} usable cores of {m['cores']}, {m['memory_gib']} GiB; "
-        f"Python {m['python']}, torch {m['torch']}, kafka-python {m['kafka_python']}",
+        f"Python {m['python']}, torch {m['torch']}, kafka-python {m['kafka_python']}, "
+        f"confluent-kafka {m.get('confluent_kafka', 'n/a')}",
         f"- load average (1/5/15 min) at start {_load(m['load_average_at_start'])}, at end "
         f"{_load(m.get('load_average_at_end', []))}: everything (broker, Redis, contenders, this harness) "
         "shares these cores, so compare figures within this run, not across runs",
@@ -41,10 +42,15 @@ def _workload(r: WorkloadResult, batch: int, wait: int) -> list[str]:
              "| contender | requests | req/s | CPU us a request | note |", "|---|---:|---:|---:|---|",
              f"| model ceiling, forward only, batch {batch} | | {_num(ceiling.items_per_s if ceiling else None)} "
              f"| | {ceiling.batch_ms_p50 if ceiling else 0:.2f} ms a batch |"]
-    for label, run in (("Kafka ceiling (plain kafka-python loop)", r.kafka_ceiling),
-                       ("naive (one request at a time)", r.naive),
-                       (f"streamscore, batch {batch}, wait {wait} ms", point.throughput if point else None)):
-        lines.append(_run_row(label, run))
+    runs = [("Kafka ceiling (plain kafka-python loop)", r.kafka_ceiling),
+            ("naive (one request at a time)", r.naive),
+            (f"streamscore, batch {batch}, wait {wait} ms", point.throughput if point else None)]
+    if r.confluent_ceiling is not None:
+        runs += [("Kafka ceiling on confluent-kafka (plain librdkafka loop)", r.confluent_ceiling),
+                 (f"streamscore on confluent-kafka, batch {batch}, wait {wait} ms",
+                  r.confluent.throughput if r.confluent else None),
+                 ("... the same, --delivery exactly-once", r.confluent_exactly_once)]
+    lines += [_run_row(label, run) for label, run in runs]
     lines += ["", "### Grid (closed-loop throughput; latency in an open loop at the given share of it)", "",
               "| batch | wait ms | req/s | / Kafka ceiling | / model ceiling (just before) | CPU us a request "
               "| mean batch | compute ms | load | p50 ms | p95 ms | p99 ms |",
@@ -58,6 +64,7 @@ def _workload(r: WorkloadResult, batch: int, wait: int) -> list[str]:
                   "| load | offered req/s | sent req/s | p50 ms | p95 ms | p99 ms | max ms | mean batch | missing |",
                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         rows = [(f"{x.load:.0%}", x) for x in point.latency]
+        rows += [(f"{x.load:.0%}, on confluent-kafka", x) for x in (r.confluent.latency if r.confluent else [])]
         if r.kafka_ceiling_latency is not None:
             rows.append((f"Kafka ceiling loop at the {r.kafka_ceiling_latency.load:.0%} rate", r.kafka_ceiling_latency))
         lines += [f"| {label} | {_num(x.offered_per_s)} | {_num(x.achieved_per_s)} | {_num(x.p50_ms)} "

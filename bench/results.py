@@ -35,6 +35,10 @@ DEFINITIONS = {
         "bench/kafka_ceiling.py: poll up to 500, send one reply per record with a value as long as streamscore's "
         "and its seven headers, flush, check every send, commit; acks=all, idempotent, linger 2 ms; no model"
     ),
+    "confluent_ceiling": (
+        "bench/confluent_ceiling.py: the Kafka ceiling's job on confluent-kafka (librdkafka): consume up to 500, "
+        "one reply per record with the same value size and headers, flush, check every delivery report, commit"
+    ),
     "naive": (
         "bench/naive.py: poll one record, decode, model on a batch of one, send and wait for the ack, commit "
         "that offset; acks=all, idempotent"
@@ -119,6 +123,11 @@ class WorkloadResult:
     kafka_ceiling_latency: LatencyRun | None = None  # the ceiling loop at the chosen point's grid_load rate
     naive: ThroughputRun | None = None
     grid: list[GridPoint] = field(default_factory=list)
+    # The second transport (--kafka-client confluent): its bare loop, streamscore on it at the chosen point
+    # (throughput and latency), and streamscore on it in exactly-once mode (throughput).
+    confluent_ceiling: ThroughputRun | None = None
+    confluent: GridPoint | None = None
+    confluent_exactly_once: ThroughputRun | None = None
     targets: list[Target] = field(default_factory=list)
     seconds: float = 0.0
 

@@ -9,7 +9,7 @@ load run was given: the latency of the bare Kafka round trips, for reference.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from bench import commands
 from bench.grid import run_grid
@@ -21,6 +21,7 @@ from bench.runs import AfterDrain, RunContext, closed_loop, say
 from bench.targets import LATENCY_LOAD, evaluate
 from bench.topics import RunTopics
 from bench.workloads import RequestPool, Workload, load_or_skip, reply_size
+from worker.models import Servable
 
 REPLY_SAMPLES = 32
 
@@ -56,6 +57,8 @@ def run_workload(ctx: RunContext, redis_url: str, workload: Workload, quick: boo
                               lambda t: commands.naive(ctx.bootstrap, t, workload.model, ctx.torch_threads),
                               plan.run_timeout_s)
     result.grid += run_grid(ctx, redis_url, workload, servable, pool, plan, chosen, pairs[1:])
+    if "fast_path" in workload.checks:
+        _confluent(ctx, redis_url, workload, servable, pool, plan, chosen, result)
     result.targets = evaluate(result, workload.checks, *chosen)
     result.seconds = time.monotonic() - started
     return result
@@ -83,10 +86,28 @@ def _kafka_ceiling(ctx: RunContext, workload: Workload, pool: RequestPool, plan:
             f"p99 {x.p99_ms or 0:.0f} ms (Kafka round trips alone)")
 
 
+def _confluent(ctx: RunContext, redis_url: str, workload: Workload, servable: Servable, pool: RequestPool,
+               plan: Plan, chosen: tuple[int, int], result: WorkloadResult) -> None:
+    """The second transport side by side: its bare loop, streamscore on it (every load of the plan), and
+    streamscore on it in exactly-once mode."""
+    result.confluent_ceiling = _plain_run(
+        ctx, workload, "confluent-ceiling", pool.take(plan.ceiling_requests),
+        lambda t: commands.confluent_ceiling(ctx.bootstrap, t, result.reply_bytes), plan.run_timeout_s)
+    on_confluent = replace(ctx, worker_args=(*ctx.worker_args, "--kafka-client", "confluent"))
+    longer = replace(plan, requests=plan.ceiling_requests)  # a faster contender needs more to be timed
+    [result.confluent] = run_grid(on_confluent, redis_url, workload, servable, pool, longer, chosen, [chosen])
+    exactly_once = replace(on_confluent, worker_args=(*on_confluent.worker_args, "--delivery", "exactly-once"))
+    result.confluent_exactly_once = _plain_run(
+        exactly_once, workload, "confluent-exactly-once", pool.take(longer.requests),
+        lambda t: commands.worker(ctx.bootstrap, redis_url, t, workload.model, *chosen, ctx.torch_threads,
+                                  exactly_once.worker_args), plan.run_timeout_s, from_worker=True)
+
+
 def _plain_run(ctx: RunContext, workload: Workload, what: str, bodies: list[dict[str, object]],
-               command: commands.CommandFor, timeout_s: float, after_drain: AfterDrain | None = None) -> ThroughputRun:
+               command: commands.CommandFor, timeout_s: float, after_drain: AfterDrain | None = None,
+               from_worker: bool = False) -> ThroughputRun:
     say(f"[{workload.name}] {what}: {len(bodies):,} requests")
-    run = closed_loop(ctx, f"{workload.name}-{what}", bodies, command, timeout_s, from_worker=False,
+    run = closed_loop(ctx, f"{workload.name}-{what}", bodies, command, timeout_s, from_worker=from_worker,
                       after_drain=after_drain)
     rate = f"{run.per_s:,.0f} req/s" if run.per_s else "no throughput"
     cpu = f", {run.cpu_us_per_request:,.0f} us CPU a request" if run.cpu_us_per_request else ""

@@ -14,6 +14,9 @@ NAIVE_FACTOR = 20.0
 MODEL_CEILING_SHARE = 0.90
 LATENCY_LOAD = 0.5
 LATENCY_SLACK_MS = 10.0
+CONFLUENT_CEILING_SHARE = 0.5
+CONFLUENT_FACTOR = 4.0
+EXACTLY_ONCE_SHARE = 0.7
 
 
 def evaluate(result: WorkloadResult, checks: tuple[str, ...], batch_size: int, wait_ms: int) -> list[Target]:
@@ -43,7 +46,31 @@ def evaluate(result: WorkloadResult, checks: tuple[str, ...], batch_size: int, w
     if "latency" in checks:
         targets.append(_latency(point.latency if point else [], wait_ms,
                                 point.throughput.compute_ms_p50 if point else None, where))
+    if "fast_path" in checks:
+        targets += _fast_path(result, ours, wait_ms, where)
     return targets
+
+
+def _fast_path(result: WorkloadResult, kafka_python: float | None, wait_ms: int, where: str) -> list[Target]:
+    """The second transport's targets: against its bare loop, against streamscore on kafka-python, its
+    latency bound, and exactly-once against at-least-once on it."""
+    on = result.confluent
+    ours = on.throughput.per_s if on else None
+    ceiling = result.confluent_ceiling.per_s if result.confluent_ceiling else None
+    exactly_once = result.confluent_exactly_once.per_s if result.confluent_exactly_once else None
+    confluent_where = where.replace("streamscore", "streamscore on confluent-kafka")
+    latency = _latency(on.latency if on else [], wait_ms, on.throughput.compute_ms_p50 if on else None,
+                       confluent_where)
+    return [
+        _ratio("confluent: streamscore / its Kafka ceiling", ours, ceiling, CONFLUENT_CEILING_SHARE,
+               f"{confluent_where} vs the plain confluent-kafka loop, closed loop"),
+        _ratio("confluent: streamscore on confluent / on kafka-python", ours, kafka_python, CONFLUENT_FACTOR,
+               f"{confluent_where} vs {where} (kafka-python), closed loop"),
+        Target("confluent: " + latency.name, latency.measured, latency.target, latency.comparison, latency.unit,
+               latency.met, latency.detail),
+        _ratio("confluent: exactly-once / at-least-once", exactly_once, ours, EXACTLY_ONCE_SHARE,
+               f"{confluent_where}, --delivery exactly-once vs at-least-once, closed loop"),
+    ]
 
 
 def _ratio(name: str, numerator: float | None, denominator: float | None, required: float, detail: str) -> Target:

@@ -30,7 +30,9 @@ class Workload:
     about: str
     quick: Plan
     default: Plan
-    checks: tuple[str, ...]  # targets that apply: "kafka_ceiling", "naive", "model_ceiling", "latency"
+    # targets that apply: "kafka_ceiling", "naive", "model_ceiling", "latency", and "fast_path" (the second
+    # transport: its ceiling, streamscore on it, exactly-once on it)
+    checks: tuple[str, ...]
     generator: RequestGenerator | None = None  # default: the model's own sample_inputs (producer/send.py)
 
     def plan(self, quick: bool) -> Plan:
@@ -50,7 +52,7 @@ WORKLOADS: dict[str, Workload] = {
                    model_ceiling_items=64, run_timeout_s=60.0),
         default=Plan(requests=15_000, ceiling_requests=40_000, naive_requests=1_000,
                      batch_sizes=(1, 8, 64, 256), wait_ms=(2, 10, 50), open_loop_s=6.0),
-        checks=("kafka_ceiling", "naive", "latency"),
+        checks=("kafka_ceiling", "naive", "latency", "fast_path"),
     ),
     "minilm": Workload(
         name="minilm", model="minilm",

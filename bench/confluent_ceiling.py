@@ -1,0 +1,78 @@
+"""The Kafka ceiling on librdkafka: the job of bench/kafka_ceiling.py, on confluent-kafka.
+
+``python -m bench.confluent_ceiling --bootstrap-servers B --requests-topic T --reply-topic R --group G
+--reply-bytes N`` runs until SIGTERM. Per poll (up to 500 records): one reply
+per record, keyed by its key, N bytes, the worker's seven headers; flush;
+check every delivery report; commit the polled offsets (acks=all, idempotent
+producer, commit after the acks). No decoding, dedup, batching or model: the
+most a one-process confluent-kafka worker can answer, what streamscore on
+``--kafka-client confluent`` is compared with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+from bench.kafka_ceiling import reply_value
+from bench.plain_kafka import MAX_POLL_RECORDS, arguments, log_event, stop_flag
+from bench.security import env_security
+from worker.core import wire
+from worker.kafka.confluent.connection import client_config
+
+LINGER_MS = 2  # the worker's sink
+
+
+def headers(message: Message) -> list[tuple[str, bytes]]:
+    return [(wire.H_QUEUE_WAIT, b"1.234"), (wire.H_BATCH_WAIT, b"1.234"), (wire.H_COMPUTE, b"1.234"),
+            (wire.H_BATCH_SIZE, b"64"), (wire.H_SOURCE_TOPIC, (message.topic() or "").encode()),
+            (wire.H_SOURCE_PARTITION, str(message.partition()).encode()),
+            (wire.H_SOURCE_OFFSET, str(message.offset()).encode())]
+
+
+def main() -> int:
+    parser = arguments("Plain confluent-kafka consume-and-reply loop (the librdkafka Kafka ceiling).")
+    parser.add_argument("--reply-bytes", type=int, required=True)
+    args = parser.parse_args()
+    stop = stop_flag()
+    connection = client_config(args.bootstrap_servers, env_security())
+    consumer = Consumer({**connection, "group.id": args.group, "client.id": "bench-confluent",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "allow.auto.create.topics": False})
+    producer = Producer({**connection, "client.id": "bench-confluent", "acks": "all", "enable.idempotence": True,
+                         "linger.ms": LINGER_MS})
+    failed: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _message: Any) -> None:
+        if error is not None:
+            failed.append(error)
+
+    def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log_event("partitions_assigned", partitions=sorted([tp.topic, tp.partition] for tp in partitions))
+
+    consumer.subscribe([args.requests_topic], on_assign=on_assign)
+    while not stop.is_set():
+        first = consumer.poll(0.2)
+        if first is None:
+            continue
+        messages = [m for m in [first, *consumer.consume(MAX_POLL_RECORDS - 1, 0)] if m.error() is None]
+        for m in messages:
+            key = m.key() or b""
+            producer.produce(args.reply_topic, key=key, value=reply_value(key, args.reply_bytes),
+                             headers=headers(m), on_delivery=delivered)
+        producer.flush()
+        if failed:
+            raise RuntimeError(f"the broker did not take a reply: {failed[0]}")  # nothing is committed then
+        ends: dict[tuple[str, int], int] = {}
+        for m in messages:
+            ends[(m.topic() or "", m.partition() or 0)] = (m.offset() or 0) + 1
+        if ends:
+            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()], asynchronous=False)
+    consumer.close()
+    producer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
