@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(SCENARIOS), help="scenarios to run, e.g. a,c (default: all)")
     parser.add_argument("--out", type=Path, help="results.json and worker logs (default: a new folder in /tmp)")
     parser.add_argument("--seed", type=int, default=20261130, help="random moments of kills")
+    parser.add_argument("--kafka-client", default="kafka-python,confluent",
+                        help="the workers' Kafka client libraries, a table each (default: both)")
     parser.add_argument("--secure", action="store_true",
                         help="over the local services' secured endpoints (Kafka SASL_SSL, Redis TLS): "
                              "deploy/local/services.sh env --secure")
@@ -43,14 +45,17 @@ def main(argv: list[str] | None = None) -> int:
                      "or run `make chaos`")
     out = args.out or Path(f"/tmp/streamscore-chaos-{time.strftime('%Y%m%d-%H%M%S')}")
     results = []
-    for key in keys:
-        print(f"chaos: scenario {key}. {SCENARIOS[key].title} ({args.size})", file=sys.stderr, flush=True)
-        result = run_scenario(SCENARIOS[key], SIZES[args.size], bootstrap, redis_url, out, args.seed, verbose=True,
-                              secure_env=secure_env)
-        print(scenario_block(result), flush=True)
-        results.append(result)
-        write_json(results, out / "results.json")
-    print(summary_table(results))
+    for client in [name.strip() for name in args.kafka_client.split(",") if name.strip()]:
+        for key in keys:
+            print(f"chaos: scenario {key}. {SCENARIOS[key].title} ({args.size}, {client})", file=sys.stderr,
+                  flush=True)
+            result = run_scenario(SCENARIOS[key], SIZES[args.size], bootstrap, redis_url, out / client, args.seed,
+                                  verbose=True, secure_env=secure_env, kafka_client=client)
+            print(scenario_block(result), flush=True)
+            results.append(result)
+            write_json(results, out / "results.json")
+        print(f"workers on {client}:")
+        print(summary_table([r for r in results if r.kafka_client == client]))
     print(f"results: {out / 'results.json'}")
     return 1 if any(r.status == "FAIL" for r in results) else 0
 

@@ -15,7 +15,7 @@ COUNTERS = ("consumed", "replied_ok", "duplicates", "batches")
 
 def scenario_block(result: ScenarioResult) -> str:
     """One scenario: what was done to it and what landed."""
-    head = f"{result.key}. {result.title} ({result.size}): {result.status}"
+    head = f"{result.key}. {result.title} ({result.size}, workers on {result.kafka_client}): {result.status}"
     if result.tally is None:
         return f"{head}\n   {result.problems[0] if result.problems else ''}\n"
     t = result.tally

@@ -90,6 +90,7 @@ class ScenarioResult:
     size: str
     status: str  # "pass", "FAIL" or "not run"
     promise: str = ""
+    kafka_client: str = "kafka-python"  # the workers'
     problems: list[str] = field(default_factory=list)
     faults: str = ""
     tally: Tally | None = None
@@ -108,10 +109,12 @@ class ScenarioResult:
 
 
 def run_scenario(scenario: Scenario, size: Size, bootstrap: str, redis_url: str, out_dir: Path,
-                 seed: int = 0, verbose: bool = False, secure_env: dict[str, str] | None = None) -> ScenarioResult:
+                 seed: int = 0, verbose: bool = False, secure_env: dict[str, str] | None = None,
+                 kafka_client: str = "kafka-python") -> ScenarioResult:
     """``secure_env``: the variables of a secured way in (``services.sh env --secure``), given to the workers
-    and read by the harness's own clients; the services to stop and start are then the secured ones."""
-    result = ScenarioResult(scenario.key, scenario.title, size.name, "not run", scenario.promise)
+    and read by the harness's own clients; the services to stop and start are then the secured ones.
+    ``kafka_client``: the workers' Kafka client library (--kafka-client)."""
+    result = ScenarioResult(scenario.key, scenario.title, size.name, "not run", scenario.promise, kafka_client)
     secure_env = secure_env or {}
     security = KafkaSecurity.from_sources(None, secure_env)
     services = LocalServices(bootstrap, redis_url, "--secure" if secure_env else "")
@@ -125,7 +128,8 @@ def run_scenario(scenario: Scenario, size: Size, bootstrap: str, redis_url: str,
     result.log_dir = str(log_dir)
     env = {**secure_env, **scenario.worker_env, "CHAOS_STALL_TRIGGER": str(log_dir / "stall-trigger"),
            "CHAOS_STALL_S": str(size.stall_s)}  # read by tests.chaos.slow_model only
-    with Fleet(bootstrap, redis_url, topics, log_dir, scenario.worker_args, env, name=f"{scenario.key}-w") as fleet:
+    worker_args = ("--kafka-client", kafka_client, *scenario.worker_args)
+    with Fleet(bootstrap, redis_url, topics, log_dir, worker_args, env, name=f"{scenario.key}-w") as fleet:
         context = Context(fleet, services, size, random.Random(seed), log_dir / "stall-trigger", verbose=verbose)
         result.tally, result.stop_codes = _drive(scenario, context, bootstrap, security, topics, result)
     _describe_fleet(result, fleet)

@@ -17,15 +17,16 @@ from tests.chaos.scenarios import SCENARIOS, SIZES
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("kafka_client", ["kafka-python", "confluent"])
 @pytest.mark.parametrize("key", ["a", "b", "c", "d", "e", "f"])
-def test_scenario_keeps_its_promise(key, services, tmp_path):
+def test_scenario_keeps_its_promise(key, kafka_client, services, tmp_path):
     bootstrap, redis_url = services
     scenario = SCENARIOS[key]
     if scenario.needs_local_services:
         reason = LocalServices(bootstrap, redis_url).not_controllable()
         if reason:
             pytest.skip(f"scenario {key} stops and starts the services: {reason}")
-    result = run_scenario(scenario, SIZES["small"], bootstrap, redis_url, tmp_path, seed=7)
+    result = run_scenario(scenario, SIZES["small"], bootstrap, redis_url, tmp_path, seed=7, kafka_client=kafka_client)
     write_json([result], tmp_path / "results.json")
     table = scenario_block(result)
     assert result.tally is not None and result.tally.sent > 0, table
