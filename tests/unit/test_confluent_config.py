@@ -13,14 +13,15 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-from worker.core.clock import SystemClock  # noqa: E402
+from worker.core.clock import FakeClock, SystemClock  # noqa: E402
 from worker.core.errors import ConfigError  # noqa: E402
 from worker.core.security import KafkaSecurity, Secret  # noqa: E402
 from worker.core.settings import Settings  # noqa: E402
 from worker.kafka.confluent import sink as sink_module  # noqa: E402
 from worker.kafka.confluent.connection import FileOAuthCallback, client_config, jwt_expiry  # noqa: E402
+from worker.kafka.confluent.rebalance import RebalanceRecorder, group_generation  # noqa: E402
 from worker.kafka.confluent.sink import ConfluentSink  # noqa: E402
-from worker.kafka.confluent.source import ConfluentSource, _group_generation, consumer_config  # noqa: E402
+from worker.kafka.confluent.source import ConfluentSource, consumer_config  # noqa: E402
 
 PASSWORD = "s3cret-Kafka-pw"
 NOWHERE = "127.0.0.1:9"  # nothing listens there: clients are built, never connected
@@ -133,17 +134,49 @@ def test_the_consumer_protocol_leaves_assignor_and_session_timeout_to_the_broker
 
 
 def test_the_generation_is_read_from_the_group_metadata_and_negative_before_joining():
-    assert _group_generation(b"CGMDv2:" + (7).to_bytes(4, sys.byteorder, signed=True) + b"g") == 7
-    assert _group_generation(b"CGMDv9:\x00\x00\x00\x01") is None  # a format we do not know: count ourselves
-    assert _group_generation(object()) is None
+    assert group_generation(b"CGMDv2:" + (7).to_bytes(4, sys.byteorder, signed=True) + b"g") == 7
+    assert group_generation(b"CGMDv9:\x00\x00\x00\x01") is None  # a format we do not know: count ourselves
+    assert group_generation(object()) is None
     source = ConfluentSource(settings(), SystemClock())
     try:
-        assert _group_generation(source.group_metadata()) == -1
+        assert group_generation(source.group_metadata()) == -1
         assert source.generation() == -1 and not source.rebalancing() and source.take_revoked() == set()
         assert source.lag() == {}
         source.commit({})  # nothing to commit: no request
     finally:
         source.close(timeout_s=5)
+
+
+class MemberConsumer:
+    """A stand-in for librdkafka's consumer: a member of generation 5 that polls nothing."""
+
+    def __init__(self):
+        self.member_id = "member-1"
+
+    def poll(self, timeout):
+        return None
+
+    def memberid(self):
+        return self.member_id
+
+    def consumer_group_metadata(self):
+        return b"CGMDv2:" + (5).to_bytes(4, sys.byteorder, signed=True) + b"group"
+
+
+def test_the_group_dropped_a_member_that_outlived_max_poll_interval_or_lost_its_member_id():
+    clock = FakeClock()
+    source = ConfluentSource(settings(max_poll_interval_ms=10_000, session_timeout_ms=6_000), clock)
+    source._consumer.close()
+    source._consumer = MemberConsumer()
+    assert source.poll(0.0, 10) == [] and source.generation() == 5
+    clock.advance(9.9)
+    assert source.generation() == 5  # not yet: polls are what librdkafka counts from
+    clock.advance(0.2)
+    assert source.generation() == -1  # librdkafka left the group on its own thread
+    source.poll(0.0, 10)
+    assert source.generation() == 5
+    source._consumer.member_id = ""  # the classic protocol's sign that the member left
+    assert source.generation() == -1
 
 
 def test_sends_that_no_broker_answers_stay_pending_in_send_order():
@@ -170,3 +203,36 @@ def test_a_record_refused_before_it_is_queued_is_reported_not_raised():
     sink.send("replies", None, b"x" * 5000, [], tag="too large")
     (refused,) = sink.settle(0.1)
     assert refused.tag == "too large" and isinstance(refused.error, confluent_kafka.KafkaException)
+
+
+def tps(*partitions, offset=-1001):
+    return [confluent_kafka.TopicPartition("t", p, offset) for p in partitions]
+
+
+def test_an_eager_revocation_is_pending_until_its_assignment_which_gives_back_the_positions_of_those_kept():
+    recorder = RebalanceRecorder("unit", eager=True)
+    recorder.revoked(tps(0, 1, 2, 3, offset=7))
+    assert recorder.pending and recorder.take_gone() == set()  # they may stay ours
+    assert recorder.assigned(tps(0, 1)) == {("t", 0): 7, ("t", 1): 7}
+    assert not recorder.pending and recorder.take_gone() == {("t", 2), ("t", 3)}
+
+
+def test_an_incremental_revocation_is_gone_at_the_assignment_that_follows_even_an_empty_one():
+    recorder = RebalanceRecorder("unit", eager=False)
+    recorder.revoked([])
+    assert not recorder.pending  # nothing announced: nothing leaves
+    recorder.begin_poll()
+    recorder.revoked(tps(2, 3, offset=4))
+    assert recorder.pending
+    assert recorder.assigned([]) == {}
+    assert recorder.gone_in_poll() == {("t", 2), ("t", 3)} == recorder.take_gone()
+    recorder.begin_poll()
+    assert recorder.gone_in_poll() == set() and recorder.take_gone() == set()
+
+
+def test_a_lost_partition_is_gone_even_when_assigned_back_and_restarts_from_the_commit():
+    recorder = RebalanceRecorder("unit", eager=True)
+    recorder.revoked(tps(0, 1, offset=9))
+    recorder.lost(tps(1))
+    assert recorder.assigned(tps(0, 1)) == {("t", 0): 9}  # partition 1 gets no position back
+    assert recorder.take_gone() == {("t", 1)}

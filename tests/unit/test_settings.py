@@ -96,6 +96,14 @@ def test_the_confluent_client_without_its_package_says_to_install_the_extra(monk
     assert Settings.from_sources(None, {}).kafka_client == "kafka-python"  # the default needs nothing more
 
 
+def test_librdkafka_wants_max_poll_interval_at_least_the_session_timeout(monkeypatch):
+    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: object())
+    short = ["--max-poll-interval-ms", "5000", "--session-timeout-ms", "6000"]
+    assert Settings.from_sources(parse(short), {}).max_poll_interval_ms == 5000  # kafka-python takes it
+    with pytest.raises(ConfigError, match=r"max_poll_interval_ms \(5000\) must be at least session_timeout_ms"):
+        Settings.from_sources(parse([*short, "--kafka-client", "confluent"]), {})
+
+
 @pytest.mark.parametrize("flags, named", [
     (["--assignor", "cooperative-sticky"], r"assignor=cooperative-sticky \(--assignor\) does not apply"),
     (["--session-timeout-ms", "10000"], r"session_timeout_ms=10000 \(--session-timeout-ms\) does not apply"),

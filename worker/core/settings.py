@@ -246,6 +246,10 @@ def _validate_kafka_client(s: Settings) -> None:
         raise ConfigError("kafka_client=confluent (--kafka-client, STREAMSCORE_KAFKA_CLIENT) needs the confluent-kafka "
                           "package, which is not installed: install the `confluent` extra "
                           "(pip install 'streamscore[confluent]'), or use --kafka-client kafka-python")
+    if (s.kafka_client == "confluent" and s.kafka_group_protocol == "classic"
+            and s.max_poll_interval_ms < s.session_timeout_ms):
+        raise ConfigError(f"max_poll_interval_ms ({s.max_poll_interval_ms}) must be at least session_timeout_ms "
+                          f"({s.session_timeout_ms}) with kafka_client=confluent (librdkafka refuses less)")
     if s.kafka_group_protocol not in GROUP_PROTOCOLS:
         raise ConfigError(f"kafka_group_protocol must be classic or consumer, got {s.kafka_group_protocol!r}")
     if s.kafka_group_protocol == "classic":

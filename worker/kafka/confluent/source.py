@@ -7,21 +7,26 @@ thread; they record the event, and the loop acts on it after the poll.
 
 Where librdkafka differs from kafka-python, and what this adapter does:
 - A revoked partition is unassigned when its callback returns, and one assigned
-  again starts from the committed offset, not from where it was. So every
-  revoked partition is reported by take_revoked, assigned back or not, and the
-  records a poll returned for a partition revoked during that same poll are
-  dropped (put back to the committed offset if the partition is ours again).
+  again would start from the committed offset: so the source notes each
+  revoked partition's position and gives it back to those assigned back, which
+  keep their work in hand, as with kafka-python (worker/kafka/confluent/rebalance.py).
+- A poll may return records of a partition that leaves during that same poll:
+  they are dropped (and a lost partition that is ours again goes back to its
+  committed offset, where librdkafka restarted it).
 - ``consume(n, timeout)`` waits for all ``n`` records or the timeout, so poll
   blocks for the first record only and then takes what is already fetched.
+- A partition paused when it was revoked is still paused when it is assigned
+  again: each assignment resumes what it assigns (the loop pauses again what
+  it wants paused, every step, as with kafka-python).
 - librdkafka joins the group on its own thread and does not expose the
   generation, except in the consumer group metadata it serializes for
-  transactions (see ``_group_generation``).
+  transactions; it drops a member that outlived max.poll.interval.ms on that
+  thread too (see worker/kafka/confluent/rebalance.py for what shows when).
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import time
 from typing import Any
@@ -44,6 +49,7 @@ from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
 from worker.kafka.confluent.connection import client_config
+from worker.kafka.confluent.rebalance import RebalanceRecorder, group_generation, tp_of
 
 log = structlog.get_logger(__name__)
 
@@ -59,72 +65,6 @@ COMMIT_LATER = frozenset({
     KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._WAIT_COORD, KafkaError._ALL_BROKERS_DOWN,
     KafkaError._ASSIGNMENT_LOST, KafkaError._STATE,
 })
-# librdkafka's serialized consumer group metadata starts with this, then the generation (int32, host order).
-GROUP_METADATA_MAGIC = b"CGMDv2:"
-
-
-def _tp(partition: TopicPartition) -> TP:
-    return partition.topic, partition.partition
-
-
-class _RebalanceRecorder:
-    """Collects what the rebalance callbacks said, for the poll loop. Thread-safe (close() runs them on
-    a thread of its own)."""
-
-    def __init__(self, client_id: str, eager: bool) -> None:
-        self._client_id = client_id
-        self._eager = eager
-        self._lock = threading.Lock()
-        self._gone: set[TP] = set()  # revoked or lost, not taken yet
-        self._announced = False  # a revocation whose assignment has not come yet
-        self.events = 0  # revocations and losses so far
-        self.assignments = 0  # assignments so far
-
-    def on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Positions come from the committed offsets; there is nothing to prepare.
-        with self._lock:
-            self._announced = False
-            self.assignments += 1
-        log.info("partitions_assigned", client_id=self._client_id, partitions=sorted(map(_tp, partitions)))
-
-    def on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        with self._lock:
-            self._gone.update(map(_tp, partitions))
-            # An eager protocol revokes everything, then joins; an incremental one revokes what leaves,
-            # then joins again for what comes (possibly nothing): either way an assignment follows.
-            self._announced = self._announced or self._eager or bool(partitions)
-            self.events += 1
-
-    def on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        with self._lock:
-            self._gone.update(map(_tp, partitions))
-            self.events += 1
-
-    @property
-    def pending(self) -> bool:
-        with self._lock:
-            return self._announced
-
-    def gone(self) -> set[TP]:
-        with self._lock:
-            return set(self._gone)
-
-    def take_gone(self) -> set[TP]:
-        with self._lock:
-            gone, self._gone = self._gone, set()
-        return gone
-
-
-def _group_generation(metadata: Any) -> int | None:
-    """The generation (the member epoch, with the consumer protocol) inside librdkafka's serialized group
-    metadata: -1 while not a member. None if the format is not the one known (then the source counts
-    assignments itself). librdkafka keeps it current on its own thread, so it also shows when the group
-    dropped this member between two polls."""
-    if isinstance(metadata, bytes) and metadata.startswith(GROUP_METADATA_MAGIC):
-        start = len(GROUP_METADATA_MAGIC)
-        if len(metadata) >= start + 4:
-            return int.from_bytes(metadata[start:start + 4], sys.byteorder, signed=True)
-    return None
 
 
 def consumer_config(settings: Settings) -> dict[str, Any]:
@@ -155,10 +95,12 @@ class ConfluentSource:
         self._topic = settings.requests_topic
         self._reset_to_earliest = settings.auto_offset_reset == "earliest"
         self._consumer = Consumer(consumer_config(settings))
-        eager = settings.kafka_group_protocol == "classic" and settings.assignor in EAGER_ASSIGNORS
-        self._recorder = _RebalanceRecorder(settings.client_id, eager)
+        self._eager = settings.kafka_group_protocol == "classic" and settings.assignor in EAGER_ASSIGNORS
+        self._recorder = RebalanceRecorder(settings.client_id, self._eager)
+        self._max_poll_interval_s = settings.max_poll_interval_ms / 1000
         self._paused = False
         self._generation = -1  # as of the last poll
+        self._polled_at = clock.monotonic()
 
     def start(self, wait_s: float = 10.0) -> None:
         """Check the topic exists, then subscribe (librdkafka joins the group in the background and
@@ -173,8 +115,25 @@ class ConfluentSource:
                 raise LookupError(f"requests topic {self._topic!r} does not exist on the broker; create it first "
                                   f"(e.g. `python -m producer create-topic {self._topic} --partitions 4`)")
             time.sleep(METADATA_RETRY_S)
-        self._consumer.subscribe([self._topic], on_assign=self._recorder.on_assign,
-                                 on_revoke=self._recorder.on_revoke, on_lost=self._recorder.on_lost)
+        self._consumer.subscribe([self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                 on_lost=self._on_lost)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        back = self._recorder.assigned(partitions)
+        starts = [TopicPartition(tp.topic, tp.partition, back[tp_of(tp)]) if tp_of(tp) in back else tp
+                  for tp in partitions]
+        if self._eager:
+            consumer.assign(starts)
+        else:
+            consumer.incremental_assign(starts)
+        if partitions:
+            consumer.resume(partitions)  # paused when they were revoked: librdkafka keeps that
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._recorder.revoked(consumer.position(partitions) if partitions else [])
+
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._recorder.lost(partitions)
 
     def _has_partitions(self) -> bool:
         topic = self._consumer.list_topics(timeout=METADATA_TIMEOUT_S).topics.get(self._topic)
@@ -183,10 +142,11 @@ class ConfluentSource:
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
         """Up to ``max_records``: blocks up to ``timeout_s`` for the first, then takes those already fetched.
         May run rebalance callbacks; records of a partition revoked meanwhile are not returned."""
-        events = self._recorder.events
+        self._recorder.begin_poll()
         messages = self._fetch(timeout_s, max_records)
+        self._polled_at = self._clock.monotonic()
         self._generation = self._live_generation()
-        if self._recorder.events != events and messages:
+        if messages:
             messages = self._without_gone(messages)
         now = self._clock.monotonic()
         records = []
@@ -218,21 +178,24 @@ class ConfluentSource:
         return False
 
     def _without_gone(self, messages: list[Message]) -> list[Message]:
-        """Drop the records of partitions revoked or lost during the poll; a partition of theirs that is
+        """Drop the records of partitions that left for good during the poll; a partition of theirs that is
         ours again goes back to its committed offset, where librdkafka restarted it (the records in hand
         before it left are dropped too: take_revoked reports it)."""
-        gone = self._recorder.gone()
+        gone = self._recorder.gone_in_poll()
+        if not gone:
+            return messages
         kept = [m for m in messages if (m.topic(), m.partition()) not in gone]
         if len(kept) < len(messages):
             dropped = {(m.topic(), m.partition()) for m in messages} - {(m.topic(), m.partition()) for m in kept}
-            ours_again = [tp for tp in self._consumer.assignment() if _tp(tp) in dropped]
+            ours_again = [tp for tp in self._consumer.assignment() if tp_of(tp) in dropped]
             if ours_again:
                 self._seek_committed(ours_again)
         return kept
 
     def take_revoked(self) -> set[TP]:
-        """Partitions revoked or lost since the last call: all of them, even those assigned back, since
-        librdkafka restarts a partition it assigns from the committed offset."""
+        """Partitions revoked since the last call and not assigned back in the rebalance, and partitions
+        lost (even if assigned back: they restart from the committed offset). Until a revocation's
+        assignment has come, its partitions are not reported: they may stay ours."""
         return self._recorder.take_gone()
 
     def rebalancing(self) -> bool:
@@ -240,15 +203,18 @@ class ConfluentSource:
         return self._recorder.pending
 
     def generation(self) -> int:
-        """The group generation as of the last poll; -1 while not a member, also when the group dropped this
-        member since the last poll (librdkafka knows that on its own thread)."""
+        """The group generation as of the last poll; -1 while not a member, and once the group dropped this
+        member since: librdkafka cleared its member id, or the time since the last poll passed
+        max.poll.interval.ms (librdkafka leaves the group then, without a sign of it with KIP-848)."""
+        if self._clock.monotonic() - self._polled_at > self._max_poll_interval_s:
+            return -1
         return -1 if self._live_generation() < 0 else self._generation
 
     def _live_generation(self) -> int:
-        generation = _group_generation(self._consumer.consumer_group_metadata())
-        if generation is not None:
-            return generation
-        return self._recorder.assignments if self._consumer.memberid() else -1
+        if not self._consumer.memberid():
+            return -1
+        generation = group_generation(self._consumer.consumer_group_metadata())
+        return self._recorder.assignments if generation is None else generation
 
     def commit(self, offsets: dict[TP, int]) -> None:
         """Commit next-offsets-to-read synchronously.
@@ -277,11 +243,11 @@ class ConfluentSource:
         deadline = time.monotonic() + timeout_s
         while True:
             self.pause(True)
-            events = self._recorder.events
+            self._recorder.begin_poll()
             fetched = self._fetch(min(SETTLE_SLICE_S, max(0.0, deadline - time.monotonic())), 500)
+            self._polled_at = self._clock.monotonic()
             self._generation = self._live_generation()
-            if self._recorder.events != events:
-                fetched = self._without_gone(fetched)
+            fetched = self._without_gone(fetched)
             self._seek_first(fetched)
             if (not self._recorder.pending and self._generation >= 0) or time.monotonic() >= deadline:
                 return
@@ -305,7 +271,7 @@ class ConfluentSource:
         try:
             self._consumer.seek(position)
         except KafkaException as exc:  # not ours any more: its next owner starts from the committed offset
-            log.warning("seek_failed", partition=_tp(position), offset=position.offset, error=str(exc))
+            log.warning("seek_failed", partition=tp_of(position), offset=position.offset, error=str(exc))
 
     def pause(self, paused: bool) -> None:
         if paused:
@@ -347,7 +313,7 @@ class ConfluentSource:
             except KafkaException:
                 continue
             if high >= 0:
-                lag[_tp(tp)] = max(0, high - tp.offset)
+                lag[tp_of(tp)] = max(0, high - tp.offset)
         return lag
 
     def close(self, timeout_s: float = 30.0) -> None:
