@@ -45,7 +45,7 @@ def jwt(claims):
 
 
 def without_callbacks(config):
-    return {k: v for k, v in config.items() if not k.endswith("_cb")}
+    return {k: v for k, v in config.items() if not k.endswith("_cb") and k != "logger"}
 
 
 def test_plaintext_takes_only_the_brokers_and_the_protocol():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from worker.kafka.connection import FileTokenProvider
 
 log = structlog.get_logger(__name__)
 
+LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 UNKNOWN_EXPIRY_S = 60.0  # a token whose expiry cannot be read is asked for again this soon
 
 
@@ -64,8 +66,9 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
 
     Reads the password file now. Raises ConfigError when it cannot be read.
     """
+    # librdkafka's own log lines go through the logging module (worker/logs.py renders them), not to stderr.
     config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "security.protocol": security.protocol,
-                              "error_cb": log_client_error}
+                              "error_cb": log_client_error, "logger": LIBRDKAFKA_LOG}
     if security.uses_ssl:
         config["ssl.endpoint.identification.algorithm"] = "https" if security.ssl_check_hostname else "none"
         if security.ssl_cafile:
