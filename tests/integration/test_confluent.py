@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.integration.gated_model import GATE_ENV, HOLD
 from tests.integration.kit import TopicReader, start_worker, wait_until
 from tests.integration.test_pipeline import CHURN, churn_inputs
 from worker.models.runner import TorchRunner
@@ -111,3 +112,39 @@ def test_exactly_once_a_killed_worker_leaves_no_duplicate_for_a_read_committed_r
     assert sorted(by_id) == sorted(f"e{i}" for i in range(2500))
     assert [i for i, replies in by_id.items() if len(replies) > 1] == []
     assert {"exactly_once"} <= {e["event"] for e in replacement.events()}
+
+
+def group_is_empty(admin, group):
+    return not admin.describe_consumer_groups([group])[group].result(10).members
+
+
+@pytest.mark.parametrize("group_protocol", [("--session-timeout-ms", "6000"), ("--kafka-group-protocol", "consumer")],
+                         ids=["classic", "consumer-protocol"])
+def test_a_batch_that_outlives_max_poll_interval_sends_no_reply_for_the_partitions_it_lost(
+        bootstrap, redis_url, topics, producer, tmp_path, monkeypatch, group_protocol):
+    """librdkafka leaves the group on its own thread once max.poll.interval.ms passes without a poll; the
+    worker must notice before it sends the held batch's replies, and answer the records again, once."""
+    gate = tmp_path / "batch-gate"
+    monkeypatch.setenv(GATE_ENV, str(gate))  # a batch with a HOLD request waits for this file
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, *CONFLUENT, *group_protocol, "--model",
+                          "tests.integration.gated_model:held_linear", "--max-poll-interval-ms", "7000",
+                          "--max-wait-ms", "200")
+    wait_until(lambda: any(e.get("event") == "partitions_assigned" for e in worker.events()), 60, "an assignment")
+    for i in range(8):
+        producer.send(topics.requests, {"id": f"h{i}", "inputs": [HOLD if i == 0 else 0.5] + [0.5] * 15},
+                      key=f"h{i}".encode())
+    producer.flush()
+    # The loop is held in the batch until librdkafka has left the group for it.
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its requests die with it
+    wait_until(lambda: group_is_empty(admin, f"{topics.requests}.group"), 60, "the held worker to leave its group",
+               interval_s=0.5)
+    gate.touch()
+    reader = TopicReader(bootstrap, topics.replies)
+    reader.read_until(lambda got: len(got.by_id()) >= 8, 90, "8 answered ids", watch=worker)
+    assert worker.stop() == 0, worker.log()
+    by_id = reader.read(1.0).by_id()
+    assert sorted(by_id) == [f"h{i}" for i in range(8)]
+    assert max(len(replies) for replies in by_id.values()) == 1
+    assert any(e.get("event") == "membership_lost_during_batch" for e in worker.events()), worker.log()
