@@ -14,13 +14,14 @@ import cProfile
 import os
 import pstats
 import sys
-import threading
 import time
 
 from bench.topics import RunTopics, prefill
 from bench.workloads import WORKLOADS
 from worker.app import build_worker
+from worker.core.clock import SystemClock
 from worker.core.settings import Settings, add_flags
+from worker.core.shutdown import StopRequest
 
 # Functions whose cumulative time is one area of the worker's work, in the loop's order.
 AREAS = {
@@ -58,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         prefill(bootstrap, topics.requests, WORKLOADS[args.workload].requests(args.requests), progress=True)
         settings = _settings(args.workload, topics, args.worker_args)
-        stop = threading.Event()
-        worker = build_worker(settings, stop)
+        worker = build_worker(settings, StopRequest(SystemClock()))
         profiler = cProfile.Profile()
         started = time.perf_counter()
         cpu_started = time.process_time()

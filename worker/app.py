@@ -23,7 +23,7 @@ from worker.kafka.source import KafkaSource
 from worker.kafka.transactions import ExactlyOnce, TransactionalSink
 from worker.models import load_model
 from worker.models.runner import TorchRunner
-from worker.ports import DedupStore, Scorer, SendTag
+from worker.ports import DedupStore, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.loop import Worker
 from worker.stream.scoring import InlineScorer, ThreadScorer
 from worker.surface.http import HttpSurface
@@ -103,22 +103,14 @@ def start_surface(settings: Settings, stats: WorkerStats, stopping: Callable[[],
     return surface
 
 
-def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
-                 stats: WorkerStats | None = None) -> Worker:
-    """Everything the streaming worker needs; it counts in ``stats`` (default: its own), which notes
-    the model once it is loaded and warm.
+def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[SendTag], Transactions | None]:
+    """The request source (started: subscribed to the requests topic), the reply sink and, for exactly-once,
+    the transactions over both, on the client library that ``settings.kafka_client`` names.
 
-    Raises ConfigError, ModelError, or ServiceUnavailable naming the setting
-    that points at a service that does not answer.
+    Raises ServiceUnavailable when no broker answers, LookupError when the requests topic does not exist.
     """
-    require_services(settings)
-    clock = SystemClock()
-    # The services first: a wrong password should stop the worker in seconds, not after the model's load.
-    check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
-    dedup = build_dedup(settings, clock)
-    runner = build_runner(settings)
-    stats = stats if stats is not None else WorkerStats()
-    stats.model = (runner.name, runner.version, str(runner.device))
+    if settings.kafka_client == "confluent":
+        return _confluent_kafka(settings, clock)
     transactions: ExactlyOnce[SendTag] | None = None
     try:
         source = KafkaSource(settings, clock)
@@ -135,5 +127,54 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
         raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
                                  f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
     source.start()
+    return source, sink, transactions
+
+
+def _confluent_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[SendTag], Transactions | None]:
+    # Imported here: confluent-kafka is an extra, and the default client never needs it.
+    from confluent_kafka import KafkaException
+
+    from worker.kafka.confluent.sink import ConfluentSink
+    from worker.kafka.confluent.source import ConfluentSource
+    from worker.kafka.confluent.transactions import ExactlyOnce as ConfluentExactlyOnce
+    from worker.kafka.confluent.transactions import TransactionalSink as ConfluentTransactionalSink
+
+    transactions: ConfluentExactlyOnce[SendTag] | None = None
+    try:
+        source = ConfluentSource(settings, clock)
+        sink: ConfluentSink[SendTag]
+        if settings.delivery == "exactly-once":
+            transactional: ConfluentTransactionalSink[SendTag] = ConfluentTransactionalSink(
+                settings.kafka_bootstrap_servers, settings.client_id, settings.transactional_id,
+                security=settings.kafka_security)
+            sink, transactions = transactional, ConfluentExactlyOnce(transactional, source)
+            log.info("exactly_once", transactional_id=settings.transactional_id, kafka_client="confluent")
+        else:
+            sink = ConfluentSink(settings.kafka_bootstrap_servers, settings.client_id,
+                                 security=settings.kafka_security)
+        source.start()
+    except KafkaException as exc:
+        raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
+                                 f"{settings.kafka_bootstrap_servers} (confluent-kafka: {exc})") from exc
+    return source, sink, transactions
+
+
+def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
+                 stats: WorkerStats | None = None) -> Worker:
+    """Everything the streaming worker needs; it counts in ``stats`` (default: its own), which notes
+    the model once it is loaded and warm.
+
+    Raises ConfigError, ModelError, or ServiceUnavailable naming the setting
+    that points at a service that does not answer.
+    """
+    require_services(settings)
+    clock = SystemClock()
+    # The services first: a wrong password should stop the worker in seconds, not after the model's load.
+    check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
+    dedup = build_dedup(settings, clock)
+    runner = build_runner(settings)
+    stats = stats if stats is not None else WorkerStats()
+    stats.model = (runner.name, runner.version, str(runner.device))
+    source, sink, transactions = build_kafka(settings, clock)
     return Worker(settings, source, sink, dedup, runner, runner.prepare, clock, stop_requested=stop_requested,
                   transactions=transactions, scorer=build_scorer(settings, runner, clock), stats=stats)

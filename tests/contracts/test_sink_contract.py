@@ -1,4 +1,4 @@
-"""The Sink contract (worker/ports.py), run against FakeSink and KafkaSink.
+"""The Sink contract (worker/ports.py), run against FakeSink, KafkaSink and ConfluentSink.
 
 ``send`` queues and never raises for a delivery that fails; ``settle``
 reports each send once, in send order, with the tag it was sent with and
@@ -63,14 +63,17 @@ class KafkaSinks:
         self._bootstrap = bootstrap
         self.topic = topic
         self.missing_topic = f"contract-missing-{uuid.uuid4().hex[:10]}"
-        self._sinks: list[KafkaSink[object]] = []
+        self._sinks: list[Sink[object]] = []
 
     def sink(self) -> Sink[object]:
-        # A producer limit above the broker's, so that an oversized record reaches the broker and is refused there.
-        sink: KafkaSink[object] = KafkaSink(self._bootstrap, "contract-sink", max_block_ms=2_000,
-                                            max_request_size=4 * self.BROKER_MAX_BYTES)
+        sink = self._new_sink()
         self._sinks.append(sink)
         return sink
+
+    def _new_sink(self) -> Sink[object]:
+        # A producer limit above the broker's, so that an oversized record reaches the broker and is refused there.
+        return KafkaSink(self._bootstrap, "contract-sink", max_block_ms=2_000,
+                         max_request_size=4 * self.BROKER_MAX_BYTES)
 
     def refused_send(self) -> tuple[str, bytes]:
         return self.topic, b"x" * 2 * self.BROKER_MAX_BYTES
@@ -88,12 +91,28 @@ class KafkaSinks:
             sink.close(timeout_s=5)
 
 
-@pytest.fixture(params=["fake", pytest.param("kafka", marks=pytest.mark.integration)])
+class ConfluentSinks(KafkaSinks):
+    """ConfluentSink on the real broker, failing a send to a missing topic after 2 s."""
+
+    name = "confluent"
+
+    def _new_sink(self) -> Sink[object]:
+        from worker.kafka.confluent.sink import ConfluentSink  # an extra: imported when tested
+
+        return ConfluentSink(self._bootstrap, "contract-sink", **{
+            "message.max.bytes": 4 * self.BROKER_MAX_BYTES, "topic.metadata.propagation.max.ms": 2_000})
+
+
+@pytest.fixture(params=["fake", pytest.param("kafka", marks=pytest.mark.integration),
+                        pytest.param("confluent", marks=pytest.mark.integration)])
 def sinks(request: pytest.FixtureRequest) -> Iterator[FakeSinks | KafkaSinks]:
     if request.param == "fake":
         made: FakeSinks | KafkaSinks = FakeSinks()
     else:
-        made = KafkaSinks(request.getfixturevalue("bootstrap"), request.getfixturevalue("topics").replies)
+        if request.param == "confluent":
+            pytest.importorskip("confluent_kafka")
+        real = ConfluentSinks if request.param == "confluent" else KafkaSinks
+        made = real(request.getfixturevalue("bootstrap"), request.getfixturevalue("topics").replies)
     yield made
     made.close()
 

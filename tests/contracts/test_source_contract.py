@@ -1,4 +1,4 @@
-"""The Source contract (worker/ports.py), run against FakeSource and KafkaSource.
+"""The Source contract (worker/ports.py), run against FakeSource, KafkaSource and ConfluentSource.
 
 What the stream loop relies on: records come in offset order per partition
 with their position, key, value and headers; a paused source gives nothing
@@ -66,19 +66,20 @@ class FakeSources:
 
 
 class KafkaSources:
-    """KafkaSource on the real broker, each test in a group of its own. The session timeout is the broker's
-    least (6 s), so that a member that stopped polling is not waited for long; a rebalance itself takes up to
-    a heartbeat interval (kafka-python's 3 s: KafkaSource does not set it)."""
+    """A real source on the real broker (KafkaSource, or ConfluentSource with ``kafka_client="confluent"``),
+    each test in a group of its own. The session timeout is the broker's least (6 s), so that a member that
+    stopped polling is not waited for long; a rebalance itself takes up to a heartbeat interval (3 s, both
+    libraries' default: neither source sets it)."""
 
-    name = "kafka"
-
-    def __init__(self, bootstrap: str, topic: str, producer: Producer) -> None:
+    def __init__(self, bootstrap: str, topic: str, producer: Producer, kafka_client: str = "kafka-python") -> None:
+        self.name = "kafka" if kafka_client == "kafka-python" else kafka_client
         self.clock = SystemClock()
         self.topic = topic
         self._bootstrap = bootstrap
         self._producer = producer
+        self._kafka_client = kafka_client
         self._group = f"{topic}.contract"
-        self._members: list[KafkaSource] = []
+        self._members: list[Source] = []
 
     def produce(self, partition: int, key: bytes | None, value: bytes, headers: Headers) -> None:
         self._producer.send(self.topic, value, key=key, headers=headers, partition=partition)
@@ -88,10 +89,15 @@ class KafkaSources:
 
     def member(self) -> Source:
         settings = Settings(kafka_bootstrap_servers=self._bootstrap, redis_url="memory://",
-                            requests_topic=self.topic, group=self._group,
+                            requests_topic=self.topic, group=self._group, kafka_client=self._kafka_client,
                             client_id=f"contract-{len(self._members)}", session_timeout_ms=6_000,
                             max_poll_interval_ms=10_000).with_derived_defaults()
-        member = KafkaSource(settings, self.clock)
+        if self._kafka_client == "confluent":
+            from worker.kafka.confluent.source import ConfluentSource  # an extra: imported when tested
+
+            member: KafkaSource | ConfluentSource = ConfluentSource(settings, self.clock)
+        else:
+            member = KafkaSource(settings, self.clock)
         member.start()
         self._members.append(member)
         return member
@@ -101,13 +107,19 @@ class KafkaSources:
             member.close()  # a second close of a closed consumer does nothing
 
 
-@pytest.fixture(params=["fake", pytest.param("kafka", marks=pytest.mark.integration)])
+REAL = [pytest.param("kafka", marks=pytest.mark.integration), pytest.param("confluent", marks=pytest.mark.integration)]
+
+
+@pytest.fixture(params=["fake", *REAL])
 def sources(request: pytest.FixtureRequest) -> Iterator[FakeSources | KafkaSources]:
     if request.param == "fake":
         made: FakeSources | KafkaSources = FakeSources()
     else:
+        if request.param == "confluent":
+            pytest.importorskip("confluent_kafka")
         made = KafkaSources(request.getfixturevalue("bootstrap"), request.getfixturevalue("topics").requests,
-                            request.getfixturevalue("producer"))
+                            request.getfixturevalue("producer"),
+                            "confluent" if request.param == "confluent" else "kafka-python")
     yield made
     made.close()
 

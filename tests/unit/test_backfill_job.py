@@ -72,3 +72,10 @@ def test_every_reply_goes_to_the_backfill_reply_topic_and_dead_letters_keep_thei
     sink.send("client-7.replies", b"b", b"{}", [], tag)  # a request's reply_to
     sink.send("bf.dlq", None, b"junk", [("dlq-error-code", b"invalid_json")], tag)
     assert inner.sent == ["bf", "bf", "bf.dlq"]
+
+
+def test_a_backfill_over_the_confluent_client_is_refused_as_not_built_yet(monkeypatch):
+    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: object())
+    args = parse(["--requests-topic", "requests", "--reply-topic", "bf", "--kafka-client", "confluent", *RANGE])
+    with pytest.raises(ConfigError, match=r"backfill with kafka_client=confluent \(--kafka-client\) is not built yet"):
+        backfill_settings(args, ENV)

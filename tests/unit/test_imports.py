@@ -23,10 +23,11 @@ def _loaded_after(script: str) -> list[str]:
     return result.stdout.split()
 
 
-def test_the_loop_and_its_policies_load_no_torch_kafka_redis_or_prometheus_client():
+def test_the_loop_and_its_policies_load_no_torch_kafka_client_redis_or_prometheus_client():
     script = "\n".join([f"import {module}" for module in PURE_MODULES] + [
         "import sys",
-        "print(*sorted(name for name in ('torch', 'kafka', 'redis', 'prometheus_client') if name in sys.modules))",
+        "print(*sorted(name for name in ('torch', 'kafka', 'confluent_kafka', 'redis', 'prometheus_client')",
+        "              if name in sys.modules))",
     ])
     assert _loaded_after(script) == []
 
@@ -44,3 +45,12 @@ def test_every_producer_module_imports_without_torch():
     printed = _loaded_after(script)
     assert {"producer.client", "producer.send", "producer.cli", "producer.collect"} <= set(printed)  # found them
     assert printed[-1] == "torch-absent"
+
+
+def test_the_default_kafka_client_never_loads_the_confluent_extra():
+    script = "\n".join([
+        "import sys",
+        "import worker.app, worker.cli, worker.jobs.backfill",
+        "print('confluent-loaded' if 'confluent_kafka' in sys.modules else 'confluent-absent')",
+    ])
+    assert _loaded_after(script) == ["confluent-absent"]

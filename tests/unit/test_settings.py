@@ -36,6 +36,10 @@ def test_env_then_flags_then_derived_defaults():
     ({"REDIS_URL": "http://nope"}, "REDIS_URL"),
     ({"STREAMSCORE_MAX_WAIT_MS": "400000"}, "max_poll_interval_ms"),
     ({"STREAMSCORE_DEDUP_LEASE_MS": "10", "STREAMSCORE_MAX_WAIT_MS": "10"}, "dedup_lease_ms"),
+    ({"STREAMSCORE_KAFKA_CLIENT": "librdkafka"}, "kafka_client must be kafka-python or confluent"),
+    ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "share"}, "kafka_group_protocol must be classic or consumer"),
+    ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "consumer"},
+     r"kafka_group_protocol=consumer \(--kafka-group-protocol, KIP-848\) needs --kafka-client confluent"),
 ])
 def test_bad_settings_name_the_setting(env, named):
     with pytest.raises(ConfigError, match=named):
@@ -82,3 +86,32 @@ def test_exactly_once_derives_a_transactional_id_per_worker():
     assert Settings.from_sources(parse(["--client-id", "w7"]), env).transactional_id == "streamscore-churn.w7"
     assert Settings.from_sources(parse(["--transactional-id", "mine"]), env).transactional_id == "mine"
     assert Settings.from_sources(None, {"STREAMSCORE_REQUESTS_TOPIC": "req"}).transactional_id == ""
+
+
+def test_the_confluent_client_without_its_package_says_to_install_the_extra(monkeypatch):
+    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: None)
+    with pytest.raises(ConfigError, match=r"kafka_client=confluent \(--kafka-client, STREAMSCORE_KAFKA_CLIENT\) "
+                       r"needs the confluent-kafka package.*install the `confluent` extra"):
+        Settings.from_sources(parse(["--kafka-client", "confluent"]), {})
+    assert Settings.from_sources(None, {}).kafka_client == "kafka-python"  # the default needs nothing more
+
+
+def test_librdkafka_wants_max_poll_interval_at_least_the_session_timeout(monkeypatch):
+    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: object())
+    short = ["--max-poll-interval-ms", "5000", "--session-timeout-ms", "6000"]
+    assert Settings.from_sources(parse(short), {}).max_poll_interval_ms == 5000  # kafka-python takes it
+    with pytest.raises(ConfigError, match=r"max_poll_interval_ms \(5000\) must be at least session_timeout_ms"):
+        Settings.from_sources(parse([*short, "--kafka-client", "confluent"]), {})
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--assignor", "cooperative-sticky"], r"assignor=cooperative-sticky \(--assignor\) does not apply"),
+    (["--session-timeout-ms", "10000"], r"session_timeout_ms=10000 \(--session-timeout-ms\) does not apply"),
+])
+def test_the_consumer_group_protocol_takes_the_assignor_and_session_timeout_from_the_broker(monkeypatch, flags,
+                                                                                            named):
+    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: object())  # installed or not, here
+    consumer = ["--kafka-client", "confluent", "--kafka-group-protocol", "consumer"]
+    assert Settings.from_sources(parse(consumer), {}).kafka_group_protocol == "consumer"
+    with pytest.raises(ConfigError, match=named):
+        Settings.from_sources(parse([*consumer, *flags]), {})

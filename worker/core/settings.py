@@ -14,6 +14,7 @@ import argparse
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from importlib.util import find_spec
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -26,6 +27,8 @@ TOOLING_ENV = {"STREAMSCORE_STATE_DIR", "STREAMSCORE_CACHE_DIR"}
 PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": "REDIS_URL",
              "redis_password_file": "REDIS_PASSWORD_FILE", "redis_ca_file": "REDIS_CA_FILE"}
 AMP_MODES = ("off", "bf16", "fp16")
+KAFKA_CLIENTS = ("kafka-python", "confluent")
+GROUP_PROTOCOLS = ("classic", "consumer")
 
 
 def _setting(default: Any, help: str, *, flag: str | None = None) -> Any:
@@ -37,6 +40,12 @@ class Settings:
     kafka_bootstrap_servers: str = _setting(
         "", "Kafka brokers, host:port[,host:port]; `make up` prints the local one", flag="--bootstrap-servers")
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity, metadata={"nested": True})
+    kafka_client: str = _setting(
+        "kafka-python", "the Kafka client library: kafka-python, or confluent (confluent-kafka over librdkafka: "
+        "far less CPU per record; install the `confluent` extra)")
+    kafka_group_protocol: str = _setting(
+        "classic", "consumer group protocol: classic, or consumer (KIP-848: the broker assigns the partitions "
+        "and sets the session timeout; --kafka-client confluent only)")
     redis_url: str = _setting(
         "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS; memory:// keeps it in "
         "this process (one worker only)")
@@ -202,6 +211,7 @@ def _validate(s: Settings) -> None:
          f"auto_offset_reset must be earliest or latest, got {s.auto_offset_reset!r}")
     need(s.assignor in ("range", "roundrobin", "cooperative-sticky"),
          f"assignor must be range, roundrobin or cooperative-sticky, got {s.assignor!r}")
+    _validate_kafka_client(s)
     need(s.model_thread in ("auto", "on", "off"), f"model_thread must be auto, on or off, got {s.model_thread!r}")
     need(s.delivery in ("at-least-once", "exactly-once"),
          f"delivery must be at-least-once or exactly-once, got {s.delivery!r}")
@@ -227,6 +237,31 @@ def _validate(s: Settings) -> None:
         need(urlsplit(s.redis_url).scheme in ("redis", "rediss", "unix", "memory"),
              f"REDIS_URL must start with redis://, rediss://, unix:// or memory://, got {redact_url(s.redis_url)!r}")
     _validate_redis_secrets(s)
+
+
+def _validate_kafka_client(s: Settings) -> None:
+    if s.kafka_client not in KAFKA_CLIENTS:
+        raise ConfigError(f"kafka_client must be kafka-python or confluent, got {s.kafka_client!r}")
+    if s.kafka_client == "confluent" and find_spec("confluent_kafka") is None:
+        raise ConfigError("kafka_client=confluent (--kafka-client, STREAMSCORE_KAFKA_CLIENT) needs the confluent-kafka "
+                          "package, which is not installed: install the `confluent` extra "
+                          "(pip install 'streamscore[confluent]'), or use --kafka-client kafka-python")
+    if (s.kafka_client == "confluent" and s.kafka_group_protocol == "classic"
+            and s.max_poll_interval_ms < s.session_timeout_ms):
+        raise ConfigError(f"max_poll_interval_ms ({s.max_poll_interval_ms}) must be at least session_timeout_ms "
+                          f"({s.session_timeout_ms}) with kafka_client=confluent (librdkafka refuses less)")
+    if s.kafka_group_protocol not in GROUP_PROTOCOLS:
+        raise ConfigError(f"kafka_group_protocol must be classic or consumer, got {s.kafka_group_protocol!r}")
+    if s.kafka_group_protocol == "classic":
+        return
+    if s.kafka_client != "confluent":
+        raise ConfigError("kafka_group_protocol=consumer (--kafka-group-protocol, KIP-848) needs --kafka-client "
+                          f"confluent: {s.kafka_client} speaks the classic protocol only")
+    defaults = {f.name: f.default for f in fields(Settings)}
+    for name, flag in (("assignor", "--assignor"), ("session_timeout_ms", "--session-timeout-ms")):
+        if getattr(s, name) != defaults[name]:
+            raise ConfigError(f"{name}={getattr(s, name)} ({flag}) does not apply with kafka_group_protocol=consumer: "
+                              f"the broker assigns the partitions and sets the session timeout; unset {flag}")
 
 
 def _validate_redis_secrets(s: Settings) -> None:

@@ -1,0 +1,340 @@
+"""Consuming requests: a thin adapter over confluent-kafka's Consumer (librdkafka), behind the Source port.
+
+As KafkaSource does: auto-commit is off (the worker commits what it has
+answered), a new group starts at the earliest offset, topics are never created
+by consuming. Rebalance callbacks run inside poll()/consume(), on the caller's
+thread; they record the event, and the loop acts on it after the poll.
+
+Where librdkafka differs from kafka-python, and what this adapter does:
+- A revoked partition is unassigned when its callback returns, and one assigned
+  again would start from the committed offset: so the source notes each
+  revoked partition's position and gives it back to those assigned back, which
+  keep their work in hand, as with kafka-python (worker/kafka/confluent/rebalance.py).
+- A poll may return records of a partition that leaves during that same poll:
+  they are dropped (and a lost partition that is ours again goes back to its
+  committed offset, where librdkafka restarted it).
+- ``consume(n, timeout)`` waits for all ``n`` records or the timeout, so poll
+  blocks for the first record only and then takes what is already fetched.
+- A partition paused when it was revoked is still paused when it is assigned
+  again: each assignment resumes what it assigns (the loop pauses again what
+  it wants paused, every step, as with kafka-python).
+- librdkafka joins the group on its own thread and does not expose the
+  generation, except in the consumer group metadata it serializes for
+  transactions; it drops a member that outlived max.poll.interval.ms on that
+  thread too (see worker/kafka/confluent/rebalance.py for what shows when).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any
+
+import structlog
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from worker.core.clock import Clock
+from worker.core.errors import CommitDeferred
+from worker.core.messages import Position, RawRecord
+from worker.core.offsets import TopicPartition as TP
+from worker.core.settings import Settings
+from worker.kafka.confluent.connection import client_config
+from worker.kafka.confluent.rebalance import RebalanceRecorder, group_generation, tp_of
+
+log = structlog.get_logger(__name__)
+
+METADATA_TIMEOUT_S = 10.0  # one metadata or committed-offsets request
+METADATA_RETRY_S = 0.2
+SETTLE_SLICE_S = 0.1  # finish_rebalance polls in slices this long, so that it returns once settled
+EAGER_ASSIGNORS = ("range", "roundrobin")
+# Errors of a commit that say "not now": the group is rebalancing, or the coordinator is away or moving.
+COMMIT_LATER = frozenset({
+    KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.STALE_MEMBER_EPOCH, KafkaError.FENCED_MEMBER_EPOCH, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._WAIT_COORD, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._ASSIGNMENT_LOST, KafkaError._STATE,
+})
+
+
+def consumer_config(settings: Settings) -> dict[str, Any]:
+    """librdkafka properties of the stream's consumer: manual commits, no topic creation, the group protocol."""
+    config = {
+        **client_config(settings.kafka_bootstrap_servers, settings.kafka_security),
+        "group.id": settings.group,
+        "client.id": settings.client_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "allow.auto.create.topics": False,
+        "auto.offset.reset": settings.auto_offset_reset,
+        "max.poll.interval.ms": settings.max_poll_interval_ms,
+        "isolation.level": "read_committed" if settings.delivery == "exactly-once" else "read_uncommitted",
+        "group.protocol": settings.kafka_group_protocol,
+    }
+    if settings.kafka_group_protocol == "classic":  # with the consumer protocol, the broker sets both
+        config.update({"session.timeout.ms": settings.session_timeout_ms,
+                       "partition.assignment.strategy": settings.assignor})
+    return config
+
+
+class ConfluentSource:
+    """Polls request records from one topic in a consumer group. Not thread-safe."""
+
+    def __init__(self, settings: Settings, clock: Clock) -> None:
+        self._clock = clock
+        self._topic = settings.requests_topic
+        self._reset_to_earliest = settings.auto_offset_reset == "earliest"
+        self._consumer = Consumer(consumer_config(settings))
+        self._eager = settings.kafka_group_protocol == "classic" and settings.assignor in EAGER_ASSIGNORS
+        self._recorder = RebalanceRecorder(settings.client_id, self._eager)
+        self._max_poll_interval_s = settings.max_poll_interval_ms / 1000
+        self._paused = False
+        self._generation = -1  # as of the last poll
+        self._polled_at = clock.monotonic()
+
+    def start(self, wait_s: float = 10.0) -> None:
+        """Check the topic exists, then subscribe (librdkafka joins the group in the background and
+        assigns inside a later poll). Raises LookupError if the topic does not exist.
+
+        Waits up to ``wait_s`` for the topic: a topic created a moment ago may
+        not be in the broker's metadata yet.
+        """
+        deadline = time.monotonic() + wait_s
+        while not self._has_partitions():
+            if time.monotonic() >= deadline:
+                raise LookupError(f"requests topic {self._topic!r} does not exist on the broker; create it first "
+                                  f"(e.g. `python -m producer create-topic {self._topic} --partitions 4`)")
+            time.sleep(METADATA_RETRY_S)
+        self._consumer.subscribe([self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                 on_lost=self._on_lost)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        back = self._recorder.assigned(partitions)
+        starts = [TopicPartition(tp.topic, tp.partition, back[tp_of(tp)]) if tp_of(tp) in back else tp
+                  for tp in partitions]
+        if self._eager:
+            consumer.assign(starts)
+        else:
+            consumer.incremental_assign(starts)
+        if partitions:
+            consumer.resume(partitions)  # paused when they were revoked: librdkafka keeps that
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._recorder.revoked(consumer.position(partitions) if partitions else [])
+
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._recorder.lost(partitions)
+
+    def _has_partitions(self) -> bool:
+        topic = self._consumer.list_topics(timeout=METADATA_TIMEOUT_S).topics.get(self._topic)
+        return topic is not None and topic.error is None and bool(topic.partitions)
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
+        """Up to ``max_records``: blocks up to ``timeout_s`` for the first, then takes those already fetched.
+        May run rebalance callbacks; records of a partition revoked meanwhile are not returned."""
+        self._recorder.begin_poll()
+        messages = self._fetch(timeout_s, max_records)
+        self._polled_at = self._clock.monotonic()
+        self._generation = self._live_generation()
+        if messages:
+            messages = self._without_gone(messages)
+        now = self._clock.monotonic()
+        records = []
+        for m in messages:
+            kind, timestamp = m.timestamp()
+            records.append(RawRecord(Position(m.topic(), m.partition(), m.offset()),  # type: ignore[arg-type]
+                                     m.key(), m.value(), list(m.headers() or ()),  # type: ignore[arg-type]
+                                     timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1, now))
+        return records
+
+    def _fetch(self, timeout_s: float, max_records: int) -> list[Message]:
+        first = self._consumer.poll(timeout_s)
+        if first is None:
+            return []
+        fetched = [first]
+        if max_records > 1:
+            fetched += self._consumer.consume(max_records - 1, 0)
+        return [m for m in fetched if self._is_record(m)]
+
+    def _is_record(self, message: Message) -> bool:
+        error = message.error()
+        if error is None:
+            return True
+        if error.fatal():
+            raise KafkaException(error)
+        if error.code() != KafkaError._PARTITION_EOF:
+            log.warning("kafka_consume_error", code=error.name(), reason=error.str(), topic=message.topic(),
+                        partition=message.partition())
+        return False
+
+    def _without_gone(self, messages: list[Message]) -> list[Message]:
+        """Drop the records of partitions that left for good during the poll; a partition of theirs that is
+        ours again goes back to its committed offset, where librdkafka restarted it (the records in hand
+        before it left are dropped too: take_revoked reports it)."""
+        gone = self._recorder.gone_in_poll()
+        if not gone:
+            return messages
+        kept = [m for m in messages if (m.topic(), m.partition()) not in gone]
+        if len(kept) < len(messages):
+            dropped = {(m.topic(), m.partition()) for m in messages} - {(m.topic(), m.partition()) for m in kept}
+            ours_again = [tp for tp in self._consumer.assignment() if tp_of(tp) in dropped]
+            if ours_again:
+                self._seek_committed(ours_again)
+        return kept
+
+    def take_revoked(self) -> set[TP]:
+        """Partitions revoked since the last call and not assigned back in the rebalance, and partitions
+        lost (even if assigned back: they restart from the committed offset). Until a revocation's
+        assignment has come, its partitions are not reported: they may stay ours."""
+        return self._recorder.take_gone()
+
+    def rebalancing(self) -> bool:
+        """True from an announced revocation until the assignment that follows it."""
+        return self._recorder.pending
+
+    def generation(self) -> int:
+        """The group generation as of the last poll; -1 while not a member, and once the group dropped this
+        member since: librdkafka cleared its member id, or the time since the last poll passed
+        max.poll.interval.ms (librdkafka leaves the group then, without a sign of it with KIP-848)."""
+        if self._clock.monotonic() - self._polled_at > self._max_poll_interval_s:
+            return -1
+        return -1 if self._live_generation() < 0 else self._generation
+
+    def _live_generation(self) -> int:
+        if not self._consumer.memberid():
+            return -1
+        generation = group_generation(self._consumer.consumer_group_metadata())
+        return self._recorder.assignments if generation is None else generation
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        """Commit next-offsets-to-read synchronously.
+
+        Raises CommitDeferred when the group is rebalancing or the coordinator
+        is slow or unreachable: nothing is lost, the offsets are committed later.
+        Raises KafkaException for any other refusal.
+        """
+        if not offsets:
+            return
+        if self._recorder.pending:
+            raise CommitDeferred("a rebalance is under way")
+        try:
+            results = self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                                            asynchronous=False)
+        except KafkaException as exc:
+            raise _deferred_or(exc.args[0] if exc.args else None, exc) from exc
+        for result in results:
+            if result.error is not None:
+                raise _deferred_or(result.error, KafkaException(result.error))
+
+    def finish_rebalance(self, timeout_s: float) -> None:
+        """Poll with every partition paused until a pending rebalance completes, for up to ``timeout_s``;
+        consume nothing. Partitions assigned during it are not paused and may return records: each such
+        partition is put back to its first returned offset, so that the next poll gives them again."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.pause(True)
+            self._recorder.begin_poll()
+            fetched = self._fetch(min(SETTLE_SLICE_S, max(0.0, deadline - time.monotonic())), 500)
+            self._polled_at = self._clock.monotonic()
+            self._generation = self._live_generation()
+            fetched = self._without_gone(fetched)
+            self._seek_first(fetched)
+            if (not self._recorder.pending and self._generation >= 0) or time.monotonic() >= deadline:
+                return
+
+    def _seek_first(self, messages: list[Message]) -> None:
+        first: dict[TP, int] = {}
+        for m in messages:
+            first.setdefault((m.topic(), m.partition()), m.offset())  # type: ignore[arg-type]
+        for (topic, partition), offset in first.items():
+            self._seek(TopicPartition(topic, partition, offset))
+
+    def _seek_committed(self, partitions: list[TopicPartition]) -> None:
+        for tp in self._consumer.committed(partitions, timeout=METADATA_TIMEOUT_S):
+            if tp.offset >= 0:
+                self._seek(tp)
+            else:
+                self._seek(TopicPartition(tp.topic, tp.partition,
+                                          OFFSET_BEGINNING if self._reset_to_earliest else OFFSET_END))
+
+    def _seek(self, position: TopicPartition) -> None:
+        try:
+            self._consumer.seek(position)
+        except KafkaException as exc:  # not ours any more: its next owner starts from the committed offset
+            log.warning("seek_failed", partition=tp_of(position), offset=position.offset, error=str(exc))
+
+    def pause(self, paused: bool) -> None:
+        if paused:
+            self._consumer.pause(self._consumer.assignment())  # newly assigned ones too, every call
+            self._paused = True
+        elif self._paused:
+            self._consumer.resume(self._consumer.assignment())
+            self._paused = False
+
+    def finished(self) -> bool:
+        return False  # a live topic never ends
+
+    def group_metadata(self) -> Any:
+        """This member's group identity, for committing offsets in a transaction (fences a dropped member)."""
+        return self._consumer.consumer_group_metadata()
+
+    def rewind(self) -> None:
+        """Consume every assigned partition again from its committed offset (after an aborted transaction)."""
+        assigned = self._consumer.assignment()
+        if assigned:
+            self._seek_committed(assigned)
+
+    def list_topics(self) -> set[str]:
+        """Every topic on the broker: one metadata request, up to METADATA_TIMEOUT_S. Raises KafkaException."""
+        return set(self._consumer.list_topics(timeout=METADATA_TIMEOUT_S).topics)
+
+    def lag(self) -> dict[TP, int]:
+        """High watermark minus position per assigned partition, both as librdkafka last learned them
+        (no request is waited for); a partition not fetched from or consumed from yet is left out."""
+        assigned = self._consumer.assignment()
+        lag: dict[TP, int] = {}
+        if not assigned:
+            return lag
+        for tp in self._consumer.position(assigned):
+            if tp.offset < 0:
+                continue
+            try:
+                _low, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            except KafkaException:
+                continue
+            if high >= 0:
+                lag[tp_of(tp)] = max(0, high - tp.offset)
+        return lag
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Leave the group (so that the others take the partitions over at once) within ``timeout_s``.
+
+        librdkafka's close takes no timeout: it runs on a thread of its own, given up on (and left to
+        finish in the background) when ``timeout_s`` has passed.
+        """
+        closing = threading.Thread(target=self._close, name="confluent-source-close", daemon=True)
+        closing.start()
+        closing.join(timeout_s)
+        if closing.is_alive():
+            log.warning("source_close_timed_out", timeout_s=timeout_s,
+                        consequence="the group takes the partitions over after the session timeout")
+
+    def _close(self) -> None:
+        with contextlib.suppress(RuntimeError):  # closed already: a second close does nothing, as with kafka-python
+            self._consumer.close()
+
+
+def _deferred_or(error: KafkaError | None, exc: Exception) -> Exception:
+    if error is not None and (error.code() in COMMIT_LATER or error.retriable()):
+        return CommitDeferred(f"{error.name()}: {error.str()}")
+    return exc
