@@ -12,7 +12,9 @@ duplicate.
 Workers run with ``--session-timeout-ms 6000`` so that a dead worker's
 partitions move in seconds rather than 45 s. In d, ``--max-poll-interval-ms``
 is shorter than the Redis outage: a worker that stopped polling while Redis is
-away would be dropped from the group.
+away would be dropped from the group. d and e keep it at the session timeout,
+not below: librdkafka refuses a poll interval shorter than the session
+timeout, and the broker a session timeout under 6 s (group.min.session.timeout.ms).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from tests.chaos.run import SESSION_TIMEOUT_MS, Context, Scenario, Size
 SESSION = ("--session-timeout-ms", str(SESSION_TIMEOUT_MS))
 
 SIZES = {
-    "small": Size("small", rate=150, calm_s=4, kills=5, kill_gap_s=(2, 5), phase_s=6, outages=1, outage_s=7,
+    "small": Size("small", rate=150, calm_s=4, kills=5, kill_gap_s=(2, 5), phase_s=6, outages=1, outage_s=8,
                   stalls=1, stall_s=10, drain_s=90),
     "full": Size("full", rate=300, calm_s=10, kills=12, kill_gap_s=(3, 10), phase_s=20, outages=3, outage_s=12,
                  stalls=3, stall_s=12, drain_s=240),
@@ -118,10 +120,11 @@ SCENARIOS = {
                   restart_broker, worker_args=(*SESSION,), duplicates_allowed="crash window",
                   restarts_allowed=True, needs_local_services=True),
     "d": Scenario("d", "Redis stop/start", "no loss, no duplicate, no restart, no rebalance: pause and resume",
-                  restart_redis, worker_args=(*SESSION, "--max-poll-interval-ms", "5000"), needs_local_services=True,
+                  restart_redis, worker_args=(*SESSION, "--max-poll-interval-ms", str(SESSION_TIMEOUT_MS)),
+                  needs_local_services=True,
                   rebalances_allowed=False),
     "e": Scenario("e", "batch > max.poll.interval", "no loss, no duplicate from the late batch or commit",
-                  stall_a_batch, worker_args=(*SESSION, "--max-poll-interval-ms", "4000",
+                  stall_a_batch, worker_args=(*SESSION, "--max-poll-interval-ms", str(SESSION_TIMEOUT_MS),
                                               "--model", "tests.chaos.slow_model:stalling_linear")),
     "f": Scenario("f", "SIGKILL workers, exactly-once", "no loss, no duplicate seen by a read_committed reader",
                   kill_workers, worker_args=(*SESSION, "--delivery", "exactly-once")),
