@@ -17,10 +17,11 @@ from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
+from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.preflight import check_kafka
 from worker.kafka.sink import KafkaSink
 from worker.kafka.source import KafkaSource
-from worker.kafka.transactions import ExactlyOnce, TransactionalSink
+from worker.kafka.transactions import TransactionalSink
 from worker.models import load_model
 from worker.models.runner import TorchRunner
 from worker.ports import DedupStore, Scorer, SendTag, Sink, Source, Transactions
@@ -136,10 +137,9 @@ def _confluent_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Si
 
     from worker.kafka.confluent.sink import ConfluentSink
     from worker.kafka.confluent.source import ConfluentSource
-    from worker.kafka.confluent.transactions import ExactlyOnce as ConfluentExactlyOnce
     from worker.kafka.confluent.transactions import TransactionalSink as ConfluentTransactionalSink
 
-    transactions: ConfluentExactlyOnce[SendTag] | None = None
+    transactions: ExactlyOnce[SendTag] | None = None
     try:
         source = ConfluentSource(settings, clock)
         sink: ConfluentSink[SendTag]
@@ -147,7 +147,7 @@ def _confluent_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Si
             transactional: ConfluentTransactionalSink[SendTag] = ConfluentTransactionalSink(
                 settings.kafka_bootstrap_servers, settings.client_id, settings.transactional_id,
                 security=settings.kafka_security)
-            sink, transactions = transactional, ConfluentExactlyOnce(transactional, source)
+            sink, transactions = transactional, ExactlyOnce(transactional, source)
             log.info("exactly_once", transactional_id=settings.transactional_id, kafka_client="confluent")
         else:
             sink = ConfluentSink(settings.kafka_bootstrap_servers, settings.client_id,

@@ -15,7 +15,7 @@ transactional id, or in a fatal state) is closed and replaced.
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
@@ -26,7 +26,6 @@ from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.sink import KafkaSink
-from worker.kafka.source import KafkaSource
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -87,22 +86,3 @@ class TransactionalSink(KafkaSink[T]):
         self._producer.close(timeout=5)
         self._producer = KafkaProducer(**self._config)
         self._producer.init_transactions()
-
-
-class ExactlyOnce(Generic[T]):
-    """The worker's Transactions: a TransactionalSink bound to the consumer whose offsets it commits."""
-
-    def __init__(self, sink: TransactionalSink[T], source: KafkaSource) -> None:
-        self._sink = sink
-        self._source = source
-
-    def commit(self, offsets: dict[TP, int]) -> None:
-        try:
-            self._sink.commit(offsets, self._source.group_metadata())
-        except TransactionAborted:
-            self._source.rewind()
-            raise
-
-    def abort(self, reason: str) -> None:
-        self._sink.abort(reason)
-        self._source.rewind()

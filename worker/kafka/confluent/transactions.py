@@ -14,7 +14,7 @@ producer can go on, so it is closed and replaced).
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -24,7 +24,6 @@ from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.confluent.sink import ConfluentSink, _Send
-from worker.kafka.confluent.source import ConfluentSource
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -98,22 +97,3 @@ class TransactionalSink(ConfluentSink[T]):
         self._producer.flush(0)  # serve the reports of the purged sends; they are forgotten
         self._producer = Producer(self._config)
         self._producer.init_transactions(TRANSACTION_TIMEOUT_S)
-
-
-class ExactlyOnce(Generic[T]):
-    """The worker's Transactions: a TransactionalSink bound to the consumer whose offsets it commits."""
-
-    def __init__(self, sink: TransactionalSink[T], source: ConfluentSource) -> None:
-        self._sink = sink
-        self._source = source
-
-    def commit(self, offsets: dict[TP, int]) -> None:
-        try:
-            self._sink.commit(offsets, self._source.group_metadata())
-        except TransactionAborted:
-            self._source.rewind()
-            raise
-
-    def abort(self, reason: str) -> None:
-        self._sink.abort(reason)
-        self._source.rewind()

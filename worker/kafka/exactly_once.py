@@ -1,0 +1,43 @@
+"""Exactly-once delivery over either Kafka client: a transactional sink bound to the source whose offsets
+it commits. Client-free: each client's transactions module provides the sink, each source the rest."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Protocol, TypeVar
+
+from worker.core.errors import TransactionAborted
+from worker.core.offsets import TopicPartition as TP
+
+T = TypeVar("T")
+
+
+class TransactionalProducer(Protocol):
+    def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
+        """Commit the open transaction with these consumer offsets; raises TransactionAborted after aborting."""
+    def abort(self, reason: str) -> None: ...
+
+
+class RewindableSource(Protocol):
+    def group_metadata(self) -> Any:
+        """This member's group identity (the broker fences a member the group dropped)."""
+    def rewind(self) -> None:
+        """Consume every assigned partition again from its committed offset."""
+
+
+class ExactlyOnce(Generic[T]):
+    """The worker's Transactions: every send since the last commit, and the offsets, in one transaction."""
+
+    def __init__(self, sink: TransactionalProducer, source: RewindableSource) -> None:
+        self._sink = sink
+        self._source = source
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        try:
+            self._sink.commit(offsets, self._source.group_metadata())
+        except TransactionAborted:
+            self._source.rewind()
+            raise
+
+    def abort(self, reason: str) -> None:
+        self._sink.abort(reason)
+        self._source.rewind()
