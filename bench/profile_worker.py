@@ -25,12 +25,12 @@ from worker.core.shutdown import StopRequest
 
 # Functions whose cumulative time is one area of the worker's work, in the loop's order.
 AREAS = {
-    "poll (kafka-python fetch)": "source.py:poll",
-    "decode and check": "codec.py:decode_request",
+    "poll (Kafka fetch)": "source.py:poll",
+    "decode and check": "wire.py:decode_request",
     "dedup claim": "dedup_gate.py:claim",
     "model": "runner.py:run",
-    "reply encode": "codec.py:encode_reply",
-    "reply send (kafka-python)": "sink.py:send",
+    "reply encode": "wire.py:encode_reply",
+    "reply send (Kafka client)": "sink.py:send",
     "wait for acks": "sink.py:settle",
     "dedup done marks": "dedup_gate.py:complete",
     "offset commit": "source.py:commit",
