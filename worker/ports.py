@@ -9,7 +9,7 @@ fake in a test) without touching the loop.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -72,6 +72,9 @@ class Source(Protocol):
         """True while a revocation is announced but the new assignment is not known yet."""
     def commit(self, offsets: dict[TP, int]) -> None:
         """Commit next-offsets-to-read; blocks. Raises CommitDeferred when it cannot now (retry later)."""
+    def commit_async(self, offsets: dict[TP, int], on_done: Callable[[Exception | None], None]) -> None:
+        """Start committing next-offsets-to-read and return at once. ``on_done(error)`` runs inside a later
+        poll() (or at once): error None when committed, a CommitDeferred when it could not be now."""
     def finish_rebalance(self, timeout_s: float) -> None:
         """Let a pending rebalance complete without consuming anything. Blocks up to ``timeout_s``."""
     def pause(self, paused: bool) -> None:

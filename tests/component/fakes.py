@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
@@ -26,6 +27,7 @@ class FakeSource:
         self.revocation_pending = False  # a revocation is announced, the assignment not final
         self.paused = False
         self.closed = False
+        self.commit_answers: list[Callable[[], None]] = []  # asynchronous commits, answered by the next poll
 
     def produce(self, value: object, key: bytes | None = None, partition: int = 0, headers: Headers = ()) -> Position:
         offset = self.next_offset.get(partition, 0)
@@ -43,6 +45,9 @@ class FakeSource:
                        if r.position.offset >= self.committed.get((r.position.topic, r.position.partition), 0)]
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
+        answers, self.commit_answers = self.commit_answers, []
+        for answer in answers:
+            answer()
         if self.paused:
             max_records = 0
         taken, self.queued = self.queued[:max_records], self.queued[max_records:]
@@ -67,6 +72,17 @@ class FakeSource:
         for tp, offset in offsets.items():
             assert offset >= self.committed.get(tp, 0), "a commit went backwards"
             self.committed[tp] = offset
+
+    def commit_async(self, offsets: dict[tuple[str, int], int], on_done: Callable[[Exception | None], None]) -> None:
+        """Answered inside the next poll, as the real clients do."""
+        def answer() -> None:
+            try:
+                self.commit(offsets)
+            except CommitDeferred as exc:
+                on_done(exc)
+                return
+            on_done(None)
+        self.commit_answers.append(answer)
 
     def finished(self) -> bool:
         return False

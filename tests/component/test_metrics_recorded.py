@@ -4,6 +4,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.component.harness import INPUTS, Harness
+from tests.component.test_shutdown import slow_harness
 from tests.component.test_worker_loop import flaky_harness
 from worker.surface.metrics import metrics_registry
 from worker.surface.probes import readiness
@@ -65,12 +66,13 @@ def test_a_dedup_outage_pauses_with_its_reason_and_makes_the_worker_unready_unti
 
 
 def test_a_backlog_pauses_with_its_reason_until_the_batch_goes():
-    h = Harness(max_batch_size=8, max_wait_ms=1000, max_poll_records=4)
+    h, _ = slow_harness([10.0, 0.01], max_batch_size=2, max_wait_ms=1000, max_poll_records=2)
     for i in range(6):
         h.source.produce({"id": f"r{i}", "inputs": INPUTS})
-    h.worker.step()  # 4 polled, waiting for a fuller batch: as many as a poll takes
+    h.worker.step()  # 2 polled and scoring (10 s)
+    h.worker.step()  # 2 more wait for the scorer: as many as a poll takes
     assert h.worker.stats.paused == {"dedup_outage": False, "backlog": True} and h.source.paused
-    h.clock.advance(1.0)  # the wait limit: the batch goes
+    h.clock.advance(10.0)  # the first batch is done: the waiting one goes
     h.worker.step()
     assert h.worker.stats.paused == {"dedup_outage": False, "backlog": False} and not h.source.paused
 

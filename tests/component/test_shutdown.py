@@ -41,7 +41,8 @@ def test_a_batch_slower_than_the_deadline_is_abandoned_and_left_uncommitted():
     h, scorers = slow_harness([0.01, 10.0], max_batch_size=2, max_wait_ms=1, shutdown_timeout_s=2)
     for i in range(6):
         h.source.produce({"id": f"r{i}", "inputs": INPUTS})
-    h.steps(2)  # r0, r1 answered and committed; r2, r3 scoring (10 s); r4, r5 batched
+    h.steps(2)  # r0, r1 answered and their commit sent; r2, r3 scoring (10 s); r4, r5 batched
+    h.source.poll(0.0, 0)  # the next poll takes the broker's answer to the commit
     assert h.reply_ids() == ["r0", "r1"] and h.source.committed == {("requests", 0): 2}
     h.worker.stop()
     stopped_at = h.clock.monotonic()

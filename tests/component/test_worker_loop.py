@@ -29,6 +29,16 @@ def test_a_partial_batch_waits_for_max_wait_then_goes():
     assert [r["id"] for r in h.replies()] == ["only"]
 
 
+def test_a_poll_that_came_back_full_sends_its_partial_batch_at_once():
+    h = Harness(max_batch_size=8, max_wait_ms=10_000, max_poll_records=10)
+    for i in range(13):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS})
+    h.worker.step()  # 10 polled, more waiting: a batch of 8 and one of 2, no waiting
+    assert h.reply_ids() == sorted(f"r{i}" for i in range(10))
+    h.worker.step()  # the 3 left drain the topic: they wait for more
+    assert len(h.replies()) == 10
+
+
 def test_duplicate_id_is_scored_once_and_counted():
     h = Harness()
     h.source.produce({"id": "same", "inputs": INPUTS})

@@ -195,6 +195,22 @@ def test_a_new_member_starts_from_the_committed_offsets(sources):
     assert by_partition(polled) == {0: [4, 5], 2: [1, 2, 3]}
 
 
+def test_an_asynchronous_commit_is_answered_by_a_later_poll_and_holds_for_a_new_member(sources):
+    produce_numbered(sources, {0: 6, 2: 4})
+    first = sources.member()
+    poll_until(sources, first, lambda got: len(got) >= 10, "all 10 records")
+    answers: list[Exception | None] = []
+    first.commit_async({(sources.topic, 0): 3, (sources.topic, 2): 2}, answers.append)
+    deadline = sources.clock.monotonic() + WAIT_S
+    while not answers and sources.clock.monotonic() < deadline:
+        assert first.poll(0.1, 500) == []
+    assert answers == [None]
+    first.close()
+    second = sources.member()
+    polled = poll_until(sources, second, lambda got: len(got) >= 5, "the 5 uncommitted records")
+    assert by_partition(polled) == {0: [3, 4, 5], 2: [2, 3]}
+
+
 class Member(threading.Thread):
     """Polls a source on a thread of its own, as another worker process would, noting the partitions it got."""
 

@@ -24,6 +24,13 @@ def test_ready_when_full_even_before_wait():
     assert batcher.deadline() is None
 
 
+def test_a_backlog_makes_a_partial_batch_ready_at_once():
+    b: Batcher[int] = Batcher(max_batch_size=4, max_wait_s=1.0)
+    assert not b.ready(0.0, backlog=True)  # nothing to send
+    b.add(1, now=0.0)
+    assert not b.ready(0.0) and b.ready(0.0, backlog=True)
+
+
 def test_drain_takes_at_most_max_batch_size_in_order():
     batcher: Batcher[int] = Batcher(max_batch_size=4, max_wait_s=0)
     for i in range(10):

@@ -8,7 +8,7 @@ from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted
 from worker.core.messages import Position
 from worker.core.offsets import OffsetTracker
 from worker.ports import Completed, Delivery, SendTag
-from worker.stream.commit import AtLeastOnce, CommitTimer, Transactional
+from worker.stream.commit import COMMIT_ANSWER_S, AtLeastOnce, CommitTimer, Transactional
 from worker.stream.dedup_gate import DedupGate
 
 TP = ("requests", 0)
@@ -34,14 +34,26 @@ class RecordingStore:
 
 
 class RecordingSource:
+    """Records commits; an asynchronous one is answered when the test says so (``answer``)."""
+
     def __init__(self) -> None:
         self.commits: list[dict] = []
         self.deferring = False
+        self.unanswered: list = []
 
     def commit(self, offsets):
         if self.deferring:
             raise CommitDeferred("rebalance in progress")
         self.commits.append(dict(offsets))
+
+    def commit_async(self, offsets, on_done):
+        self.commits.append(dict(offsets))
+        self.unanswered.append(on_done)
+
+    def answer(self, error: Exception | None = None) -> None:
+        answers, self.unanswered = self.unanswered, []
+        for on_done in answers:
+            on_done(error)
 
 
 class RecordingTransactions:
@@ -102,13 +114,59 @@ def test_at_least_once_commits_a_reply_only_after_its_done_mark_and_on_the_inter
 
 def test_at_least_once_keeps_deferred_offsets_and_commits_them_later():
     source = RecordingSource()
-    offsets = tracked(0)
-    policy = AtLeastOnce(source, offsets, DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
-    source.deferring = True
+    policy = AtLeastOnce(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
     policy.settle([reply(0)], now=1.0, force=False)
-    source.deferring = False
+    source.answer(CommitDeferred("rebalance in progress"))
     policy.settle([], now=2.0, force=False)
+    assert source.commits == [{TP: 1}, {TP: 1}]  # sent again
+    source.answer()
+    policy.settle([], now=3.0, force=False)
+    assert source.commits == [{TP: 1}, {TP: 1}]  # committed: nothing new to send
+
+
+def test_at_least_once_keeps_deferred_offsets_of_a_synchronous_commit():
+    source = RecordingSource()
+    policy = AtLeastOnce(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    source.deferring = True
+    policy.settle([reply(0)], now=1.0, force=True)
+    source.deferring = False
+    policy.settle([], now=2.0, force=True)
     assert source.commits == [{TP: 1}]
+
+
+def test_at_least_once_sends_one_asynchronous_commit_at_a_time():
+    source = RecordingSource()
+    offsets = tracked(0, 1)
+    policy = AtLeastOnce(source, offsets, DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    policy.settle([reply(0)], now=1.0, force=False)
+    policy.settle([reply(1)], now=2.0, force=False)
+    assert source.commits == [{TP: 1}]  # the first is unanswered
+    source.answer()
+    policy.settle([], now=3.0, force=False)
+    assert source.commits == [{TP: 1}, {TP: 2}]  # the next carries what the first could not
+
+
+def test_at_least_once_sends_another_commit_when_one_was_never_answered():
+    source = RecordingSource()
+    policy = AtLeastOnce(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    policy.settle([reply(0)], now=1.0, force=False)
+    policy.settle([], now=1.0 + COMMIT_ANSWER_S - 1, force=False)
+    assert len(source.commits) == 1
+    policy.settle([], now=1.0 + COMMIT_ANSWER_S, force=False)
+    assert source.commits == [{TP: 1}, {TP: 1}]
+
+
+def test_at_least_once_raises_what_the_broker_refused_for_good_at_the_next_step():
+    source = RecordingSource()
+    policy = AtLeastOnce(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    policy.settle([reply(0)], now=1.0, force=False)
+    source.answer(PermissionError("GROUP_AUTHORIZATION_FAILED"))
+    with pytest.raises(PermissionError, match="GROUP_AUTHORIZATION_FAILED"):
+        policy.settle([], now=2.0, force=False)
+
+
+def test_only_the_transactional_policy_waits_for_every_acknowledgement():
+    assert Transactional.waits_for_acks and not AtLeastOnce.waits_for_acks
 
 
 def test_at_least_once_commits_what_is_safe_then_raises_on_a_failed_delivery():

@@ -163,7 +163,7 @@ class MemberConsumer:
         return b"CGMDv2:" + (5).to_bytes(4, sys.byteorder, signed=True) + b"group"
 
 
-def test_the_group_dropped_a_member_that_outlived_max_poll_interval_or_lost_its_member_id():
+def test_the_group_dropped_a_member_that_outlived_max_poll_interval_or_lost_its_member_id_by_the_next_poll():
     clock = FakeClock()
     source = ConfluentSource(settings(max_poll_interval_ms=10_000, session_timeout_ms=6_000), clock)
     source._consumer.close()
@@ -176,6 +176,8 @@ def test_the_group_dropped_a_member_that_outlived_max_poll_interval_or_lost_its_
     source.poll(0.0, 10)
     assert source.generation() == 5
     source._consumer.member_id = ""  # the classic protocol's sign that the member left
+    assert source.generation() == 5  # between polls librdkafka is not asked
+    source.poll(0.0, 10)
     assert source.generation() == -1
 
 

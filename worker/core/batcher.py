@@ -1,7 +1,9 @@
 """Micro-batching by size, waiting time and (optionally) cost. Pure: no I/O, no sleeping.
 
-A batch is ready when the pending items fill it (by count or by cost) or when
-the oldest pending item has waited ``max_wait_s``. Items leave in the order
+A batch is ready when the pending items fill it (by count or by cost), when
+the oldest pending item has waited ``max_wait_s``, or at once while a backlog
+waits behind them (the caller says so): the wait is for requests not sent
+yet, pointless when more are already in line. Items leave in the order
 they arrived; an item that would overflow the cost budget waits for the next
 batch. The caller owns time: every method that needs "now" takes it.
 """
@@ -67,11 +69,11 @@ class Batcher(Generic[T]):
             return None
         return self._items[0][0] + self.max_wait_s
 
-    def ready(self, now: float) -> bool:
-        """Whether a batch should be drained now."""
+    def ready(self, now: float, backlog: bool = False) -> bool:
+        """Whether a batch should be drained now; ``backlog``: more items are waiting to be added."""
         if not self._items:
             return False
-        return now >= self._items[0][0] + self.max_wait_s or self.full()
+        return backlog or now >= self._items[0][0] + self.max_wait_s or self.full()
 
     def full(self) -> bool:
         """Whether the next batch is complete without waiting: it is at the size limit, or the item

@@ -29,9 +29,11 @@ from worker.ports import Completed
 # of arguments per call cost the client more than the script. That is fine on a
 # standalone Redis; on Redis Cluster a batch's keys span slots anyway.
 #
-# ARGV: namespace, lease in ms, JSON [[id, token], ...]. Returns 1 (score it) or
-# 0 (duplicate) per request. A script runs atomically, so a retried call after a
-# timeout gives the same answers: the claim it made holds its own token.
+# ARGV: namespace, lease in ms, JSON [[id, token], ...]. Returns one string, a
+# character per request: '1' (score it) or '0' (duplicate); an array of numbers
+# cost the client more to parse than the script took to run. A script runs
+# atomically, so a retried call after a timeout gives the same answers: the
+# claim it made holds its own token.
 _CLAIM = """
 local ns, lease = ARGV[1], ARGV[2]
 local verdicts = {}
@@ -39,14 +41,14 @@ for i, request in ipairs(cjson.decode(ARGV[3])) do
   local id, token = request[1], request[2]
   local claim = ns .. ':claim:' .. id
   if redis.call('EXISTS', ns .. ':done:' .. id) == 1 then
-    verdicts[i] = 0
+    verdicts[i] = '0'
   elseif redis.call('SET', claim, token, 'NX', 'PX', lease) then
-    verdicts[i] = 1
+    verdicts[i] = '1'
   else
-    verdicts[i] = redis.call('GET', claim) == token and 1 or 0
+    verdicts[i] = redis.call('GET', claim) == token and '1' or '0'
   end
 end
-return verdicts
+return table.concat(verdicts)
 """
 
 # ARGV: namespace, TTL in s, JSON [id, ...], then one reply per id ('' releases
@@ -88,8 +90,8 @@ class RedisDedupStore:
         if not requests:
             return []
         pairs = orjson.dumps([(r.id, r.position.token()) for r in requests])
-        verdicts = self._claim(args=[self._ns, self._lease_ms, pairs])
-        return [bool(v) for v in verdicts]
+        verdicts: bytes = self._claim(args=[self._ns, self._lease_ms, pairs])
+        return [verdict == ord("1") for verdict in verdicts]
 
     def complete(self, done: Sequence[Completed]) -> None:
         if not done:

@@ -84,6 +84,9 @@ class PacedSource:
     def commit(self, offsets: dict[TP, int]) -> None:
         self._inner.commit(offsets)
 
+    def commit_async(self, offsets: dict[TP, int], on_done: Callable[[Exception | None], None]) -> None:
+        self._inner.commit_async(offsets, on_done)
+
     def finish_rebalance(self, timeout_s: float) -> None:
         self._inner.finish_rebalance(timeout_s)
 

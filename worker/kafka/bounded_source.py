@@ -166,6 +166,15 @@ class BoundedKafkaSource:
         """
         self._commit({tp: self._stop_if_exhausted(tp, offset) for tp, offset in offsets.items()})
 
+    def commit_async(self, offsets: dict[TP, int], on_done: Callable[[Exception | None], None]) -> None:
+        """Commits at once, synchronously: a job's commits are few, and each carries its plan."""
+        try:
+            self.commit(offsets)
+        except CommitDeferred as exc:
+            on_done(exc)
+            return
+        on_done(None)
+
     def _stop_if_exhausted(self, tp: TP, offset: int) -> int:
         state = self._partitions[tp]
         if state.fetched_all and offset >= (state.handed_out or state.committed):

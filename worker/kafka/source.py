@@ -9,7 +9,7 @@ event; the worker acts on it between polls.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -34,6 +34,10 @@ from worker.core.settings import Settings
 from worker.kafka.consumer import group_consumer, wait_for_partitions
 
 log = structlog.get_logger(__name__)
+
+# Errors of a commit that say "not now": the group is rebalancing, or the coordinator is away or slow
+# (and whatever kafka-python marks retriable).
+COMMIT_LATER = (RebalanceInProgressError, CommitFailedError, KafkaTimeoutError, KafkaConnectionError)
 
 ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
              "cooperative-sticky": CooperativeStickyAssignor}
@@ -159,8 +163,18 @@ class KafkaSource:
         try:
             self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
                                    for (t, p), o in offsets.items()})
-        except (RebalanceInProgressError, CommitFailedError, KafkaTimeoutError, KafkaConnectionError) as exc:
+        except COMMIT_LATER as exc:
             raise CommitDeferred(str(exc)) from exc
+
+    def commit_async(self, offsets: dict[TP, int], on_done: Callable[[Exception | None], None]) -> None:
+        """Send a commit of next-offsets-to-read; kafka-python answers inside a later poll."""
+        def answered(_offsets: Any, response: Any) -> None:
+            on_done(_deferred_or(response) if isinstance(response, Exception) else None)
+        try:
+            self._consumer.commit_async({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                                         for (t, p), o in offsets.items()}, callback=answered)
+        except KafkaError as exc:
+            on_done(_deferred_or(exc))
 
     def finish_rebalance(self, timeout_s: float) -> None:
         """Poll with every partition paused, so that a pending rebalance completes; consume nothing.
@@ -221,3 +235,9 @@ class KafkaSource:
     def close(self, timeout_s: float = 30.0) -> None:
         """Leave the group (so that the others take the partitions over at once) within ``timeout_s``."""
         self._consumer.close(autocommit=False, timeout_ms=int(timeout_s * 1000))
+
+
+def _deferred_or(exc: Exception) -> Exception:
+    if isinstance(exc, COMMIT_LATER) or getattr(exc, "retriable", False):
+        return CommitDeferred(str(exc) or type(exc).__name__)
+    return exc

@@ -6,30 +6,38 @@ refused since the last step) and own the order that makes them safe:
 - ``AtLeastOnce``: acknowledge the offsets of delivered dead letters and
   error replies at once, and of scored replies once their done marks are
   written; commit the contiguous watermark when the commit interval has
-  passed. A failed delivery commits what is safe and raises DeliveryError
-  (the worker restarts, and the records are consumed again).
+  passed, asynchronously (one commit out at a time: the loop goes on while
+  the broker answers, and the answer marks the offsets committed). A failed
+  delivery commits what is safe, synchronously, and raises DeliveryError (the
+  worker restarts, and the records are consumed again); so does a commit the
+  broker refused for good. It needs the deliveries the sink has, not all of
+  them: ``waits_for_acks`` is False.
 - ``Transactional``: commit the step's replies with their offsets in one
   Kafka transaction, then write the done marks (never before: a done mark
   for an aborted reply would lose the request). Any failure aborts and
   raises TransactionAborted: the caller drops what it holds, and the source
-  gives it again from the committed offsets.
+  gives it again from the committed offsets. Every send of the transaction
+  must be acknowledged before its offsets commit: ``waits_for_acks`` is True.
 
 Time is passed in; nothing here sleeps. ``CommitTimer`` is the pure part.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import structlog
 
 from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted
 from worker.core.messages import Position
 from worker.core.offsets import OffsetTracker
+from worker.core.offsets import TopicPartition as TP
 from worker.ports import Completed, Delivery, SendTag, Source, Transactions
 from worker.stream.dedup_gate import DedupGate
 
 log = structlog.get_logger(__name__)
+
+COMMIT_ANSWER_S = 30.0  # an asynchronous commit unanswered this long is taken as lost: another may go
 
 
 class CommitTimer:
@@ -47,6 +55,8 @@ class CommitTimer:
 
 
 class CommitPolicy(Protocol):
+    waits_for_acks: ClassVar[bool]  # settle needs every send out acknowledged (the sink waits for them)
+
     def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
         """Account for ``deliveries`` and commit what they made safe (``force``: regardless of timing).
 
@@ -55,14 +65,21 @@ class CommitPolicy(Protocol):
 
 
 class AtLeastOnce:
+    waits_for_acks: ClassVar[bool] = False
+
     def __init__(self, source: Source, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
                  now: float) -> None:
         self._source = source
         self._offsets = offsets
         self._gate = gate
         self._timer = CommitTimer(interval_s, now)
+        self._out_since: float | None = None  # when the asynchronous commit still unanswered was sent
+        self._refused: Exception | None = None  # what the broker answered to one, when not "later"
 
     def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
+        if self._refused is not None:
+            refused, self._refused = self._refused, None
+            raise refused
         failures = [d for d in deliveries if d.error is not None]
         completed: list[tuple[Position, Completed]] = []
         for delivery in deliveries:
@@ -76,8 +93,10 @@ class AtLeastOnce:
         # A claimed request's offset counts as done only once its done mark is written.
         for position in self._gate.complete(completed, now):
             self._offsets.ack((position.topic, position.partition), position.offset)
-        if force or failures or self._timer.should_commit(now):
+        if force or failures:
             self._commit(now)
+        elif self._timer.should_commit(now):
+            self._commit_async(now)
         if failures:
             raise DeliveryError(f"{len(failures)} records were not delivered ({first_failure(failures)}); "
                                 "exiting so that they are consumed again")
@@ -93,8 +112,28 @@ class AtLeastOnce:
             self._offsets.mark_committed(offsets)
         self._timer.did_commit(now)
 
+    def _commit_async(self, now: float) -> None:
+        if self._out_since is not None and now - self._out_since < COMMIT_ANSWER_S:
+            return  # one at a time: the next one carries what this one could not
+        offsets = self._offsets.committable()
+        if offsets:
+            self._out_since = now
+            self._source.commit_async(offsets, lambda error: self._answered(offsets, error))
+        self._timer.did_commit(now)
+
+    def _answered(self, offsets: dict[TP, int], error: Exception | None) -> None:
+        self._out_since = None
+        if error is None:
+            self._offsets.mark_committed(offsets)
+        elif isinstance(error, CommitDeferred):
+            log.warning("commit_deferred", error=str(error), partitions=len(offsets))
+        else:
+            self._refused = error  # raised by the next settle, like a refused synchronous commit
+
 
 class Transactional:
+    waits_for_acks: ClassVar[bool] = True
+
     def __init__(self, transactions: Transactions, offsets: OffsetTracker, gate: DedupGate) -> None:
         self._transactions = transactions
         self._offsets = offsets

@@ -2,14 +2,19 @@
 
 One thread does all the Kafka and Redis work, in this order each step:
 1. poll records; drop the unscored work of partitions revoked meanwhile
-   (stream/membership.py);
+   (stream/membership.py). A poll that came back full means a backlog: its
+   batches go at once, partial ones too (max_wait_ms applies only while the
+   topic is drained);
 2. admit them: decode, refuse what cannot be scored, claim ids in the dedup
    store, batch what is fresh (stream/admission.py);
 3. answer the batch the scorer finished (except for partitions that left
    while it ran), and hand it the next ready batch (stream/replies.py);
 4. settle: take the broker's acknowledgements and let the commit policy
    commit what they made safe (stream/commit.py: at-least-once or
-   transactional).
+   transactional). At-least-once takes the acknowledgements that came and
+   goes on; it waits only while too many sends are out (SENDS_OUT_PER_POLL
+   polls' worth). Exactly-once waits for all of them: a transaction commits
+   them with their offsets.
 The scorer runs the model inline, or on a thread of its own so that steps go
 on while a batch computes (stream/scoring.py). After a stop, the drain finishes
 the work in hand within one deadline (stream/drain.py).
@@ -45,7 +50,9 @@ log = structlog.get_logger(__name__)
 REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
 SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
 IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
-SEND_SETTLE_S = 30.0  # longest wait for the broker's acknowledgements in a step
+SEND_SETTLE_S = 30.0  # longest wait for the broker's acknowledgements in a step, when waiting
+SENDS_OUT_PER_POLL = 4  # at-least-once: beyond this many polls' worth of sends out, wait for acknowledgements
+ACK_POLL_S = 0.02  # longest poll while sends are out: their acknowledgements lead to commits and done marks
 LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
 
 
@@ -78,6 +85,7 @@ class Worker:
         self._submitted_ms = 0  # wall clock when the scorer got its batch
         self._last_stats = self._last_poll = now
         self._lag_at = now - LAG_REFRESH_S
+        self._backlog = False  # the last poll came back full: more records are waiting
 
     def stop(self) -> None:
         """Ask the loop to finish the work in hand and return. Safe from a signal handler or thread."""
@@ -106,11 +114,12 @@ class Worker:
         scorer works, until it is done or SCORING_WAIT_S passed)."""
         self._warn_if_slow()
         records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
+        self._backlog = len(records) >= self._settings.max_poll_records
         self._last_poll = self.stats.last_iteration = self._clock.monotonic()
         self.stats.record_rebalancing(self._source.rebalancing(), self._last_poll)
         self._membership.polled()
         self._admission.admit(records)
-        if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic())):
+        if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic(), self._backlog)):
             # Nothing came in, or the next batch is ready already: wait on the model, not the network.
             self._scorer.wait(SCORING_WAIT_S)
         self._score_ready()
@@ -129,7 +138,7 @@ class Worker:
         """
         while not self._source.rebalancing():
             self._answer_scored()
-            if self._scorer.busy or not self._batcher.ready(self._clock.monotonic()):
+            if self._scorer.busy or not self._batcher.ready(self._clock.monotonic(), self._backlog):
                 return
             self._submit(self._batcher.drain())
 
@@ -144,9 +153,10 @@ class Worker:
         if self._scorer.busy:
             return 0.0  # take what has arrived, then wait on the scorer (see step)
         deadline = self._batcher.deadline()
+        longest = ACK_POLL_S if self._sink.pending else IDLE_POLL_S
         if deadline is None:
-            return IDLE_POLL_S
-        return max(0.0, deadline - self._clock.monotonic())
+            return longest
+        return min(longest, max(0.0, deadline - self._clock.monotonic()))
 
     def _submit(self, batch: list[Request]) -> None:
         """Answer what expired while it waited; give the rest to the scorer."""
@@ -166,7 +176,9 @@ class Worker:
             self._responder.answer_scored(scored, self._submitted_ms, left)
 
     def _settle(self, force_commit: bool = False, timeout_s: float = SEND_SETTLE_S) -> None:
-        deliveries = self._sink.settle(timeout_s) if self._sink.pending else []
+        wait = (force_commit or self._commits.waits_for_acks
+                or self._sink.pending > SENDS_OUT_PER_POLL * self._settings.max_poll_records)
+        deliveries = self._sink.settle(timeout_s if wait else 0.0) if self._sink.pending else []
         try:
             self._commits.settle(deliveries, self._clock.monotonic(), force_commit)
         except TransactionAborted:

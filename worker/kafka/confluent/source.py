@@ -29,6 +29,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -94,7 +96,8 @@ class ConfluentSource:
         self._clock = clock
         self._topic = settings.requests_topic
         self._reset_to_earliest = settings.auto_offset_reset == "earliest"
-        self._consumer = Consumer(consumer_config(settings))
+        self._consumer = Consumer({**consumer_config(settings), "on_commit": self._on_commit})
+        self._commits_out: deque[Callable[[Exception | None], None]] = deque()  # answered in this order
         self._eager = settings.kafka_group_protocol == "classic" and settings.assignor in EAGER_ASSIGNORS
         self._recorder = RebalanceRecorder(settings.client_id, self._eager)
         self._max_poll_interval_s = settings.max_poll_interval_ms / 1000
@@ -203,12 +206,16 @@ class ConfluentSource:
         return self._recorder.pending
 
     def generation(self) -> int:
-        """The group generation as of the last poll; -1 while not a member, and once the group dropped this
-        member since: librdkafka cleared its member id, or the time since the last poll passed
-        max.poll.interval.ms (librdkafka leaves the group then, without a sign of it with KIP-848)."""
+        """The group generation as of the last poll; -1 while not a member, and once the time since the last
+        poll passed max.poll.interval.ms (librdkafka leaves the group then, without a sign of it with KIP-848).
+
+        Between polls librdkafka is not asked: its member id and group metadata wait on the lock of its main
+        thread, about half a millisecond a call under load (the loop asks after every batch). A group that
+        dropped this member otherwise (missed heartbeats) shows at the next poll, as a loss.
+        """
         if self._clock.monotonic() - self._polled_at > self._max_poll_interval_s:
             return -1
-        return -1 if self._live_generation() < 0 else self._generation
+        return self._generation
 
     def _live_generation(self) -> int:
         if not self._consumer.memberid():
@@ -235,6 +242,26 @@ class ConfluentSource:
         for result in results:
             if result.error is not None:
                 raise _deferred_or(result.error, KafkaException(result.error))
+
+    def commit_async(self, offsets: dict[TP, int], on_done: Callable[[Exception | None], None]) -> None:
+        """Send a commit of next-offsets-to-read; librdkafka answers inside a later poll, in sending order."""
+        if self._recorder.pending:
+            on_done(CommitDeferred("a rebalance is under way"))
+            return
+        try:
+            self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                                  asynchronous=True)
+        except KafkaException as exc:
+            on_done(_deferred_or(exc.args[0] if exc.args else None, exc))
+            return
+        self._commits_out.append(on_done)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """librdkafka's answer to the oldest asynchronous commit (synchronous ones do not come here)."""
+        if not self._commits_out:
+            return
+        failed = error or next((tp.error for tp in partitions if tp.error is not None), None)
+        self._commits_out.popleft()(None if failed is None else _deferred_or(failed, KafkaException(failed)))
 
     def finish_rebalance(self, timeout_s: float) -> None:
         """Poll with every partition paused until a pending rebalance completes, for up to ``timeout_s``;
