@@ -2,6 +2,11 @@
 
 Every message carries the position of the Kafka record it came from, so that
 batching, reordering and failures never lose track of what may be committed.
+
+The three built for every request (RawRecord, Request, Reply) are slotted,
+not frozen, dataclasses, and are treated as immutable all the same: a frozen
+dataclass sets each field through object.__setattr__, which made building
+one about five times slower (1.5 against 0.3 µs for twelve fields).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ class Position:
         return f"{self.topic}/{self.partition}/{self.offset}"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Request:
     """A decoded, validated scoring request.
 
@@ -71,7 +76,7 @@ class Timings:
     compute_ms: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Reply:
     """The answer to one request, bound for ``reply_to`` keyed by ``id``."""
 
@@ -89,7 +94,7 @@ class Reply:
     batch_size: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RawRecord:
     """A consumed Kafka record, as the codec sees it."""
 

@@ -31,9 +31,11 @@ A request that does not fit gets an error reply (``wrong_input_length``,
 
 from __future__ import annotations
 
+import array
+import itertools
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -96,6 +98,28 @@ def number(value: Any, where: str) -> float:
     return value
 
 
+_NUMBER_TYPES = {float, int}
+
+
+def numbers(values: list[Any], where: Callable[[int], str]) -> list[float]:
+    """``values`` as they are when every one is a number in range, else raises naming the first that is not
+    (``where(i)``). The common case is checked in a few passes in C: per number in Python it cost 2-3 µs of
+    the worker's CPU per request of 16 numbers, the largest share of decoding one."""
+    if (values and set(map(type, values)) <= _NUMBER_TYPES and max(map(abs, values)) <= MAX_MAGNITUDE
+            and math.isfinite(sum(values))):
+        return values
+    return [number(value, where(i)) for i, value in enumerate(values)]
+
+
+def float_rows(rows: Sequence[list[float]], width: int) -> torch.Tensor:
+    """A (len(rows), width) float32 tensor, through one flat array('f'): torch.tensor of the nested lists took
+    half as long again (64 rows of 16: 64 against 40 µs)."""
+    if not rows:
+        return torch.empty((0, width), dtype=torch.float32)
+    flat = array.array("f", itertools.chain.from_iterable(rows))
+    return torch.frombuffer(flat, dtype=torch.float32).reshape(len(rows), width)
+
+
 def integer(value: Any, where: str, high: int | None) -> int:
     if type(value) is not int:
         raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be an integer, got {type(value).__name__}")
@@ -115,10 +139,10 @@ class VectorInputs:
                                f"got {type(inputs).__name__}")
         if len(inputs) != self.length:
             raise InvalidInput(ERR_WRONG_INPUT_LENGTH, f"'inputs' must have {self.length} numbers, got {len(inputs)}")
-        return [number(value, f"inputs[{i}]") for i, value in enumerate(inputs)]
+        return numbers(inputs, lambda i: f"inputs[{i}]")
 
     def collate(self, items: Sequence[list[float]]) -> ModelInput:
-        return ModelInput((torch.tensor(items, dtype=torch.float32).reshape(len(items), self.length),))
+        return ModelInput((float_rows(items, self.length),))
 
     def sample(self, rng: random.Random) -> list[float]:
         return [round(rng.random(), 4) for _ in range(self.length)]
@@ -142,10 +166,10 @@ class FieldInputs:
         if unknown:
             raise InvalidInput(ERR_INVALID_INPUTS, f"inputs.{unknown[0]} is not a field of this model "
                                f"(fields: {', '.join(self.fields)})")
-        return [number(inputs[name], f"inputs.{name}") for name in self.fields]
+        return numbers([inputs[name] for name in self.fields], lambda i: f"inputs.{self.fields[i]}")
 
     def collate(self, items: Sequence[list[float]]) -> ModelInput:
-        return ModelInput((torch.tensor(items, dtype=torch.float32).reshape(len(items), len(self.fields)),))
+        return ModelInput((float_rows(items, len(self.fields)),))
 
     def sample(self, rng: random.Random) -> dict[str, float]:
         return {name: round(rng.random(), 4) for name in self.fields}
