@@ -24,7 +24,9 @@ from bench.contender import REPO
 from bench.results import DEFINITIONS, WorkloadResult
 from bench.runs import RunContext, say
 from bench.suite import run_workload
+from bench.topics import default_load_client
 from bench.workloads import WORKLOADS
+from producer.transport import KAFKA_CLIENTS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--worker-args", default="",
                         help='extra streamscore settings for every worker of the run, e.g. '
                              '--worker-args="--commit-interval-ms 100" (the ceilings are not affected)')
+    parser.add_argument("--load-client", choices=KAFKA_CLIENTS, default=default_load_client(),
+                        help="Kafka client of the pre-fill and the open-loop sender (default: confluent when "
+                             "confluent-kafka is installed, else kafka-python; see bench/topics.py)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results", help="results folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -60,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(bootstrap, args.partitions, args.torch_threads, args.out / "logs", not args.no_progress,
-                     tuple(shlex.split(args.worker_args)))
+                     tuple(shlex.split(args.worker_args)), load_client=args.load_client)
     meta = _meta(args, argv)
     started = time.monotonic()
     results: list[WorkloadResult] = []
@@ -92,6 +97,7 @@ def _meta(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         "max_wait_ms": args.max_wait_ms,
         "partitions": args.partitions,
         "worker_args": args.worker_args,
+        "load_client": args.load_client,
         "definitions": DEFINITIONS,
     }
 

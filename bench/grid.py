@@ -69,7 +69,7 @@ def _open_loops(ctx: RunContext, pool: RequestPool, plan: Plan, loads: tuple[flo
         rate = load * run.per_s
         bodies = pool.take(max(10, round(rate * plan.open_loop_s)))
         point.latency.append(open_loop(ctx.bootstrap, topics.requests, topics.replies, bodies, rate, load,
-                                       plan.warmup_s, ctx.progress))
+                                       plan.warmup_s, ctx.progress, kafka_client=ctx.load_client))
 
 
 def _summary(point: GridPoint) -> str:

@@ -1,6 +1,6 @@
 """Latency under load: send at a fixed rate while the worker runs, stamp each reply as it arrives.
 
-The sender (producer/send.py with ``rate=``) runs on a thread of this
+The sender (producer/send.py with ``rate=``, on the run's load client) runs on a thread of this
 process and the reader on the calling thread, so send and receive times come
 from one clock. The sender keeps to its schedule whatever the replies do (an
 open loop); if this machine cannot send that fast, the achieved rate says so.
@@ -73,11 +73,13 @@ def _stages(headers: dict[str, bytes], reply_transit_ms: float) -> dict[str, flo
 
 
 def open_loop(bootstrap: str, requests_topic: str, reply_topic: str, bodies: list[RequestBody], rate: float,
-              load: float, warmup_s: float, progress: bool, stages: bool = True) -> LatencyRun:
+              load: float, warmup_s: float, progress: bool, stages: bool = True,
+              kafka_client: str = "kafka-python") -> LatencyRun:
     """Send ``bodies`` at ``rate`` per second and wait for their replies. Blocks; raises if sending fails.
 
     ``stages``: break the latency down by the worker's reply headers (off for
     the Kafka ceiling loop, whose headers only have the right size).
+    ``kafka_client``: the sender's (the reader stays on kafka-python).
     """
     reader = LatencyReader(bootstrap, reply_topic)
     sender = _Sender()
@@ -85,7 +87,7 @@ def open_loop(bootstrap: str, requests_topic: str, reply_topic: str, bodies: lis
     def send() -> None:
         try:
             sender.summary = send_requests(bootstrap, requests_topic, bodies, rate=rate, progress=False,
-                                           security=env_security())
+                                           security=env_security(), kafka_client=kafka_client)
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
             sender.error = exc
         finally:

@@ -16,7 +16,7 @@ import pstats
 import sys
 import time
 
-from bench.topics import RunTopics, prefill
+from bench.topics import RunTopics, default_load_client, prefill
 from bench.workloads import WORKLOADS
 from worker.app import build_worker
 from worker.core.clock import SystemClock
@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     topics = RunTopics.fresh(f"profile-{args.workload}")
     topics.create(bootstrap, partitions=4)
     try:
-        prefill(bootstrap, topics.requests, WORKLOADS[args.workload].requests(args.requests), progress=True)
+        prefill(bootstrap, topics.requests, WORKLOADS[args.workload].requests(args.requests), progress=True,
+                kafka_client=default_load_client())
         settings = _settings(args.workload, topics, args.worker_args)
         worker = build_worker(settings, StopRequest(SystemClock()))
         profiler = cProfile.Profile()

@@ -23,7 +23,8 @@ def markdown(meta: dict[str, Any], workloads: list[WorkloadResult]) -> str:
         "shares these cores, so compare figures within this run, not across runs",
         f"- worker settings: --torch-threads {meta['torch_threads']} {meta.get('worker_args', '')}".rstrip()
         + f", {meta['partitions']} partitions per topic; "
-        f"chosen configuration: batch {meta['batch_size']}, wait {meta['max_wait_ms']} ms",
+        f"chosen configuration: batch {meta['batch_size']}, wait {meta['max_wait_ms']} ms; "
+        f"load sent with {meta.get('load_client', 'kafka-python')}",
     ]
     for result in workloads:
         lines += ["", f"## {result.name}: {result.about}", ""]

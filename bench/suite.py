@@ -74,7 +74,7 @@ def _kafka_ceiling(ctx: RunContext, workload: Workload, pool: RequestPool, plan:
             rate = reference.offered_per_s
             latency.append(open_loop(ctx.bootstrap, topics.requests, topics.replies,
                                      pool.take(max(10, round(rate * plan.open_loop_s))), rate, reference.load,
-                                     plan.warmup_s, ctx.progress, stages=False))
+                                     plan.warmup_s, ctx.progress, stages=False, kafka_client=ctx.load_client))
 
     result.kafka_ceiling = _plain_run(ctx, workload, "kafka-ceiling", pool.take(plan.ceiling_requests),
                                       lambda t: commands.kafka_ceiling(ctx.bootstrap, t, result.reply_bytes),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from importlib.util import find_spec
 
 from kafka import KafkaAdminClient
 
@@ -45,6 +46,23 @@ class RunTopics:
             admin.close()
 
 
-def prefill(bootstrap: str, topic: str, requests: list[RequestBody], progress: bool) -> None:
-    """Send every request (keyed by id) and wait for the broker's acks. Blocks."""
-    send_requests(bootstrap, topic, requests, total=len(requests), progress=progress, security=env_security())
+def default_load_client() -> str:
+    """The Kafka client the bench sends its load with: confluent-kafka when it is installed, else kafka-python.
+
+    The sender shares this machine's cores with the broker and the contender
+    under test: on kafka-python it costs several times the CPU per request
+    that librdkafka does, CPU the worker loses during the open-loop runs
+    (which send while it scores) and a cap on the rate the open loop can
+    offer. The pre-fill runs before the contender starts, where a faster
+    sender only shortens the run. Which client sent is recorded with the
+    results; ``--load-client kafka-python`` gives the conditions of runs
+    made before it could be chosen.
+    """
+    return "confluent" if find_spec("confluent_kafka") is not None else "kafka-python"
+
+
+def prefill(bootstrap: str, topic: str, requests: list[RequestBody], progress: bool,
+            kafka_client: str = "kafka-python") -> None:
+    """Send every request (keyed by id) on ``kafka_client`` and wait for the broker's acks. Blocks."""
+    send_requests(bootstrap, topic, requests, total=len(requests), progress=progress, security=env_security(),
+                  kafka_client=kafka_client)

@@ -23,15 +23,15 @@ __all__ = ["AsyncScoringClient", "ClientRequest", "ReplyTimeout", "ScoreResult"]
 class AsyncScoringClient:
     """Use as ``async with AsyncScoringClient(...) as client:``, or ``await open()`` / ``await close()``.
 
-    Takes the same arguments as ScoringClient. Use from one event loop.
+    Takes the same arguments as ScoringClient (``kafka_client`` too). Use from one event loop.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
                  timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
-                 read_committed: bool = False) -> None:
+                 read_committed: bool = False, kafka_client: str = "kafka-python") -> None:
         self._args = (bootstrap_servers, requests_topic, reply_topic)
         self._options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "security": security,
-                                         "read_committed": read_committed}
+                                         "read_committed": read_committed, "kafka_client": kafka_client}
         self._client: ScoringClient | None = None
 
     async def open(self) -> AsyncScoringClient:
@@ -61,12 +61,12 @@ class AsyncScoringClient:
 
     def submit(self, inputs: Any, request_id: str | None = None, deadline_ms: int | None = None,
                timeout_s: float | None = None) -> asyncio.Future[Reply]:
-        """Send a request; the asyncio future resolves to its reply or raises ReplyTimeout or KafkaError."""
+        """Send a request; the asyncio future resolves to its reply or raises ReplyTimeout or the send's error."""
         return asyncio.wrap_future(self.sync.submit(inputs, request_id, deadline_ms, timeout_s))
 
     async def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
                     deadline_ms: int | None = None) -> Reply:
-        """Send a request and await its reply. Raises ReplyTimeout, KafkaError."""
+        """Send a request and await its reply. Raises ReplyTimeout, or the send's error."""
         return await self.submit(inputs, request_id or new_request_id(), deadline_ms, timeout_s)
 
     async def score_many(self, items: Iterable[Any] | AsyncIterable[Any], *, max_in_flight: int = 1000,

@@ -14,6 +14,7 @@ import orjson
 from producer.send import BadLine, SendSummary
 from worker.core.errors import WorkerError
 from worker.core.security import KafkaSecurity, add_security_flags
+from worker.core.settings import check_kafka_client
 
 if TYPE_CHECKING:
     from worker.core.timerange import TimeRange
@@ -84,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     keys.add_argument("--key-field", metavar="FIELD",
                       help="key by this field (JSONL) or column (CSV): equal values share a partition, in order")
     send.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_kafka_client_flag(send)
 
     collect = commands.add_parser(
         "collect", help="write the replies of a reply topic (or a time range of it) to JSONL, and a report",
@@ -114,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("--timeout-s", type=float, default=30.0)
     score.add_argument("--read-committed", action="store_true",
                        help="read only replies of committed transactions (workers in --delivery exactly-once)")
+    _add_kafka_client_flag(score)
 
     topic = commands.add_parser("create-topic", help="create a topic (replication factor 1)")
     topic.add_argument("name")
@@ -124,7 +127,17 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--partitions", type=int, default=4)
     demo.add_argument("--max-batch-size", type=int, default=64)
     demo.add_argument("--max-wait-ms", type=int, default=10)
+    _add_kafka_client_flag(demo, " (the demo's worker's too)")
     return parser
+
+
+def _add_kafka_client_flag(command: argparse.ArgumentParser, whose: str = "") -> None:
+    """``--kafka-client``, defaulting from STREAMSCORE_KAFKA_CLIENT as the worker's does; checked in ``main``."""
+    command.add_argument("--kafka-client", metavar="{kafka-python,confluent}",
+                         default=os.environ.get("STREAMSCORE_KAFKA_CLIENT") or "kafka-python",
+                         help=f"the Kafka client library{whose}: kafka-python, or confluent (confluent-kafka: far "
+                              "less CPU per record; the `confluent` extra) (default: $STREAMSCORE_KAFKA_CLIENT, "
+                              "else kafka-python)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         args.security = KafkaSecurity.from_sources(args)
+        if "kafka_client" in args:  # a default from the environment is not checked by argparse
+            check_kafka_client(args.kafka_client)
         if args.command != "score":  # the client checks the connection itself
             from worker.kafka.preflight import check_kafka
 
@@ -158,7 +173,8 @@ def _send(args: argparse.Namespace) -> int:
         requests, total = synthetic_requests(args.synthetic, args.count), args.count
     summary = send_requests(args.bootstrap_servers, args.topic, requests, total=total, rate=args.rate,
                             keyed=args.key == "id", key_field=args.key_field, progress=not args.no_progress,
-                            record_send_times=False, raise_on_failure=False, security=args.security)
+                            record_send_times=False, raise_on_failure=False, security=args.security,
+                            kafka_client=args.kafka_client)
     print(_send_summary(args.topic, summary), file=sys.stderr)
     return 0 if not summary.failed and not summary.skipped else 1
 
@@ -222,7 +238,7 @@ def _score(args: argparse.Namespace) -> int:
     from producer.client import ScoringClient
 
     with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic, security=args.security,
-                       read_committed=args.read_committed) as client:
+                       read_committed=args.read_committed, kafka_client=args.kafka_client) as client:
         reply = client.score(orjson.loads(args.inputs), timeout_s=args.timeout_s)
     print(orjson.dumps(reply, option=orjson.OPT_INDENT_2).decode())
     return 0 if reply.get("status") == "ok" else 1
@@ -244,7 +260,8 @@ def _demo(args: argparse.Namespace) -> int:
         print("error: REDIS_URL is not set (`make demo` starts a local Redis and sets it)", file=sys.stderr)
         return 2
     return run_demo(DemoConfig(args.bootstrap_servers, redis_url, args.security, args.requests, args.partitions,
-                               max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms))
+                               max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
+                               kafka_client=args.kafka_client))
 
 
 _COMMANDS = {"send": _send, "collect": _collect, "score": _score, "create-topic": _create_topic, "demo": _demo}

@@ -1,6 +1,7 @@
 """``ScoringClient``: send requests, get their replies back.
 
-One client owns one KafkaProducer and one reply consumer. The consumer reads
+One client owns one producer and one reply consumer, on kafka-python or on
+confluent-kafka (``kafka_client``; producer/transport.py). The consumer reads
 every partition of the reply topic from its end (no consumer group) on a
 background thread and hands each reply to the future waiting for its id;
 replies for ids this client is not waiting for are skipped unread, so many
@@ -11,7 +12,8 @@ clients may share a reply topic. Requests name the client's reply topic
 The same thread resends requests that got no reply in time (same id: the
 worker's dedup makes that safe) and fails the ones out of retries with
 ReplyTimeout, so every future resolves: with the reply, ReplyTimeout, the
-send's KafkaError, or cancellation at ``close()``.
+send's error (kafka-python's KafkaError, confluent-kafka's KafkaException), or
+cancellation at ``close()``.
 """
 
 from __future__ import annotations
@@ -25,12 +27,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
 from producer.inflight import InFlight, Pending
+from producer.transport import open_publisher, open_reply_reader
 from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.core.settings import check_kafka_client
 from worker.core.wire import decode_reply, encode_request, new_request_id
-from worker.kafka.connection import client_config
 from worker.kafka.preflight import check_kafka
 
 Reply = dict[str, Any]
@@ -78,16 +79,19 @@ class ScoringClient:
     does not exist. ``read_committed`` reads only replies of committed
     transactions: set it when the workers run ``--delivery exactly-once``, so
     that a reply of an aborted transaction (which the worker sends again) is
-    never taken for the answer.
+    never taken for the answer. ``kafka_client`` is the client library:
+    kafka-python, or confluent (confluent-kafka, the ``confluent`` extra: far
+    less CPU per request); a ConfigError says when it is unknown or not
+    installed. The connection check is kafka-python's on either.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
                  timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
-                 read_committed: bool = False) -> None:
+                 read_committed: bool = False, kafka_client: str = "kafka-python") -> None:
         if timeout_s <= 0 or retries < 0:
             raise ValueError(f"need timeout_s > 0 and retries >= 0, got {timeout_s} and {retries}")
+        check_kafka_client(kafka_client)
         check_kafka(bootstrap_servers, security)
-        connection = client_config(bootstrap_servers, security)
         self.requests_topic = requests_topic
         self.reply_topic = reply_topic or f"{requests_topic}.replies"
         self.timeout_s = timeout_s
@@ -97,18 +101,16 @@ class ScoringClient:
         self._closing = threading.Event()  # tells the reader to stop
         self._closed = False
         self._reader_error: BaseException | None = None
-        self._consumer = KafkaConsumer(**connection, enable_auto_commit=False, group_id=None,
-                                       isolation_level="read_committed" if read_committed else "read_uncommitted")
+        self._replies = open_reply_reader(kafka_client, bootstrap_servers, security, read_committed=read_committed)
         try:
-            self._producer = KafkaProducer(**connection, acks="all", linger_ms=5,
-                                           allow_auto_create_topics=False)
+            self._publisher = open_publisher(kafka_client, bootstrap_servers, security, linger_ms=5)
         except BaseException:
-            self._consumer.close()
+            self._replies.close()
             raise
         try:
-            if not self._consumer.partitions_for_topic(requests_topic):
+            if not self._replies.partitions(requests_topic):
                 raise LookupError(f"requests topic {requests_topic!r} does not exist; create it first")
-            self._assign_reply_partitions()
+            self._follow_reply_topic()
         except BaseException:
             self._shut_down()
             raise
@@ -126,7 +128,7 @@ class ScoringClient:
         """Send a request without waiting (no flush); the future resolves to its reply.
 
         The future raises ReplyTimeout when no reply came within the timeout,
-        or the KafkaError of a failed send. Submitting an id that is in flight
+        or the error of a failed send. Submitting an id that is in flight
         sends it again and returns the same future. Blocks only when the
         producer's buffer is full. Raises RuntimeError after ``close()``.
         """
@@ -147,7 +149,7 @@ class ScoringClient:
 
     def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
               deadline_ms: int | None = None) -> Reply:
-        """Send a request and block for its reply (a dict). Raises ReplyTimeout, KafkaError."""
+        """Send a request and block for its reply (a dict). Raises ReplyTimeout, or the send's error."""
         timeout_s = timeout_s or self.timeout_s
         request_id = request_id or new_request_id()
         future = self.submit(inputs, request_id, deadline_ms, timeout_s)
@@ -217,8 +219,11 @@ class ScoringClient:
         self.close()
 
     def _send(self, request_id: str, value: bytes) -> None:
-        sent = self._producer.send(self.requests_topic, key=request_id.encode(), value=value)
-        sent.add_errback(lambda exc: self._fail(request_id, exc))
+        def on_done(_partition: int | None, error: BaseException | None) -> None:
+            if error is not None:
+                self._fail(request_id, error)
+
+        self._publisher.publish(self.requests_topic, request_id.encode(), value, on_done)
 
     def _fail(self, request_id: str, error: BaseException) -> None:
         with self._lock:
@@ -226,23 +231,19 @@ class ScoringClient:
         if pending is not None:
             _resolve(pending.waiter, error=error)
 
-    def _assign_reply_partitions(self) -> None:
-        partitions = self._consumer.partitions_for_topic(self.reply_topic)
+    def _follow_reply_topic(self) -> None:
+        partitions = self._replies.partitions(self.reply_topic)
         if not partitions:
             raise LookupError(f"reply topic {self.reply_topic!r} does not exist; create it first")
-        assigned = [TopicPartition(self.reply_topic, p) for p in sorted(partitions)]
-        self._consumer.assign(assigned)
-        self._consumer.seek_to_end(*assigned)
-        for tp in assigned:
-            self._consumer.position(tp)  # resolve "end" now, before any request is sent
+        self._replies.follow_from_end(self.reply_topic, partitions)  # before any request is sent
 
     def _read_replies(self) -> None:
         try:
             while not self._closing.is_set():
-                for records in self._consumer.poll(timeout_ms=100, max_records=5000).values():
-                    for record in records:
-                        self._deliver(record.key, record.value)
+                for key, value in self._replies.poll(0.1):
+                    self._deliver(key, value)
                 self._resend_or_expire()
+                self._publisher.serve()  # confluent-kafka reports failed sends only from inside a call
         except Exception as exc:  # the reader is gone: nobody would resolve what is in flight
             self._reader_error = exc
             with self._lock:
@@ -280,8 +281,8 @@ class ScoringClient:
         return "" if error is None else f" (its reply reader failed: {type(error).__name__}: {error})"
 
     def _shut_down(self) -> None:
-        self._producer.close()
-        self._consumer.close()
+        self._publisher.close()
+        self._replies.close()
 
 
 class Outstanding:

@@ -32,6 +32,7 @@ class DemoConfig:
     model: str = "churn"
     max_batch_size: int = 64
     max_wait_ms: int = 10
+    kafka_client: str = "kafka-python"  # the demo's sends and its worker's
     log_dir: Path = Path(".local-services")
 
 
@@ -46,7 +47,7 @@ def run_demo(config: DemoConfig) -> int:
     worker, worker_log = _start_worker(config, topic, reply_topic, run_id)
     try:
         sent = send_requests(config.bootstrap_servers, topic, synthetic_requests(config.model, config.requests),
-                             total=config.requests, security=config.security)
+                             total=config.requests, security=config.security, kafka_client=config.kafka_client)
         missing = collector.wait_for(set(sent.sent_at_ms), idle_timeout_s=60)
     finally:
         worker.send_signal(signal.SIGTERM)
@@ -64,7 +65,7 @@ def _start_worker(config: DemoConfig, topic: str, reply_topic: str,
     command = [sys.executable, "-m", "worker", "run", "--requests-topic", topic, "--reply-topic", reply_topic,
                "--model", config.model, "--group", f"demo-{run_id}", "--dedup-namespace", f"demo-{run_id}",
                "--max-batch-size", str(config.max_batch_size), "--max-wait-ms", str(config.max_wait_ms),
-               "--log-format", "json"]
+               "--kafka-client", config.kafka_client, "--log-format", "json"]
     with log_path.open("wb") as log_file:
         worker = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     print(f"worker started (pid {worker.pid}), log: {log_path}", file=sys.stderr)
@@ -82,6 +83,7 @@ def _summary(config: DemoConfig, sent_at_ms: dict[str, int], collection: Collect
         "",
         "streamscore demo summary",
         f"  model             {config.model} (max batch {config.max_batch_size}, max wait {config.max_wait_ms} ms)",
+        f"  kafka client      {config.kafka_client} (sends and worker)",
         f"  requests sent     {len(sent_at_ms)}",
         f"  answered          {len(answered)}  ({', '.join(f'{k}: {v}' for k, v in sorted(statuses.items()))})",
         f"  missing           {len(missing)}",

@@ -21,14 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 from tqdm import tqdm
 
+from producer.transport import open_publisher
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import encode_request, new_request_id
 from worker.kafka.connection import client_config
 
 RequestBody = dict[str, Any]
+BATCH_BYTES = 256 * 1024  # per partition: bulk sends fill batches, where the client's few requests do not
 _RESERVED_COLUMNS = ("id", "reply_to", "deadline_ms")
 
 
@@ -47,7 +49,7 @@ class SendSummary:
     skipped: list[BadLine] = field(default_factory=list)
     seconds: float = 0.0
     partitions: Counter[int] = field(default_factory=Counter)
-    first_error: Exception | None = None
+    first_error: BaseException | None = None
     sent_at_ms: dict[str, int] = field(default_factory=dict)  # request id -> wall time of send
 
     @property
@@ -151,17 +153,18 @@ def synthetic_requests(model: str, count: int, seed: int = 0) -> Iterator[Reques
 def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[RequestBody | BadLine], *,
                   total: int | None = None, rate: float | None = None, keyed: bool = True,
                   key_field: str | None = None, progress: bool = True, record_send_times: bool = True,
-                  raise_on_failure: bool = True, security: KafkaSecurity = PLAINTEXT) -> SendSummary:
+                  raise_on_failure: bool = True, security: KafkaSecurity = PLAINTEXT,
+                  kafka_client: str = "kafka-python") -> SendSummary:
     """Send each request to ``topic``; blocks until the broker acknowledged or refused every one.
 
     The record key is the request id (``keyed``), the request's ``key_field``
-    (records with the same value go to the same partition, in order), or
-    none. ``rate`` caps requests per second (for load tests). BadLine items
-    are counted as skipped. Raises the first KafkaError if a send failed,
+    (records with the same value go to the same partition, in order, on
+    either ``kafka_client``), or none. ``rate`` caps requests per second (for
+    load tests). BadLine items are counted as skipped. Raises the first send
+    error (KafkaError, or confluent-kafka's KafkaException) if a send failed,
     unless ``raise_on_failure`` is False (then see ``failed``, ``first_error``).
     """
-    producer = KafkaProducer(**client_config(bootstrap_servers, security), acks="all", linger_ms=5,
-                             batch_size=256 * 1024, allow_auto_create_topics=False)
+    producer = open_publisher(kafka_client, bootstrap_servers, security, linger_ms=5, batch_bytes=BATCH_BYTES)
     summary = SendSummary()
     acks = _Acks(summary)
     started = time.monotonic()
@@ -183,7 +186,8 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
             value = encode_request(body["inputs"], request_id, body.get("reply_to"), body.get("deadline_ms"))
             if record_send_times:
                 summary.sent_at_ms[request_id] = time.time_ns() // 1_000_000
-            acks.watch(producer.send(topic, key=key, value=value))
+            acks.submitted += 1
+            producer.publish(topic, key, value, acks.on_done)
             bar.update(1)
         producer.flush()
         acks.wait()
@@ -216,7 +220,7 @@ def _key(body: RequestBody, keyed: bool, key_field: str | None) -> bytes | None 
 
 
 class _Acks:
-    """Counts the broker's answers; callbacks run on the producer's thread."""
+    """Counts the broker's answers; ``on_done`` runs on kafka-python's IO thread, or inside confluent-kafka's calls."""
 
     def __init__(self, summary: SendSummary) -> None:
         self._summary = summary
@@ -224,29 +228,21 @@ class _Acks:
         self.submitted = 0
         self._answered = 0
 
-    def watch(self, future: Any) -> None:
-        self.submitted += 1
-        future.add_callback(self._on_ack)
-        future.add_errback(self._on_error)
+    def on_done(self, partition: int | None, error: BaseException | None) -> None:
+        with self._done:
+            if error is not None or partition is None:
+                self._summary.failed += 1
+                self._summary.first_error = self._summary.first_error or error
+            else:
+                self._summary.sent += 1
+                self._summary.partitions[partition] += 1
+            self._answered += 1
+            self._done.notify_all()
 
     def wait(self, timeout_s: float = 60.0) -> None:
-        """After flush(): wait until every callback ran (flush may return just before the last ones)."""
+        """After flush(): wait until every callback ran (kafka-python's flush may return just before the last)."""
         with self._done:
             self._done.wait_for(lambda: self._answered >= self.submitted, timeout=timeout_s)
-
-    def _on_ack(self, metadata: Any) -> None:
-        with self._done:
-            self._summary.sent += 1
-            self._summary.partitions[metadata.partition] += 1
-            self._answered += 1
-            self._done.notify_all()
-
-    def _on_error(self, error: Exception) -> None:
-        with self._done:
-            self._summary.failed += 1
-            self._summary.first_error = self._summary.first_error or error
-            self._answered += 1
-            self._done.notify_all()
 
 
 def _format_of(path: Path) -> str:

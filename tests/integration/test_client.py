@@ -1,4 +1,5 @@
-"""ScoringClient and AsyncScoringClient against a real broker, Redis and worker process."""
+"""ScoringClient and AsyncScoringClient against a real broker, Redis and worker process, on either Kafka client
+library (``kafka_client=``; the worker stays on kafka-python unless a test says otherwise)."""
 
 import asyncio
 import random
@@ -18,6 +19,13 @@ CHURN = load_model("churn")
 RUNNER = TorchRunner(CHURN, "cpu", 256)
 
 
+@pytest.fixture(params=["kafka-python", "confluent"])
+def kafka_client(request):
+    if request.param == "confluent":
+        pytest.importorskip("confluent_kafka")
+    return request.param
+
+
 def churn_inputs(count, seed=0):
     rng = random.Random(seed)
     return [CHURN.sample_inputs(rng) for _ in range(count)]
@@ -27,10 +35,12 @@ def expected_scores(inputs):
     return [o.output["churn_probability"] for o in RUNNER.run([RUNNER.prepare(row) for row in inputs])]
 
 
-def test_a_thousand_requests_in_flight_each_get_their_own_reply(bootstrap, redis_url, topics, tmp_path):
+def test_a_thousand_requests_in_flight_each_get_their_own_reply(bootstrap, redis_url, topics, tmp_path,
+                                                                kafka_client):
     inputs = churn_inputs(1000)
     expected = expected_scores(inputs)
-    with ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=180, retries=0) as client:
+    with ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=180, retries=0,
+                       kafka_client=kafka_client) as client:
         futures = [client.submit(row) for row in inputs]
         assert client.in_flight == 1000  # no worker yet: every one of them is waiting
         worker = start_worker(bootstrap, redis_url, topics, tmp_path)
@@ -46,12 +56,13 @@ def test_a_thousand_requests_in_flight_each_get_their_own_reply(bootstrap, redis
 
 
 def test_score_many_streams_every_result_and_bounds_the_requests_in_flight(bootstrap, redis_url, topics,
-                                                                          tmp_path):
+                                                                          tmp_path, kafka_client):
     inputs = churn_inputs(2000, seed=1)
     expected = expected_scores(inputs)
     worker = start_worker(bootstrap, redis_url, topics, tmp_path)
     seen_in_flight = []
-    with ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=120) as client:
+    with ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=120,
+                       kafka_client=kafka_client) as client:
         def items():
             for i, row in enumerate(inputs):
                 seen_in_flight.append(client.in_flight)
@@ -72,13 +83,14 @@ def test_score_many_streams_every_result_and_bounds_the_requests_in_flight(boots
         assert result.reply["outputs"]["churn_probability"] == pytest.approx(expected[result.index], abs=1e-6)
 
 
-def test_the_asyncio_client_scores_submits_and_streams(bootstrap, redis_url, topics, tmp_path):
+def test_the_asyncio_client_scores_submits_and_streams(bootstrap, redis_url, topics, tmp_path, kafka_client):
     inputs = churn_inputs(600, seed=2)
     expected = expected_scores(inputs)
     worker = start_worker(bootstrap, redis_url, topics, tmp_path)
 
     async def scenario():
-        async with AsyncScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=120) as client:
+        async with AsyncScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=120,
+                                      kafka_client=kafka_client) as client:
             one = await client.score(inputs[0])
             gathered = await asyncio.gather(*(client.submit(row) for row in inputs[1:200]))
 
@@ -100,9 +112,11 @@ def test_the_asyncio_client_scores_submits_and_streams(bootstrap, redis_url, top
 
 
 def test_a_timeout_raises_after_retries_with_the_same_id_and_the_worker_scores_it_once(bootstrap, redis_url,
-                                                                                      topics, tmp_path):
+                                                                                      topics, tmp_path,
+                                                                                      kafka_client):
     row = churn_inputs(1, seed=3)[0]
-    with ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=1.5, retries=2) as client:
+    with ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=1.5, retries=2,
+                       kafka_client=kafka_client) as client:
         started = time.monotonic()
         with pytest.raises(ReplyTimeout, match=r"no reply for request patient-1 .* within 1.5 s \(3 sends\)"):
             client.score(row, request_id="patient-1")
@@ -120,13 +134,13 @@ def test_a_timeout_raises_after_retries_with_the_same_id_and_the_worker_scores_i
 
 
 def test_a_client_with_a_reply_topic_of_its_own_shares_the_worker_with_others(bootstrap, redis_url, topics,
-                                                                             tmp_path):
+                                                                             tmp_path, kafka_client):
     own = f"{topics.requests}.replies.billing"
     create_topics(bootstrap, {own: 1})
     inputs = churn_inputs(200, seed=4)
     worker = start_worker(bootstrap, redis_url, topics, tmp_path)
-    with ScoringClient(bootstrap, topics.requests, own) as billing, \
-            ScoringClient(bootstrap, topics.requests, topics.replies) as shared:
+    with ScoringClient(bootstrap, topics.requests, own, kafka_client=kafka_client) as billing, \
+            ScoringClient(bootstrap, topics.requests, topics.replies, kafka_client=kafka_client) as shared:
         billing_results = list(billing.score_many(inputs[:100], max_in_flight=30))
         shared_results = list(shared.score_many(inputs[100:], max_in_flight=30))
     assert worker.stop() == 0
@@ -137,14 +151,14 @@ def test_a_client_with_a_reply_topic_of_its_own_shares_the_worker_with_others(bo
     assert on_shared == {r.request_id for r in shared_results}
 
 
-def test_a_missing_topic_is_named_at_once(bootstrap, topics):
+def test_a_missing_topic_is_named_at_once(bootstrap, topics, kafka_client):
     with pytest.raises(LookupError, match="requests topic 'nope-"):
-        ScoringClient(bootstrap, "nope-" + topics.requests, topics.replies)
+        ScoringClient(bootstrap, "nope-" + topics.requests, topics.replies, kafka_client=kafka_client)
     with pytest.raises(LookupError, match="reply topic 'nope-"):
-        ScoringClient(bootstrap, topics.requests, "nope-" + topics.replies)
+        ScoringClient(bootstrap, topics.requests, "nope-" + topics.replies, kafka_client=kafka_client)
 
 
-def test_a_read_committed_client_never_takes_a_reply_of_an_aborted_transaction(bootstrap, topics):
+def test_a_read_committed_client_never_takes_a_reply_of_an_aborted_transaction(bootstrap, topics, kafka_client):
     """What exactly-once users need: an aborted reply (which the worker sends again) is not the answer."""
     from kafka import KafkaProducer
 
@@ -154,7 +168,7 @@ def test_a_read_committed_client_never_takes_a_reply_of_an_aborted_transaction(b
     writer = KafkaProducer(bootstrap_servers=bootstrap.split(","), transactional_id=f"{topics.replies}.test")
     writer.init_transactions()
     with ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=60, retries=0,
-                       read_committed=True) as client:
+                       read_committed=True, kafka_client=kafka_client) as client:
         future = client.submit([0.5] * 16, request_id="txn-1")
         for which, commit in (("aborted", False), ("committed", True)):
             writer.begin_transaction()
@@ -166,3 +180,20 @@ def test_a_read_committed_client_never_takes_a_reply_of_an_aborted_transaction(b
                 writer.abort_transaction()
         assert future.result(timeout=60)["outputs"] == {"which": "committed"}
     writer.close()
+
+
+def test_a_read_committed_client_takes_each_reply_of_an_exactly_once_worker_on_the_same_client(
+        bootstrap, redis_url, topics, tmp_path, kafka_client):
+    inputs = churn_inputs(300, seed=7)
+    expected = expected_scores(inputs)
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--kafka-client", kafka_client,
+                          "--delivery", "exactly-once", "--max-batch-size", "16", "--max-wait-ms", "5")
+    with ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=120, read_committed=True,
+                       kafka_client=kafka_client) as client:
+        results = list(client.score_many(inputs, max_in_flight=100))
+    assert worker.stop() == 0
+    assert {"exactly_once"} <= {e["event"] for e in worker.events()}
+    assert sorted(r.index for r in results) == list(range(300))
+    for result in results:
+        assert result.ok, result.error
+        assert result.reply["outputs"]["churn_probability"] == pytest.approx(expected[result.index], abs=1e-6)

@@ -1,4 +1,4 @@
-"""``python -m producer send`` and ``collect`` against a real broker, Redis and worker."""
+"""``python -m producer send``, ``score`` and ``collect`` against a real broker, Redis and worker."""
 
 import csv
 import os
@@ -8,6 +8,7 @@ import sys
 import time
 
 import orjson
+import pytest
 from kafka import KafkaProducer
 
 from producer.topics import create_topics
@@ -18,8 +19,8 @@ from worker.models import load_model
 CHURN = load_model("churn")
 
 
-def producer_cli(bootstrap, *args, timeout_s=120):
-    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, PYTHONPATH=str(REPO))
+def producer_cli(bootstrap, *args, timeout_s=120, env=None):
+    env = dict(os.environ, **(env or {}), KAFKA_BOOTSTRAP_SERVERS=bootstrap, PYTHONPATH=str(REPO))
     return subprocess.run([sys.executable, "-m", "producer", *args], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=timeout_s)
 
@@ -70,6 +71,52 @@ def test_send_from_jsonl_and_csv_then_collect_and_join_by_id(bootstrap, redis_ur
                              "--report", str(tmp_path / "ghost.json"), "--no-progress")
     assert collected.returncode == 1 and "missing  1" in collected.stderr
     assert orjson.loads((tmp_path / "ghost.json").read_bytes())["missing_ids"] == ["ghost"]
+
+
+def test_send_and_score_on_confluent_kafka_key_records_as_kafka_python_does(bootstrap, redis_url, topics,
+                                                                            tmp_path):
+    pytest.importorskip("confluent_kafka")
+    rng = random.Random(7)
+    table = tmp_path / "customers.csv"
+    with table.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["customer", *(f"f{k}" for k in range(16))])
+        for i in range(200):
+            writer.writerow([f"cust-{i % 11}", *CHURN.sample_inputs(rng)])
+    jsonl = tmp_path / "requests.jsonl"
+    jsonl.write_bytes(b"".join(orjson.dumps({"id": f"q{i}", "inputs": CHURN.sample_inputs(rng)}) + b"\n"
+                               for i in range(300)))
+
+    for client in ("kafka-python", "confluent"):
+        sent = producer_cli(bootstrap, "send", topics.requests, "--file", str(table), "--key-field", "customer",
+                            "--kafka-client", client, "--no-progress")
+        assert sent.returncode == 0 and "sent 200 requests" in sent.stderr, sent.stderr
+    # The client from the environment, as for the worker; a bad name there is refused as the flag's would be.
+    sent = producer_cli(bootstrap, "send", topics.requests, "--file", str(jsonl), "--rate", "2000", "--no-progress",
+                        env={"STREAMSCORE_KAFKA_CLIENT": "confluent"})
+    assert sent.returncode == 0 and "sent 300 requests" in sent.stderr, sent.stderr
+    refused = producer_cli(bootstrap, "send", topics.requests, "--file", str(jsonl), "--no-progress",
+                           env={"STREAMSCORE_KAFKA_CLIENT": "librdkafka"})
+    assert refused.returncode == 2 and "kafka_client must be kafka-python or confluent" in refused.stderr
+
+    landed = TopicReader(bootstrap, topics.requests).read_until(lambda got: len(got.records) >= 700, 30, "requests")
+    assert len(landed.records) == 700
+    partition_of = {}
+    for record in landed.records:
+        if record.key.startswith(b"cust-"):  # one partition per customer, whichever client sent it
+            assert partition_of.setdefault(record.key, record.partition) == record.partition
+    assert len(partition_of) == 11 and len(set(partition_of.values())) > 1
+    assert {r.key for r in landed.records if not r.key.startswith(b"cust-")} == {f"q{i}".encode() for i in range(300)}
+
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path)
+    replies = TopicReader(bootstrap, topics.replies)
+    replies.read_until(lambda got: len(got.records) >= 700, 90, "700 replies", watch=worker)
+    scored = producer_cli(bootstrap, "score", topics.requests, topics.replies, orjson.dumps(CHURN.sample_inputs(rng))
+                          .decode(), "--kafka-client", "confluent", "--timeout-s", "60")
+    assert worker.stop() == 0
+    assert scored.returncode == 0, scored.stderr
+    assert orjson.loads(scored.stdout)["status"] == "ok"
+    assert {v["id"] for v in replies.read(1.0).values()} >= {f"q{i}" for i in range(300)}
 
 
 def test_collect_joins_a_backfills_replies_with_the_requests_of_its_range(bootstrap, redis_url, topics, tmp_path):

@@ -9,6 +9,7 @@ import sys
 import time
 
 import orjson
+import pytest
 
 from producer import AsyncScoringClient, ScoringClient
 from producer.topics import create_topics
@@ -41,17 +42,20 @@ def test_requests_are_scored_once_and_remembered_in_redis_over_tls(secure, secur
     assert stopped["duplicates"] == 5
 
 
-def test_the_clients_score_over_sasl_ssl(sasl_ssl, tmp_path):
+@pytest.mark.parametrize("kafka_client", ["kafka-python", "confluent"])
+def test_the_clients_score_over_sasl_ssl(sasl_ssl, tmp_path, kafka_client):
+    if kafka_client == "confluent":
+        pytest.importorskip("confluent_kafka")
     topics = _topics(sasl_ssl)
     worker = worker_on(sasl_ssl, topics, tmp_path)
     rows = churn_inputs(50, seed=3)
     with ScoringClient(sasl_ssl.bootstrap, topics.requests, topics.replies, timeout_s=120,
-                       security=sasl_ssl.security) as client:
+                       security=sasl_ssl.security, kafka_client=kafka_client) as client:
         results = list(client.score_many(rows, max_in_flight=20))
 
     async def score_async():
         async with AsyncScoringClient(sasl_ssl.bootstrap, topics.requests, topics.replies, timeout_s=120,
-                                      security=sasl_ssl.security) as client:
+                                      security=sasl_ssl.security, kafka_client=kafka_client) as client:
             return await asyncio.gather(*(client.score(row) for row in rows[:10]))
 
     replies = asyncio.run(score_async())

@@ -51,6 +51,7 @@ def test_the_default_kafka_client_never_loads_the_confluent_extra():
     script = "\n".join([
         "import sys",
         "import worker.app, worker.cli, worker.jobs.backfill",
+        "import producer, producer.cli, producer.client, producer.send, producer.demo, producer.transport",
         "print('confluent-loaded' if 'confluent_kafka' in sys.modules else 'confluent-absent')",
     ])
     assert _loaded_after(script) == ["confluent-absent"]

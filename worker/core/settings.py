@@ -239,13 +239,19 @@ def _validate(s: Settings) -> None:
     _validate_redis_secrets(s)
 
 
-def _validate_kafka_client(s: Settings) -> None:
-    if s.kafka_client not in KAFKA_CLIENTS:
-        raise ConfigError(f"kafka_client must be kafka-python or confluent, got {s.kafka_client!r}")
-    if s.kafka_client == "confluent" and find_spec("confluent_kafka") is None:
+def check_kafka_client(name: str) -> None:
+    """Refuse a Kafka client library that is not one of KAFKA_CLIENTS, or not installed (the worker's and the
+    producer side's ``--kafka-client``). Raises ConfigError naming the fix."""
+    if name not in KAFKA_CLIENTS:
+        raise ConfigError(f"kafka_client must be kafka-python or confluent, got {name!r}")
+    if name == "confluent" and find_spec("confluent_kafka") is None:
         raise ConfigError("kafka_client=confluent (--kafka-client, STREAMSCORE_KAFKA_CLIENT) needs the confluent-kafka "
                           "package, which is not installed: install the `confluent` extra "
                           "(pip install 'streamscore[confluent]'), or use --kafka-client kafka-python")
+
+
+def _validate_kafka_client(s: Settings) -> None:
+    check_kafka_client(s.kafka_client)
     if (s.kafka_client == "confluent" and s.kafka_group_protocol == "classic"
             and s.max_poll_interval_ms < s.session_timeout_ms):
         raise ConfigError(f"max_poll_interval_ms ({s.max_poll_interval_ms}) must be at least session_timeout_ms "

@@ -1,0 +1,103 @@
+"""The producer side's one seam onto a Kafka client library: a Publisher and a ReplyReader.
+
+ScoringClient, bulk sends (producer/send.py) and the bench's load generator
+talk to these two protocols only; ``open_publisher`` and ``open_reply_reader``
+build them on kafka-python (producer/transport_kafka_python.py) or on
+confluent-kafka (producer/transport_confluent.py), the same choice as the
+worker's ``--kafka-client``. confluent-kafka is an extra: its module is
+imported only when it is chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from worker.core.security import KafkaSecurity
+from worker.core.settings import KAFKA_CLIENTS, check_kafka_client
+
+__all__ = ["KAFKA_CLIENTS", "OnDone", "Publisher", "Record", "ReplyReader", "open_publisher", "open_reply_reader"]
+
+# What a publish comes to: (partition, None) once the broker took the record, (None, error) if it was lost.
+OnDone = Callable[[int | None, BaseException | None], None]
+Record = tuple[bytes | None, bytes | None]  # a reply's key and value
+
+
+class Publisher(Protocol):
+    """An idempotent producer (acks=all) that never creates a topic by sending to it. Thread-safe.
+
+    Records with the same key go to the same partition on both libraries (the
+    Java client's murmur2 partitioner), so switching clients keeps per-key order.
+    """
+
+    def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone) -> None:
+        """Queue one record; ``on_done`` runs exactly once with its partition or the error that lost it.
+
+        Blocks while the client's send buffer is full. ``on_done`` runs on
+        kafka-python's IO thread, or, on confluent-kafka, inside a later
+        ``publish``, ``serve`` or ``flush`` on the thread that called it: keep
+        it short and do not publish from it. A record refused at once (larger
+        than the broker takes, say) raises here instead.
+        """
+        ...
+
+    def serve(self) -> None:
+        """Run the ``on_done`` callbacks that are due, without blocking (librdkafka runs them only inside a
+        call; kafka-python has its own thread)."""
+        ...
+
+    def flush(self) -> None:
+        """Block until the broker answered every record published so far."""
+        ...
+
+    def close(self) -> None:
+        """Flush for up to a few seconds, then let go of the connections."""
+        ...
+
+
+class ReplyReader(Protocol):
+    """A consumer outside any group that reads whole topics from a given point. One thread only."""
+
+    def partitions(self, topic: str) -> list[int]:
+        """The topic's partitions, from the brokers' metadata; empty when the topic does not exist."""
+        ...
+
+    def follow_from_end(self, topic: str, partitions: list[int]) -> None:
+        """Read these partitions from their current end on; returns once the end is resolved to offsets, so a
+        reply written after this returns is read."""
+        ...
+
+    def poll(self, timeout_s: float) -> list[Record]:
+        """Blocks up to ``timeout_s`` for the first record, then returns what is fetched already (up to 5,000)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_publisher(kafka_client: str, bootstrap_servers: str, security: KafkaSecurity, *, linger_ms: int = 5,
+                   batch_bytes: int | None = None) -> Publisher:
+    """A Publisher on ``kafka_client`` (kafka-python or confluent); ``batch_bytes``: the most bytes of one
+    partition's batch (default: the library's, 16 KiB on kafka-python, 1 MB on librdkafka). Raises ConfigError
+    for another name, or for confluent without the confluent-kafka package."""
+    check_kafka_client(kafka_client)
+    if kafka_client == "confluent":
+        from producer.transport_confluent import ConfluentPublisher
+
+        return ConfluentPublisher(bootstrap_servers, security, linger_ms, batch_bytes)
+    from producer.transport_kafka_python import KafkaPythonPublisher
+
+    return KafkaPythonPublisher(bootstrap_servers, security, linger_ms, batch_bytes)
+
+
+def open_reply_reader(kafka_client: str, bootstrap_servers: str, security: KafkaSecurity, *,
+                      read_committed: bool = False) -> ReplyReader:
+    """A ReplyReader on ``kafka_client``; ``read_committed`` skips records of open and aborted transactions.
+    Raises ConfigError as ``open_publisher`` does."""
+    check_kafka_client(kafka_client)
+    if kafka_client == "confluent":
+        from producer.transport_confluent import ConfluentReplyReader
+
+        return ConfluentReplyReader(bootstrap_servers, security, read_committed)
+    from producer.transport_kafka_python import KafkaPythonReplyReader
+
+    return KafkaPythonReplyReader(bootstrap_servers, security, read_committed)

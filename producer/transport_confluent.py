@@ -1,0 +1,132 @@
+"""The producer side's Publisher and ReplyReader on confluent-kafka (librdkafka): ``--kafka-client confluent``.
+
+Imported only when that client is chosen (producer/transport.py); needs the
+``confluent`` extra. The connection and security settings are the worker's
+(worker/kafka/confluent/connection.py), from the same KafkaSecurity.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from functools import partial
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from producer.transport import OnDone, Record
+from worker.core.security import KafkaSecurity
+from worker.kafka.confluent.connection import client_config
+from worker.kafka.confluent.sink import MAX_BLOCK_S, QUEUE_FULL_WAIT_S
+
+MAX_RECORDS = 5000  # per poll
+METADATA_TIMEOUT_S = 10.0
+CLOSE_FLUSH_S = 10.0
+
+
+def publisher_config(bootstrap_servers: str, security: KafkaSecurity, linger_ms: int,
+                     batch_bytes: int | None) -> dict[str, Any]:
+    """librdkafka producer properties: those of the worker's sink, and kafka-python's partitioner.
+
+    librdkafka's default partitioner (CRC32 of the key) puts a key on another
+    partition than kafka-python and the Java client do (murmur2): a switch of
+    client would break ``--key-field``'s per-key order.
+    """
+    config = {**client_config(bootstrap_servers, security), "client.id": "streamscore-producer", "acks": "all",
+              "enable.idempotence": True, "linger.ms": linger_ms, "allow.auto.create.topics": False,
+              "partitioner": "murmur2_random"}
+    if batch_bytes is not None:
+        config["batch.size"] = batch_bytes
+    return config
+
+
+def reader_config(bootstrap_servers: str, security: KafkaSecurity, read_committed: bool) -> dict[str, Any]:
+    """librdkafka consumer properties for a reader outside any group.
+
+    librdkafka refuses a consumer without ``group.id`` even when it only
+    assigns partitions; this one is never used: the reader neither joins a
+    group (no ``subscribe``) nor commits.
+    """
+    return {**client_config(bootstrap_servers, security), "client.id": "streamscore-reply-reader",
+            "group.id": f"streamscore-reply-reader-{uuid.uuid4().hex}", "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "allow.auto.create.topics": False,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted"}
+
+
+class ConfluentPublisher:
+    def __init__(self, bootstrap_servers: str, security: KafkaSecurity, linger_ms: int,
+                 batch_bytes: int | None) -> None:
+        self._producer = Producer(publisher_config(bootstrap_servers, security, linger_ms, batch_bytes))
+
+    def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone) -> None:
+        """Also serves the delivery reports due; waits (serving them) up to MAX_BLOCK_S for room in a full queue,
+        then raises BufferError."""
+        delivered = partial(_delivered, on_done)
+        deadline: float | None = None
+        while True:
+            try:
+                self._producer.produce(topic, value, key, on_delivery=delivered)
+                break
+            except BufferError:  # the queue is full: let acknowledgements free room
+                deadline = deadline if deadline is not None else time.monotonic() + MAX_BLOCK_S
+                if time.monotonic() >= deadline:
+                    raise
+                self._producer.poll(QUEUE_FULL_WAIT_S)
+        self._producer.poll(0)
+
+    def serve(self) -> None:
+        self._producer.poll(0)
+
+    def flush(self) -> None:
+        self._producer.flush()
+
+    def close(self) -> None:
+        self._producer.flush(CLOSE_FLUSH_S)  # Producer.close() is newer than the oldest confluent-kafka we take
+
+
+def _delivered(on_done: OnDone, error: KafkaError | None, message: Message) -> None:
+    if error is not None:
+        on_done(None, KafkaException(error))
+    else:
+        on_done(message.partition(), None)
+
+
+class ConfluentReplyReader:
+    def __init__(self, bootstrap_servers: str, security: KafkaSecurity, read_committed: bool) -> None:
+        self._consumer = Consumer(reader_config(bootstrap_servers, security, read_committed))
+
+    def partitions(self, topic: str) -> list[int]:
+        """Raises KafkaException when the metadata says something other than "no such topic" (not authorised)."""
+        metadata = self._consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+        if metadata is None:
+            return []
+        if metadata.error is not None:
+            if metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return []
+            raise KafkaException(metadata.error)
+        return sorted(metadata.partitions)
+
+    def follow_from_end(self, topic: str, partitions: list[int]) -> None:
+        """The end of each partition is asked of its leader now: an OFFSET_END assignment would be resolved only
+        at the first fetch, after which an early reply would already be behind it."""
+        ends = [TopicPartition(topic, p, self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=METADATA_TIMEOUT_S, cached=False)[1])
+                for p in partitions]
+        self._consumer.assign(ends)
+
+    def poll(self, timeout_s: float) -> list[Record]:
+        """Raises KafkaException for a fatal consumer error; others (librdkafka retries them) are skipped."""
+        first = self._consumer.poll(timeout_s)
+        if first is None:
+            return []
+        records = []
+        for message in [first, *self._consumer.consume(MAX_RECORDS - 1, 0)]:
+            error = message.error()
+            if error is None:
+                records.append((message.key(), message.value()))
+            elif error.fatal():
+                raise KafkaException(error)
+        return records
+
+    def close(self) -> None:
+        self._consumer.close()
