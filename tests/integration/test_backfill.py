@@ -17,7 +17,7 @@ from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings
 from worker.core.timerange import TimeRange, format_ms
-from worker.kafka.bounded_source import BoundedKafkaSource
+from worker.kafka.bounded_source import bounded_kafka_source
 from worker.models import load_model
 
 # Recent times: the broker's retention (7 days by default) deletes records stamped long ago.
@@ -144,7 +144,7 @@ def test_an_open_range_ends_at_the_end_when_the_job_first_started_also_after_a_r
                         group=f"{topics.requests}.open", max_poll_records=7)
 
     def run_source(appended, stop_after=None):
-        source = BoundedKafkaSource(settings, SystemClock(), TimeRange(stamped(10)))
+        source = bounded_kafka_source(settings, SystemClock(), TimeRange(stamped(10)))
         source.start()
         for i in range(appended):  # records appended after the start are not part of the job
             producer.send(topics.requests, value=b"{}", partition=i % 2, timestamp_ms=stamped(100 + i))
