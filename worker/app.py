@@ -165,8 +165,15 @@ def _confluent_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Si
 def build_backfill_kafka(settings: Settings, clock: SystemClock, time_range: TimeRange, *,
                         keep_deadlines: bool = False,
                         on_progress: Callable[[int], None] | None = None) -> tuple[BoundedSource, Sink[SendTag]]:
-    """A backfill's bounded source over ``time_range`` (not started) and its reply sink (kafka-python).
-    Raises ServiceUnavailable when no broker answers."""
+    """A backfill's bounded source over ``time_range`` (not started) and its reply sink, on the client library
+    that ``settings.kafka_client`` names. Raises ServiceUnavailable when no broker answers."""
+    if settings.kafka_client == "confluent":
+        from worker.kafka.confluent.bounded_source import bounded_confluent_source  # an extra, as above
+        from worker.kafka.confluent.sink import ConfluentSink
+
+        return (bounded_confluent_source(settings, clock, time_range, keep_deadlines=keep_deadlines,
+                                         on_progress=on_progress),
+                ConfluentSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security))
     try:
         return (bounded_kafka_source(settings, clock, time_range, keep_deadlines=keep_deadlines,
                                      on_progress=on_progress),

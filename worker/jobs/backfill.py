@@ -114,10 +114,6 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
     if args.reply_topic is None:
         raise ConfigError("backfill needs --reply-topic: its replies go to a topic of their own, never to the "
                           "live one (create it with `python -m producer create-topic NAME`)")
-    if settings.kafka_client != "kafka-python":
-        raise ConfigError(f"backfill with kafka_client={settings.kafka_client} (--kafka-client) is not built yet: "
-                          "its bounded source exists over kafka-python only; drop --kafka-client (or "
-                          "STREAMSCORE_KAFKA_CLIENT) for backfill jobs")
     if settings.processes != 1:
         raise ConfigError("a backfill runs in one process (it assigns itself every partition); drop --processes")
     if args.reply_topic == settings.requests_topic:
