@@ -15,8 +15,11 @@ from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.settings import Settings, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
+from worker.core.timerange import TimeRange
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
+from worker.jobs.bounded_source import BoundedSource
+from worker.kafka.bounded_source import bounded_kafka_source
 from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.preflight import check_kafka
 from worker.kafka.sink import KafkaSink
@@ -157,6 +160,27 @@ def _confluent_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Si
         raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
                                  f"{settings.kafka_bootstrap_servers} (confluent-kafka: {exc})") from exc
     return source, sink, transactions
+
+
+def build_backfill_kafka(settings: Settings, clock: SystemClock, time_range: TimeRange, *,
+                        keep_deadlines: bool = False,
+                        on_progress: Callable[[int], None] | None = None) -> tuple[BoundedSource, Sink[SendTag]]:
+    """A backfill's bounded source over ``time_range`` (not started) and its reply sink, on the client library
+    that ``settings.kafka_client`` names. Raises ServiceUnavailable when no broker answers."""
+    if settings.kafka_client == "confluent":
+        from worker.kafka.confluent.bounded_source import bounded_confluent_source  # an extra, as above
+        from worker.kafka.confluent.sink import ConfluentSink
+
+        return (bounded_confluent_source(settings, clock, time_range, keep_deadlines=keep_deadlines,
+                                         on_progress=on_progress),
+                ConfluentSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security))
+    try:
+        return (bounded_kafka_source(settings, clock, time_range, keep_deadlines=keep_deadlines,
+                                     on_progress=on_progress),
+                KafkaSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security))
+    except KafkaError as exc:
+        raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
+                                 f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
 
 
 def build_worker(settings: Settings, stop_requested: StopRequest | None = None,

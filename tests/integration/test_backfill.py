@@ -1,4 +1,5 @@
-"""Backfill: re-scoring a time range of a topic as a bounded job, on a real broker and Redis."""
+"""Backfill: re-scoring a time range of a topic as a bounded job, on a real broker and Redis, over either Kafka
+client (the ``kafka_client`` fixture); a job started on one client resumes on the other."""
 
 import os
 import random
@@ -17,7 +18,7 @@ from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings
 from worker.core.timerange import TimeRange, format_ms
-from worker.kafka.bounded_source import BoundedKafkaSource
+from worker.kafka.bounded_source import bounded_kafka_source
 from worker.models import load_model
 
 # Recent times: the broker's retention (7 days by default) deletes records stamped long ago.
@@ -54,12 +55,14 @@ def big_topic(services):
     return topic, live
 
 
-def backfill(bootstrap, redis_url, tmp_path, topic, reply_topic, *extra, name="backfill"):
-    """Start ``python -m worker backfill``; returns the process and its log (stderr) and stdout paths."""
+def backfill(bootstrap, redis_url, tmp_path, topic, reply_topic, *extra, name="backfill", kafka_client="kafka-python"):
+    """Start ``python -m worker backfill`` on ``kafka_client``; returns the process and its log (stderr) and
+    stdout paths."""
     log_path, out_path = tmp_path / f"{name}.log", tmp_path / f"{name}.out"
     env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "worker", "backfill", "--requests-topic", topic, "--reply-topic", reply_topic,
-               "--log-format", "json", "--no-progress", "--torch-threads", "1", *extra]
+               "--log-format", "json", "--no-progress", "--torch-threads", "1", "--kafka-client", kafka_client,
+               *extra]
     with log_path.open("wb") as log_file, out_path.open("wb") as out_file:
         process = subprocess.Popen(command, env=env, cwd=REPO, stdout=out_file, stderr=log_file)
     STARTED.append(process)
@@ -96,12 +99,14 @@ FAST = ("--max-batch-size", "256", "--max-poll-records", "2000", "--stats-interv
 
 
 def test_a_backfill_scores_exactly_the_records_of_its_time_range_and_exits_0(bootstrap, redis_url, big_topic,
-                                                                             tmp_path):
+                                                                             tmp_path, kafka_client):
     topic, live = big_topic
-    replies = make_reply_topics(bootstrap, f"{topic}.bf-once")
+    replies = make_reply_topics(bootstrap, f"{topic}.bf-once.{kafka_client}")
     process, log_path, out_path = backfill(bootstrap, redis_url, tmp_path, topic, replies,
                                            "--from-time", format_ms(RANGE.from_ms),  # ISO 8601 ...
-                                           "--until-time", str(RANGE.until_ms), *FAST)  # ... and epoch ms
+                                           "--until-time", str(RANGE.until_ms), *FAST,  # ... and epoch ms
+                                           "--job", f"{topic}.once.{kafka_client}",  # each client's run a job
+                                           kafka_client=kafka_client)
     assert process.wait(timeout=240) == 0, log_path.read_text()[-5000:]
     assert_exactly_the_range(read_all(bootstrap, replies, LAST - FIRST))
     [finished] = events(log_path, "backfill_finished")
@@ -112,12 +117,13 @@ def test_a_backfill_scores_exactly_the_records_of_its_time_range_and_exits_0(boo
 
 
 def test_an_interrupted_backfill_resumes_where_it_stopped_and_repeats_nothing(bootstrap, redis_url, big_topic,
-                                                                              tmp_path):
+                                                                              tmp_path, kafka_client):
     topic, _ = big_topic
-    replies = make_reply_topics(bootstrap, f"{topic}.bf-resumed")
+    replies = make_reply_topics(bootstrap, f"{topic}.bf-resumed.{kafka_client}")
     job = ("--from-time", str(RANGE.from_ms), "--until-time", format_ms(RANGE.until_ms),
-           "--job", f"{topic}.resumed", *FAST)  # a job name of this run's own: dedup outlives topics
-    first, first_log, _ = backfill(bootstrap, redis_url, tmp_path, topic, replies, *job, name="first")
+           "--job", f"{topic}.resumed.{kafka_client}", *FAST)  # a job name of this run's own: dedup outlives topics
+    first, first_log, _ = backfill(bootstrap, redis_url, tmp_path, topic, replies, *job, name="first",
+                                   kafka_client=kafka_client)
     wait_until(lambda: first.poll() is not None or any(e["consumed"] >= 30_000
                                                        for e in events(first_log, "worker_stats")),
                180, "the backfill to be about a third done", interval_s=0.5)
@@ -126,7 +132,8 @@ def test_an_interrupted_backfill_resumes_where_it_stopped_and_repeats_nothing(bo
     [stopped] = events(first_log, "backfill_finished")
     assert not stopped["complete"] and 0 < stopped["committed"] < LAST - FIRST
 
-    second, second_log, _ = backfill(bootstrap, redis_url, tmp_path, topic, replies, *job, name="second")
+    second, second_log, _ = backfill(bootstrap, redis_url, tmp_path, topic, replies, *job, name="second",
+                                     kafka_client=kafka_client)
     assert second.wait(timeout=240) == 0, second_log.read_text()[-5000:]
     [finished] = events(second_log, "backfill_finished")
     assert finished["complete"] and finished["done_before"] == stopped["committed"]
@@ -135,7 +142,21 @@ def test_an_interrupted_backfill_resumes_where_it_stopped_and_repeats_nothing(bo
     assert_exactly_the_range(read_all(bootstrap, replies, LAST - FIRST))
 
 
-def test_an_open_range_ends_at_the_end_when_the_job_first_started_also_after_a_restart(bootstrap, topics):
+def bounded_source(kafka_client, settings, time_range):
+    if kafka_client == "confluent":
+        from worker.kafka.confluent.bounded_source import bounded_confluent_source  # an extra: imported when tested
+
+        return bounded_confluent_source(settings, SystemClock(), time_range)
+    return bounded_kafka_source(settings, SystemClock(), time_range)
+
+
+@pytest.mark.parametrize("first_client, second_client", [
+    ("kafka-python", "kafka-python"), ("confluent", "confluent"), ("kafka-python", "confluent"),
+    ("confluent", "kafka-python")])
+def test_an_open_range_ends_at_the_end_when_the_job_first_started_also_after_a_restart(bootstrap, topics,
+                                                                                       first_client, second_client):
+    if "confluent" in (first_client, second_client):
+        pytest.importorskip("confluent_kafka")
     producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all")
     for i in range(40):
         producer.send(topics.requests, value=b"{}", partition=i % 2, timestamp_ms=stamped(i))
@@ -143,8 +164,8 @@ def test_an_open_range_ends_at_the_end_when_the_job_first_started_also_after_a_r
     settings = Settings(kafka_bootstrap_servers=bootstrap, redis_url="memory://", requests_topic=topics.requests,
                         group=f"{topics.requests}.open", max_poll_records=7)
 
-    def run_source(appended, stop_after=None):
-        source = BoundedKafkaSource(settings, SystemClock(), TimeRange(stamped(10)))
+    def run_source(kafka_client, appended, stop_after=None):
+        source = bounded_source(kafka_client, settings, TimeRange(stamped(10)))
         source.start()
         for i in range(appended):  # records appended after the start are not part of the job
             producer.send(topics.requests, value=b"{}", partition=i % 2, timestamp_ms=stamped(100 + i))
@@ -157,16 +178,17 @@ def test_an_open_range_ends_at_the_end_when_the_job_first_started_also_after_a_r
         source.close()
         return [(r.position.partition, r.position.offset) for r in handed], complete
 
-    first, complete = run_source(appended=10, stop_after=14)
+    first, complete = run_source(first_client, appended=10, stop_after=14)
     assert not complete and 14 <= len(first) < 30
-    rest, complete = run_source(appended=10)
+    rest, complete = run_source(second_client, appended=10)  # resumed on either client: the same plan
     assert complete
     # Records 10..39 alternate over partitions 0 and 1: offsets 5..19 of each.
     assert sorted(first + rest) == sorted((p, o) for p in (0, 1) for o in range(5, 20))
     producer.close()
 
 
-def test_a_backfill_refuses_a_group_whose_offsets_it_did_not_commit(bootstrap, redis_url, topics, tmp_path):
+def test_a_backfill_refuses_a_group_whose_offsets_it_did_not_commit(bootstrap, redis_url, topics, tmp_path,
+                                                                    kafka_client):
     group = f"{topics.requests}.live"
     consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=group, enable_auto_commit=False)
     consumer.assign([TopicPartition(topics.requests, 0)])
@@ -174,6 +196,6 @@ def test_a_backfill_refuses_a_group_whose_offsets_it_did_not_commit(bootstrap, r
     consumer.close()
     make_reply_topics(bootstrap, topics.replies)
     process, log_path, _ = backfill(bootstrap, redis_url, tmp_path, topics.requests, topics.replies,
-                                    "--from-time", "0", "--group", group)
+                                    "--from-time", "0", "--group", group, kafka_client=kafka_client)
     assert process.wait(timeout=60) == 2
     assert "no backfill committed" in log_path.read_text()

@@ -1,5 +1,5 @@
 """A backfill that leaves live traffic alone: it holds while the live group lags, goes on once it caught up,
-and reads under --max-rate; on a real broker and Redis."""
+and reads under --max-rate; on a real broker and Redis, over either Kafka client."""
 
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 
@@ -19,14 +19,15 @@ def commit_live_group(bootstrap, group, topic, to_end):
     consumer.close(autocommit=False)
 
 
-def test_a_backfill_waits_for_the_live_group_to_catch_up(bootstrap, redis_url, topics, producer, tmp_path):
+def test_a_backfill_waits_for_the_live_group_to_catch_up(bootstrap, redis_url, topics, producer, tmp_path,
+                                                         kafka_client):
     producer.send_requests(topics.requests, "h", churn_inputs(RECORDS))
     live_group = f"{topics.requests}.live"
     commit_live_group(bootstrap, live_group, topics.requests, to_end=False)  # lagging by 600
     replies = make_reply_topics(bootstrap, f"{topics.requests}.bf")
     process, log_path, _ = backfill(bootstrap, redis_url, tmp_path, topics.requests, replies, "--from-time", "0",
                                     "--live-max-lag", "100", "--live-group", live_group, "--live-check-s", "0.5",
-                                    "--max-rate", "1000")
+                                    "--max-rate", "1000", kafka_client=kafka_client)
     wait_until(lambda: events(log_path, "backfill_yielding_to_live") or process.poll() is not None, 120,
                "the backfill to yield to the live group")
     assert process.poll() is None, log_path.read_text()[-3000:]

@@ -119,7 +119,8 @@ def test_send_and_score_on_confluent_kafka_key_records_as_kafka_python_does(boot
     assert {v["id"] for v in replies.read(1.0).values()} >= {f"q{i}" for i in range(300)}
 
 
-def test_collect_joins_a_backfills_replies_with_the_requests_of_its_range(bootstrap, redis_url, topics, tmp_path):
+def test_collect_joins_a_backfills_replies_with_the_requests_of_its_range(bootstrap, redis_url, topics, tmp_path,
+                                                                          kafka_client):
     base = (time.time_ns() // 1_000_000 - 600_000) // 1000 * 1000
     producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=5)
     rng = random.Random(6)
@@ -135,7 +136,8 @@ def test_collect_joins_a_backfills_replies_with_the_requests_of_its_range(bootst
     window = ("--from-time", str(base + 100), "--until-time", format_ms(base + 250))  # t100 .. t249
     env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-m", "worker", "backfill", "--requests-topic", topics.requests,
-                           "--reply-topic", backfill_topic, *window, "--no-progress", "--torch-threads", "1"],
+                           "--reply-topic", backfill_topic, *window, "--no-progress", "--torch-threads", "1",
+                           "--kafka-client", kafka_client],
                           env=env, cwd=REPO, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "151 in range" in done.stdout and "149 ok, 1 error" in done.stdout and "dead letters  1" in done.stdout

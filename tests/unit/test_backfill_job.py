@@ -74,8 +74,8 @@ def test_every_reply_goes_to_the_backfill_reply_topic_and_dead_letters_keep_thei
     assert inner.sent == ["bf", "bf", "bf.dlq"]
 
 
-def test_a_backfill_over_the_confluent_client_is_refused_as_not_built_yet(monkeypatch):
+def test_a_backfill_may_run_over_the_confluent_client(monkeypatch):
     monkeypatch.setattr("worker.core.settings.find_spec", lambda name: object())
     args = parse(["--requests-topic", "requests", "--reply-topic", "bf", "--kafka-client", "confluent", *RANGE])
-    with pytest.raises(ConfigError, match=r"backfill with kafka_client=confluent \(--kafka-client\) is not built yet"):
-        backfill_settings(args, ENV)
+    settings, _ = backfill_settings(args, ENV)
+    assert settings.kafka_client == "confluent"

@@ -18,6 +18,12 @@ def test_a_plan_survives_the_commit_metadata_and_nothing_else_passes_for_one():
         assert decode_plan(foreign) is None
 
 
+def test_what_follows_the_plan_is_not_part_of_it():
+    # confluent-kafka commits a NUL after the metadata; it reads one committed without as far as a NUL in memory.
+    for tail in ("\x00", "\x01", "\x01}garbage"):
+        assert decode_plan(encode_plan(DAY, Span(3, 9)) + tail) == (DAY, Span(3, 9))
+
+
 def test_a_fresh_group_gets_a_fresh_plan():
     assert resume_point(TP, "g", None, None, DAY, Span(10, 20)) == Resume(Span(10, 20), 10, resumed=False)
 

@@ -1,5 +1,5 @@
-"""BoundedKafkaSource's bookkeeping, over a stand-in for KafkaConsumer (never a broker's behaviour:
-tests/integration/test_backfill.py runs it on a real one)."""
+"""BoundedSource's bookkeeping through the kafka-python reader, over a stand-in for KafkaConsumer (never a
+broker's behaviour: tests/integration/test_backfill.py runs it on a real one, over either client)."""
 
 from dataclasses import dataclass
 
@@ -12,7 +12,8 @@ from worker.core.errors import ConfigError
 from worker.core.settings import Settings
 from worker.core.timerange import Span, TimeRange
 from worker.jobs.backfill_plan import decode_plan, encode_plan
-from worker.kafka.bounded_source import BoundedKafkaSource
+from worker.jobs.bounded_source import BoundedSource
+from worker.kafka.bounded_source import KafkaPartitionReader
 
 TOPIC = "req"
 SETTINGS = Settings(kafka_bootstrap_servers="k:9092", redis_url="memory://", requests_topic=TOPIC, group="bf")
@@ -110,8 +111,8 @@ def log_of(partition, timestamps, offsets=None):
 
 def source_over(consumer, time_range, **options):
     progress = []
-    source = BoundedKafkaSource(SETTINGS, FakeClock(), time_range, consumer=consumer, on_progress=progress.append,
-                                **options)
+    source = BoundedSource(KafkaPartitionReader(SETTINGS, FakeClock(), consumer), TOPIC, SETTINGS.group, time_range,
+                           on_progress=progress.append, **options)
     source.start(wait_s=0)
     return source, progress
 

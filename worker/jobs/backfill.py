@@ -1,9 +1,10 @@
 """``python -m worker backfill``: re-score a time range of a topic as a bounded job.
 
 The job is the streaming worker (same loop, model, batching, dedup and
-delivery guarantees) over a BoundedKafkaSource: it reads the records of the
-range (see worker/kafka/bounded_source.py for the exact bounds), scores them, and
-exits 0 once every partition's committed offset reached its stop.
+delivery guarantees) over a BoundedSource, on either Kafka client: it reads
+the records of the range (see worker/jobs/bounded_source.py for the exact
+bounds), scores them, and exits 0 once every partition's committed offset
+reached its stop.
 
 It keeps away from live traffic: its own consumer group and dedup namespace
 (both named after the job, by default the topic and the range), every reply
@@ -28,24 +29,22 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
-from kafka.errors import KafkaError
 from tqdm import tqdm
 
-from worker.app import build_dedup, build_runner, build_scorer
+from worker.app import build_backfill_kafka, build_dedup, build_runner, build_scorer
 from worker.core.clock import SystemClock
-from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.core.errors import ConfigError
 from worker.core.messages import Headers
 from worker.core.pacing import LiveFirst, RatePacer
 from worker.core.settings import Settings, add_flags, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.timerange import TimeRange, format_ms, parse_time
 from worker.core.wire import H_DLQ_CODE
+from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
-from worker.kafka.bounded_source import BoundedKafkaSource
 from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
-from worker.kafka.sink import KafkaSink
-from worker.ports import Delivery, SendTag
+from worker.ports import Delivery, SendTag, Sink
 from worker.signals import stop_on_signals
 from worker.stream.loop import Worker
 
@@ -115,10 +114,6 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
     if args.reply_topic is None:
         raise ConfigError("backfill needs --reply-topic: its replies go to a topic of their own, never to the "
                           "live one (create it with `python -m producer create-topic NAME`)")
-    if settings.kafka_client != "kafka-python":
-        raise ConfigError(f"backfill with kafka_client={settings.kafka_client} (--kafka-client) is not built yet: "
-                          "its bounded source exists over kafka-python only; drop --kafka-client (or "
-                          "STREAMSCORE_KAFKA_CLIENT) for backfill jobs")
     if settings.processes != 1:
         raise ConfigError("a backfill runs in one process (it assigns itself every partition); drop --processes")
     if args.reply_topic == settings.requests_topic:
@@ -132,7 +127,7 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
 class ReplyTopicSink:
     """Sends every reply to one topic, whatever the request's ``reply_to``; dead letters keep theirs."""
 
-    def __init__(self, sink: KafkaSink[SendTag], reply_topic: str) -> None:
+    def __init__(self, sink: Sink[SendTag], reply_topic: str) -> None:
         self._sink = sink
         self._reply_topic = reply_topic
 
@@ -171,7 +166,7 @@ class Pacing:
             raise ConfigError(f"--live-group {live_group!r} is the backfill's own group: name the live workers'")
         return cls(args.max_rate, args.live_max_lag, live_group, args.live_check_s)
 
-    def source(self, source: BoundedKafkaSource, settings: Settings, clock: SystemClock) -> PacedSource:
+    def source(self, source: BoundedSource, settings: Settings, clock: SystemClock) -> PacedSource:
         live = live_lag = None
         if self.live_max_lag:
             live = LiveFirst(self.live_max_lag, self.live_check_s, clock)
@@ -182,7 +177,7 @@ class Pacing:
 
 def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested: StopRequest,
                    keep_deadlines: bool = False, pacing: Pacing = Pacing(),
-                   on_progress: Callable[[int], None] | None = None) -> tuple[Worker, BoundedKafkaSource]:
+                   on_progress: Callable[[int], None] | None = None) -> tuple[Worker, BoundedSource]:
     """The worker over the range, its source planned (or resumed) and its model loaded.
 
     Raises ConfigError (a reply topic missing, a group that is not a
@@ -193,14 +188,8 @@ def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested:
                           "consumer group's commit metadata); unset STREAMSCORE_DELIVERY / --delivery")
     clock = SystemClock()
     check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
-    try:
-        source = BoundedKafkaSource(settings, clock, time_range, keep_deadlines=keep_deadlines,
-                                    on_progress=on_progress)
-        sink: KafkaSink[SendTag] = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id,
-                                             security=settings.kafka_security)
-    except KafkaError as exc:
-        raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
-                                 f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
+    source, sink = build_backfill_kafka(settings, clock, time_range, keep_deadlines=keep_deadlines,
+                                        on_progress=on_progress)
     missing = source.missing_topics([settings.reply_topic, settings.dead_letter_topic])
     if missing:
         raise ConfigError(f"topic(s) {', '.join(missing)} do not exist; create them first, e.g. "

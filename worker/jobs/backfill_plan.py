@@ -11,6 +11,7 @@ and stops at the same offsets, even if records were appended since.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from worker.core.offsets import TopicPartition as TP
 from worker.core.timerange import Span, TimeRange
 
 _PLAN_TAG = "streamscore-backfill/1"
+_JSON = json.JSONDecoder()
 
 
 def encode_plan(time_range: TimeRange, span: Span) -> str:
@@ -30,13 +32,20 @@ def encode_plan(time_range: TimeRange, span: Span) -> str:
 
 
 def decode_plan(metadata: str | None) -> tuple[TimeRange, Span] | None:
-    """The plan stored by ``encode_plan``, or None if the metadata is not one."""
+    """The plan stored by ``encode_plan``, or None if the metadata is not one.
+
+    Whatever follows the plan's JSON object is not part of it: confluent-kafka
+    commits the metadata with a NUL byte after it, which kafka-python reads
+    back; and confluent-kafka 2.16 reads metadata up to a NUL byte, so one
+    committed without (by kafka-python before it committed one) comes back
+    with whatever bytes followed it in memory.
+    """
     try:
-        body: Any = orjson.loads(metadata or "")
+        body: Any = _JSON.raw_decode(metadata or "")[0]
         if body.get("plan") != _PLAN_TAG:
             return None
         return TimeRange(body["from_ms"], body["until_ms"]), Span(body["start"], body["stop"])
-    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ConfigError):
+    except (ValueError, AttributeError, KeyError, TypeError, ConfigError):
         return None
 
 

@@ -1,5 +1,9 @@
 """How far another consumer group (the live workers) lags on a topic: what a backfill that yields to live
-traffic reads. A consumer in that group that never subscribes reads its commits without joining it."""
+traffic reads. A consumer in that group that never subscribes reads its commits without joining it.
+
+Over kafka-python whatever the backfill's --kafka-client: it is always installed, it reads another
+group's commits, not the job's own records, and one reading every few seconds costs nothing worth a
+second implementation."""
 
 from __future__ import annotations
 

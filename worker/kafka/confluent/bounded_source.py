@@ -1,0 +1,180 @@
+"""The backfill's partition reader over confluent-kafka (librdkafka): the twin of worker/kafka/bounded_source.py.
+
+A Consumer in the job's group that assigns itself the topic's partitions at
+their start offsets (it never subscribes, so it never joins the group), looks
+spans up with ``get_watermark_offsets`` and ``offsets_for_times``, and commits
+offsets with the plan as their metadata (``TopicPartition(..., metadata=...)``;
+``committed()`` gives it back, None where none was stored).
+
+Where librdkafka differs, and what this reader does:
+- Its position is unknown (OFFSET_INVALID) until a record of the partition is
+  consumed, and offsets without records (transaction markers) at the end of a
+  partition show only once it reaches the end. So the reader keeps each
+  partition's position itself: one past the last record it returned, and the
+  end offset of the partition-EOF events it asks for (``enable.partition.eof``).
+- ``consume(n, timeout)`` waits for all ``n`` records or the timeout, so poll
+  blocks for the first record only and then takes what is already fetched.
+- librdkafka stores a commit's metadata with a NUL byte at its end, which
+  kafka-python returns as part of it: worker/jobs/backfill_plan.py reads the
+  plan either way, so a job may be resumed on either client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from confluent_kafka import (
+    OFFSET_INVALID,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+
+from worker.core.clock import Clock
+from worker.core.errors import CommitDeferred
+from worker.core.messages import Position, RawRecord
+from worker.core.offsets import TopicPartition as TP
+from worker.core.settings import Settings
+from worker.core.timerange import TimeRange
+from worker.jobs.bounded_source import BoundedSource
+from worker.kafka.confluent.connection import client_config
+from worker.kafka.confluent.source import METADATA_RETRY_S, METADATA_TIMEOUT_S
+
+log = structlog.get_logger(__name__)
+
+
+def bounded_confluent_source(settings: Settings, clock: Clock, time_range: TimeRange, *,
+                             keep_deadlines: bool = False,
+                             on_progress: Callable[[int], None] | None = None) -> BoundedSource:
+    """The backfill's source over confluent-kafka, not started."""
+    return BoundedSource(ConfluentPartitionReader(settings, clock), settings.requests_topic, settings.group,
+                         time_range, keep_deadlines=keep_deadlines, on_progress=on_progress)
+
+
+def reader_config(settings: Settings) -> dict[str, Any]:
+    """librdkafka properties of the backfill's consumer: manual commits, no topic creation, EOF events."""
+    return {
+        **client_config(settings.kafka_bootstrap_servers, settings.kafka_security),
+        "group.id": settings.group,
+        "client.id": settings.client_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "allow.auto.create.topics": False,
+        "auto.offset.reset": "earliest",  # a resumed offset that retention deleted: go on from the oldest
+        "enable.partition.eof": True,
+    }
+
+
+class ConfluentPartitionReader:
+    """A PartitionReader (worker/jobs/bounded_source.py) over confluent-kafka. Not thread-safe."""
+
+    def __init__(self, settings: Settings, clock: Clock) -> None:
+        self._topic = settings.requests_topic
+        self._clock = clock
+        self._consumer = Consumer(reader_config(settings))
+        self._positions: dict[TP, int] = {}
+
+    def partitions(self, wait_s: float) -> list[int]:
+        deadline = time.monotonic() + wait_s
+        while True:
+            found = self._consumer.list_topics(self._topic, timeout=METADATA_TIMEOUT_S).topics.get(self._topic)
+            if found is not None and found.error is None and found.partitions:
+                return sorted(found.partitions)
+            if time.monotonic() >= deadline:
+                raise LookupError(self._topic)
+            time.sleep(METADATA_RETRY_S)
+
+    def lookups(self, partitions: list[TP], from_ms: int, until_ms: int | None) -> dict[TP, tuple[
+            int | None, int | None, int]]:
+        ends = {tp: self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=METADATA_TIMEOUT_S)[1]
+                for tp in partitions}
+        froms = self._offsets_for_times(partitions, from_ms)
+        untils = {} if until_ms is None else self._offsets_for_times(partitions, until_ms)
+        return {tp: (froms[tp], untils.get(tp), int(ends[tp])) for tp in partitions}
+
+    def _offsets_for_times(self, partitions: list[TP], ms: int) -> dict[TP, int | None]:
+        """The first offset at or after ``ms`` per partition; None when no record is (librdkafka says -1)."""
+        found = self._consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in partitions],
+                                                 timeout=METADATA_TIMEOUT_S)
+        _raise_errors(found)
+        return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in found}
+
+    def committed(self, partitions: list[TP]) -> dict[TP, tuple[int, str | None]]:
+        found = self._consumer.committed([TopicPartition(*tp) for tp in partitions], timeout=METADATA_TIMEOUT_S)
+        _raise_errors(found)
+        return {(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in found if tp.offset != OFFSET_INVALID}
+
+    def commit(self, offsets: dict[TP, tuple[int, str]]) -> None:
+        try:
+            results = self._consumer.commit(
+                offsets=[TopicPartition(t, p, offset, metadata=metadata) for (t, p), (offset, metadata) in
+                         offsets.items()], asynchronous=False)
+            _raise_errors(results)
+        except KafkaException as exc:
+            raise CommitDeferred(f"confluent-kafka: {exc}") from exc
+
+    def assign(self, positions: dict[TP, int]) -> None:
+        self._consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in positions.items()])
+        self._positions = dict(positions)
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
+        first = self._consumer.poll(timeout_s)
+        if first is None:
+            return []
+        fetched = [first]
+        if max_records > 1:
+            fetched += self._consumer.consume(max_records - 1, 0)
+        now = self._clock.monotonic()
+        records = []
+        for m in fetched:
+            tp = (m.topic(), m.partition())
+            error = m.error()
+            if error is not None:
+                self._at_end_or_raise(tp, error, m.offset())
+                continue
+            offset: int = m.offset()  # type: ignore[assignment]
+            kind, timestamp = m.timestamp()
+            records.append(RawRecord(Position(tp[0], tp[1], offset), m.key(), m.value(),  # type: ignore[arg-type]
+                                     list(m.headers() or ()),  # type: ignore[arg-type]
+                                     timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1, now))
+            self._positions[tp] = offset + 1  # type: ignore[index]
+        return records
+
+    def _at_end_or_raise(self, tp: Any, error: KafkaError, offset: int | None) -> None:
+        """A partition-EOF event moves the position to the end it reports; other errors are logged, or raised
+        when fatal (librdkafka retries the rest itself)."""
+        if error.code() == KafkaError._PARTITION_EOF:
+            self._positions[tp] = max(self._positions.get(tp, 0), offset or 0)
+            return
+        if error.fatal():
+            raise KafkaException(error)
+        log.warning("kafka_consume_error", code=error.name(), reason=error.str(), topic=tp[0], partition=tp[1])
+
+    def positions(self, partitions: list[TP]) -> dict[TP, int]:
+        return {tp: self._positions[tp] for tp in partitions}
+
+    def pause(self, partitions: list[TP]) -> None:
+        self._consumer.pause([TopicPartition(*tp) for tp in partitions])
+
+    def resume(self, partitions: list[TP]) -> None:
+        self._consumer.resume([TopicPartition(*tp) for tp in partitions])
+
+    def topics(self) -> set[str]:
+        return set(self._consumer.list_topics(timeout=METADATA_TIMEOUT_S).topics)
+
+    def close(self, timeout_s: float) -> None:
+        """No group to leave (never subscribed): librdkafka's close returns as soon as its fetchers stop."""
+        with contextlib.suppress(RuntimeError):  # closed already
+            self._consumer.close()
+
+
+def _raise_errors(partitions: list[TopicPartition]) -> None:
+    for tp in partitions:
+        if tp.error is not None:
+            raise KafkaException(tp.error)
