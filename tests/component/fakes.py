@@ -119,6 +119,9 @@ class Sent:
 
 
 class FakeSink:
+    """A send is on its topic (``sent``) at once, as the broker has it; ``settle`` reports its outcome:
+    refused for ``fail_topics``, whose sends never land."""
+
     def __init__(self) -> None:
         self.sent: list[Sent] = []
         self._pending: list[tuple[Sent, object]] = []
@@ -130,16 +133,17 @@ class FakeSink:
         return len(self._pending)
 
     def send(self, topic, key, value, headers, tag) -> None:
-        self._pending.append((Sent(topic, key, value, headers), tag))
+        record = Sent(topic, key, value, headers)
+        self._pending.append((record, tag))
+        if topic not in self.fail_topics:
+            self._land(record)
+
+    def _land(self, record: Sent) -> None:
+        self.sent.append(record)
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery]:
-        deliveries = []
-        for record, tag in self._pending:
-            if record.topic in self.fail_topics:
-                deliveries.append(Delivery(tag, RuntimeError("broker said no")))
-            else:
-                self.sent.append(record)
-                deliveries.append(Delivery(tag, None))
+        deliveries = [Delivery(tag, RuntimeError("broker said no") if record.topic in self.fail_topics else None)
+                      for record, tag in self._pending]
         self._pending = []
         return deliveries
 
@@ -157,12 +161,8 @@ class FakeTransactionalSink(FakeSink):
         super().__init__()
         self.uncommitted: list[Sent] = []
 
-    def settle(self, timeout_s: float = 30.0) -> list[Delivery]:
-        before = len(self.sent)
-        deliveries = super().settle(timeout_s)
-        self.uncommitted += self.sent[before:]
-        del self.sent[before:]
-        return deliveries
+    def _land(self, record: Sent) -> None:
+        self.uncommitted.append(record)
 
 
 class FakeExactlyOnce:

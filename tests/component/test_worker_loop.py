@@ -131,6 +131,7 @@ def test_a_batch_that_outlives_its_membership_answers_only_what_is_still_ours():
     h.runner.run = stalls_and_gets_dropped_from_the_group
     h.steps(2)
     assert [r["id"] for r in h.replies()] == ["p0"]
+    h.steps(2)  # the acknowledgement, the commit, its answer
     assert h.source.committed == {("requests", 0): 1}
     assert h.worker.stats.handed_over == 1
 
@@ -207,7 +208,7 @@ def test_a_commit_during_a_rebalance_is_deferred_not_fatal():
     h.steps(2)
     assert h.source.committed == {}
     h.source.commits_refused = False
-    h.steps(1)
+    h.steps(2)  # the commit, its answer
     assert h.source.committed == {("requests", 0): 1}
 
 
@@ -290,7 +291,7 @@ def test_while_dedup_is_down_consumption_pauses_and_nothing_is_scored_unclaimed(
 def test_an_offset_is_not_committed_before_its_done_mark_is_written():
     h = flaky_harness(max_wait_ms=0)
     h.source.produce({"id": "a", "inputs": INPUTS})
-    h.worker.step()  # claimed, scored, replied: the done mark is written in the same step...
+    h.steps(2)  # claimed, scored, replied; acknowledged and its done mark written in the next step...
     h.flaky.down = True
     h.source.produce({"id": "b", "inputs": INPUTS})
     h.flaky.claim = h.flaky.store.claim  # ...so make only completing fail for b

@@ -5,16 +5,18 @@ One thread does all the Kafka and Redis work, in this order each step:
    (stream/membership.py). A poll that came back full means a backlog: its
    batches go at once, partial ones too (max_wait_ms applies only while the
    topic is drained);
-2. admit them: decode, refuse what cannot be scored, claim ids in the dedup
-   store, batch what is fresh (stream/admission.py);
-3. answer the batch the scorer finished (except for partitions that left
-   while it ran), and hand it the next ready batch (stream/replies.py);
-4. settle: take the broker's acknowledgements and let the commit policy
+2. settle: take the broker's acknowledgements and let the commit policy
    commit what they made safe (stream/commit.py: at-least-once or
    transactional). At-least-once takes the acknowledgements that came and
    goes on; it waits only while too many sends are out (SENDS_OUT_PER_POLL
-   polls' worth). Exactly-once waits for all of them: a transaction commits
-   them with their offsets.
+   polls' worth). Before admitting: an error or expired reply releases its
+   claim once acknowledged, and a retry of it may be in this very poll;
+3. admit them: decode, refuse what cannot be scored, claim ids in the dedup
+   store, batch what is fresh (stream/admission.py);
+4. answer the batch the scorer finished (except for partitions that left
+   while it ran), and hand it the next ready batch (stream/replies.py);
+5. exactly-once only: settle again, waiting for every acknowledgement: a
+   transaction commits the step's sends with their offsets.
 The scorer runs the model inline, or on a thread of its own so that steps go
 on while a batch computes (stream/scoring.py). After a stop, the drain finishes
 the work in hand within one deadline (stream/drain.py).
@@ -118,12 +120,14 @@ class Worker:
         self._last_poll = self.stats.last_iteration = self._clock.monotonic()
         self.stats.record_rebalancing(self._source.rebalancing(), self._last_poll)
         self._membership.polled()
+        self._settle()
         self._admission.admit(records)
         if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic(), self._backlog)):
             # Nothing came in, or the next batch is ready already: wait on the model, not the network.
             self._scorer.wait(SCORING_WAIT_S)
         self._score_ready()
-        self._settle()
+        if self._commits.waits_for_acks:
+            self._settle()
         # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep
         # polling (to stay in the group).
         self._source.pause(self.stats.record_pause(
