@@ -45,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                         help='extra streamscore settings for every worker of the run, e.g. '
                              '--worker-args="--commit-interval-ms 100" (the ceilings are not affected)')
     parser.add_argument("--load-client", choices=KAFKA_CLIENTS, default=default_load_client(),
-                        help="Kafka client of the pre-fill and the open-loop sender (default: confluent when "
-                             "confluent-kafka is installed, else kafka-python; see bench/topics.py)")
+                        help="Kafka client of the pre-fill and the open-loop sender and reader (default: "
+                             "confluent when confluent-kafka is installed, else kafka-python; see bench/topics.py)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results", help="results folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser

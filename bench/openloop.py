@@ -12,12 +12,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from kafka import KafkaConsumer, TopicPartition
 from tqdm import tqdm
 
 from bench.results import LatencyRun, percentile
-from bench.security import connection, env_security
+from bench.security import env_security
 from producer.send import RequestBody, SendSummary, send_requests
+from producer.transport import open_reply_reader
 from worker.core.wire import H_BATCH_SIZE, H_BATCH_WAIT, H_COMPUTE, H_QUEUE_WAIT
 
 IDLE_TIMEOUT_S = 15.0  # after the last send, give up on replies that stop coming for this long
@@ -33,37 +33,32 @@ class _Sender:
 
 
 class LatencyReader:
-    """Reads a reply topic from its current end; stamps each reply's id with the wall time its poll returned."""
+    """Reads a reply topic from its current end, on ``kafka_client``; stamps each reply's id with the wall time
+    its poll returned."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self._consumer = KafkaConsumer(**connection(bootstrap), group_id=None,
-                                       client_id="bench-latency", enable_auto_commit=False, fetch_max_wait_ms=100)
-        partitions = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic) or ())]
-        self._consumer.assign(partitions)
-        self._consumer.seek_to_end(*partitions)
-        for tp in partitions:
-            self._consumer.position(tp)  # resolve "end" now, before anything is sent
+    def __init__(self, bootstrap: str, topic: str, kafka_client: str) -> None:
+        self._replies = open_reply_reader(kafka_client, bootstrap, env_security())
+        self._replies.follow_from_end(topic, self._replies.partitions(topic))  # before anything is sent
         self.received_ms: dict[str, float] = {}
         self.batch_sizes: dict[str, int] = {}
         self.stages: dict[str, dict[str, float]] = {}  # id -> where its time went, from the reply's headers
 
     def poll(self) -> int:
-        polled = self._consumer.poll(timeout_ms=100, max_records=5000)
+        polled = self._replies.poll(0.1)
         now_ms = time.time_ns() / 1e6
         new = 0
-        for records in polled.values():
-            for record in records:
-                request_id = (record.key or b"").decode(errors="replace")
-                if request_id not in self.received_ms:
-                    self.received_ms[request_id] = now_ms
-                    headers = dict(record.headers or ())
-                    self.batch_sizes[request_id] = int(headers.get(H_BATCH_SIZE) or 0)
-                    self.stages[request_id] = _stages(headers, now_ms - record.timestamp)
-                    new += 1
+        for record in polled:
+            request_id = (record.key or b"").decode(errors="replace")
+            if request_id not in self.received_ms:
+                self.received_ms[request_id] = now_ms
+                headers = dict(record.headers)
+                self.batch_sizes[request_id] = int(headers.get(H_BATCH_SIZE) or 0)
+                self.stages[request_id] = _stages(headers, now_ms - record.timestamp_ms)
+                new += 1
         return new
 
     def close(self) -> None:
-        self._consumer.close()
+        self._replies.close()
 
 
 def _stages(headers: dict[str, bytes], reply_transit_ms: float) -> dict[str, float]:
@@ -79,9 +74,9 @@ def open_loop(bootstrap: str, requests_topic: str, reply_topic: str, bodies: lis
 
     ``stages``: break the latency down by the worker's reply headers (off for
     the Kafka ceiling loop, whose headers only have the right size).
-    ``kafka_client``: the sender's (the reader stays on kafka-python).
+    ``kafka_client``: the sender's and the reader's.
     """
-    reader = LatencyReader(bootstrap, reply_topic)
+    reader = LatencyReader(bootstrap, reply_topic, kafka_client)
     sender = _Sender()
 
     def send() -> None:

@@ -54,31 +54,40 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
 
-    topics = RunTopics.fresh(f"profile-{args.workload}")
+    profiler = None if args.no_profile else cProfile.Profile()
+    wall_s, cpu_s = timed_run(bootstrap, args.workload, args.requests, args.worker_args, profiler)
+    print(f"\n{args.requests:,} requests in {wall_s:.1f} s ({args.requests / wall_s:,.0f} req/s); "
+          f"process CPU {cpu_s / args.requests * 1e6:.0f} µs per request (all threads)")
+    if profiler is not None:
+        _report(pstats.Stats(profiler), args.requests, args.top)
+    return 0
+
+
+def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[str],
+              profiler: cProfile.Profile | None = None) -> tuple[float, float]:
+    """Fill a fresh topic with ``requests``, then step a worker in this process until it answered them all.
+
+    Returns (wall seconds, process CPU seconds) of the stepping, profiled by ``profiler`` when given.
+    """
+    topics = RunTopics.fresh(f"profile-{workload}")
     topics.create(bootstrap, partitions=4)
     try:
-        prefill(bootstrap, topics.requests, WORKLOADS[args.workload].requests(args.requests), progress=True,
+        prefill(bootstrap, topics.requests, WORKLOADS[workload].requests(requests), progress=False,
                 kafka_client=default_load_client())
-        settings = _settings(args.workload, topics, args.worker_args)
-        worker = build_worker(settings, StopRequest(SystemClock()))
-        profiler = cProfile.Profile()
-        started = time.perf_counter()
-        cpu_started = time.process_time()
-        if not args.no_profile:
+        worker = build_worker(_settings(workload, topics, worker_args), StopRequest(SystemClock()))
+        started, cpu_started = time.perf_counter(), time.process_time()
+        if profiler is not None:
             profiler.enable()
-        while worker.stats.replied_ok < args.requests:
+        while worker.stats.replied_ok < requests:
             worker.step()
-        profiler.disable()
+        if profiler is not None:
+            profiler.disable()
         wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
         worker.stop()
         worker.run()  # drains, commits and closes
     finally:
         topics.delete(bootstrap)
-    print(f"\n{args.requests:,} requests in {wall_s:.1f} s ({args.requests / wall_s:,.0f} req/s); "
-          f"process CPU {cpu_s / args.requests * 1e6:.0f} µs per request (all threads)")
-    if not args.no_profile:
-        _report(pstats.Stats(profiler), args.requests, args.top)
-    return 0
+    return wall_s, cpu_s
 
 
 def _settings(workload: str, topics: RunTopics, worker_args: list[str]) -> Settings:

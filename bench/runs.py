@@ -28,7 +28,7 @@ class RunContext:
     log_dir: Path
     progress: bool
     worker_args: tuple[str, ...] = ()  # extra settings for every streamscore worker of the run
-    load_client: str = "kafka-python"  # the Kafka client of the pre-fill and the open-loop sender
+    load_client: str = "kafka-python"  # the Kafka client of the pre-fill and the open-loop sender and reader
     startup_timeout_s: float = 180.0  # process start, imports, model load, group join (slow on a busy machine)
 
 

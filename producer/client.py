@@ -240,8 +240,8 @@ class ScoringClient:
     def _read_replies(self) -> None:
         try:
             while not self._closing.is_set():
-                for key, value in self._replies.poll(0.1):
-                    self._deliver(key, value)
+                for record in self._replies.poll(0.1):
+                    self._deliver(record.key, record.value)
                 self._resend_or_expire()
                 self._publisher.serve()  # confluent-kafka reports failed sends only from inside a call
         except Exception as exc:  # the reader is gone: nobody would resolve what is in flight

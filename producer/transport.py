@@ -11,7 +11,7 @@ imported only when it is chosen.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from worker.core.security import KafkaSecurity
 from worker.core.settings import KAFKA_CLIENTS, check_kafka_client
@@ -20,7 +20,15 @@ __all__ = ["KAFKA_CLIENTS", "OnDone", "Publisher", "Record", "ReplyReader", "ope
 
 # What a publish comes to: (partition, None) once the broker took the record, (None, error) if it was lost.
 OnDone = Callable[[int | None, BaseException | None], None]
-Record = tuple[bytes | None, bytes | None]  # a reply's key and value
+
+
+class Record(NamedTuple):
+    """A record as read: its key and value, headers, and timestamp (ms; the producer's CreateTime)."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+    timestamp_ms: int
 
 
 class Publisher(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -123,7 +123,8 @@ class ConfluentReplyReader:
         for message in [first, *self._consumer.consume(MAX_RECORDS - 1, 0)]:
             error = message.error()
             if error is None:
-                records.append((message.key(), message.value()))
+                headers = cast(list[tuple[str, bytes]], message.headers() or [])  # a list, as consumed
+                records.append(Record(message.key(), message.value(), headers, message.timestamp()[1]))
             elif error.fatal():
                 raise KafkaException(error)
         return records

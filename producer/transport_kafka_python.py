@@ -63,7 +63,8 @@ class KafkaPythonReplyReader:
 
     def poll(self, timeout_s: float) -> list[Record]:
         polled = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=MAX_RECORDS)
-        return [(r.key, r.value) for records in polled.values() for r in records]
+        return [Record(r.key, r.value, list(r.headers or ()), r.timestamp) for records in polled.values()
+                for r in records]
 
     def close(self) -> None:
         self._consumer.close()
