@@ -89,7 +89,8 @@ class Settings:
     auto_offset_reset: str = _setting("earliest", "where a new group starts: earliest or latest")
     assignor: str = _setting("range", "partition assignment: range, roundrobin, or cooperative-sticky "
                              "(incremental rebalances; every worker of a group must use the same kind)")
-    commit_interval_ms: int = _setting(0, "least time between offset commits; 0 commits after every batch")
+    commit_interval_ms: int = _setting(0, "least time between offset commits (asynchronous); 0 commits whenever "
+                                        "the last commit was answered")
     delivery: str = _setting("at-least-once", "at-least-once (replies acknowledged, then offsets committed; dedup "
                              "suppresses redeliveries) or exactly-once (replies and offsets in one Kafka "
                              "transaction: read replies with isolation.level=read_committed)")
