@@ -165,9 +165,6 @@ def test_at_least_once_raises_what_the_broker_refused_for_good_at_the_next_step(
         policy.settle([], now=2.0, force=False)
 
 
-def test_only_the_transactional_policy_waits_for_every_acknowledgement():
-    assert Transactional.waits_for_acks and not AtLeastOnce.waits_for_acks
-
 
 def test_at_least_once_commits_what_is_safe_then_raises_on_a_failed_delivery():
     source = RecordingSource()

@@ -10,21 +10,19 @@ refused since the last step) and own the order that makes them safe:
   the broker answers, and the answer marks the offsets committed). A failed
   delivery commits what is safe, synchronously, and raises DeliveryError (the
   worker restarts, and the records are consumed again); so does a commit the
-  broker refused for good. It needs the deliveries the sink has, not all of
-  them: ``waits_for_acks`` is False.
+  broker refused for good.
 - ``Transactional``: commit the step's replies with their offsets in one
   Kafka transaction, then write the done marks (never before: a done mark
   for an aborted reply would lose the request). Any failure aborts and
   raises TransactionAborted: the caller drops what it holds, and the source
-  gives it again from the committed offsets. Every send of the transaction
-  must be acknowledged before its offsets commit: ``waits_for_acks`` is True.
+  gives it again from the committed offsets.
 
 Time is passed in; nothing here sleeps. ``CommitTimer`` is the pure part.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -55,8 +53,6 @@ class CommitTimer:
 
 
 class CommitPolicy(Protocol):
-    waits_for_acks: ClassVar[bool]  # settle needs every send out acknowledged (the sink waits for them)
-
     def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
         """Account for ``deliveries`` and commit what they made safe (``force``: regardless of timing).
 
@@ -65,8 +61,6 @@ class CommitPolicy(Protocol):
 
 
 class AtLeastOnce:
-    waits_for_acks: ClassVar[bool] = False
-
     def __init__(self, source: Source, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
                  now: float) -> None:
         self._source = source
@@ -132,8 +126,6 @@ class AtLeastOnce:
 
 
 class Transactional:
-    waits_for_acks: ClassVar[bool] = True
-
     def __init__(self, transactions: Transactions, offsets: OffsetTracker, gate: DedupGate) -> None:
         self._transactions = transactions
         self._offsets = offsets

@@ -5,18 +5,17 @@ One thread does all the Kafka and Redis work, in this order each step:
    (stream/membership.py). A poll that came back full means a backlog: its
    batches go at once, partial ones too (max_wait_ms applies only while the
    topic is drained);
-2. settle: take the broker's acknowledgements and let the commit policy
-   commit what they made safe (stream/commit.py: at-least-once or
-   transactional). At-least-once takes the acknowledgements that came and
-   goes on; it waits only while too many sends are out (SENDS_OUT_PER_POLL
-   polls' worth). Before admitting: an error or expired reply releases its
-   claim once acknowledged, and a retry of it may be in this very poll;
-3. admit them: decode, refuse what cannot be scored, claim ids in the dedup
+2. admit them: decode, refuse what cannot be scored, claim ids in the dedup
    store, batch what is fresh (stream/admission.py);
-4. answer the batch the scorer finished (except for partitions that left
+3. answer the batch the scorer finished (except for partitions that left
    while it ran), and hand it the next ready batch (stream/replies.py);
-5. exactly-once only: settle again, waiting for every acknowledgement: a
-   transaction commits the step's sends with their offsets.
+4. settle: wait for the broker's acknowledgements of the step's sends and let
+   the commit policy commit what they made safe (stream/commit.py:
+   at-least-once, committing asynchronously, or transactional). Waiting here,
+   before the next poll, means a rebalance inside that poll finds every reply
+   sent so far done-marked: a partition's new owner never re-scores a reply
+   still in flight (not waiting did exactly that in chaos scenario b), and an
+   error reply's released claim is free for a retry polled next.
 The scorer runs the model inline, or on a thread of its own so that steps go
 on while a batch computes (stream/scoring.py). After a stop, the drain finishes
 the work in hand within one deadline (stream/drain.py).
@@ -52,9 +51,7 @@ log = structlog.get_logger(__name__)
 REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
 SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
 IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
-SEND_SETTLE_S = 30.0  # longest wait for the broker's acknowledgements in a step, when waiting
-SENDS_OUT_PER_POLL = 4  # at-least-once: beyond this many polls' worth of sends out, wait for acknowledgements
-ACK_POLL_S = 0.02  # longest poll while sends are out: their acknowledgements lead to commits and done marks
+SEND_SETTLE_S = 30.0  # longest wait for the broker's acknowledgements in a step
 LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
 
 
@@ -120,14 +117,12 @@ class Worker:
         self._last_poll = self.stats.last_iteration = self._clock.monotonic()
         self.stats.record_rebalancing(self._source.rebalancing(), self._last_poll)
         self._membership.polled()
-        self._settle()
         self._admission.admit(records)
         if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic(), self._backlog)):
             # Nothing came in, or the next batch is ready already: wait on the model, not the network.
             self._scorer.wait(SCORING_WAIT_S)
         self._score_ready()
-        if self._commits.waits_for_acks:
-            self._settle()
+        self._settle()
         # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep
         # polling (to stay in the group).
         self._source.pause(self.stats.record_pause(
@@ -157,10 +152,9 @@ class Worker:
         if self._scorer.busy:
             return 0.0  # take what has arrived, then wait on the scorer (see step)
         deadline = self._batcher.deadline()
-        longest = ACK_POLL_S if self._sink.pending else IDLE_POLL_S
         if deadline is None:
-            return longest
-        return min(longest, max(0.0, deadline - self._clock.monotonic()))
+            return IDLE_POLL_S
+        return max(0.0, deadline - self._clock.monotonic())
 
     def _submit(self, batch: list[Request]) -> None:
         """Answer what expired while it waited; give the rest to the scorer."""
@@ -180,9 +174,7 @@ class Worker:
             self._responder.answer_scored(scored, self._submitted_ms, left)
 
     def _settle(self, force_commit: bool = False, timeout_s: float = SEND_SETTLE_S) -> None:
-        wait = (force_commit or self._commits.waits_for_acks
-                or self._sink.pending > SENDS_OUT_PER_POLL * self._settings.max_poll_records)
-        deliveries = self._sink.settle(timeout_s if wait else 0.0) if self._sink.pending else []
+        deliveries = self._sink.settle(timeout_s) if self._sink.pending else []
         try:
             self._commits.settle(deliveries, self._clock.monotonic(), force_commit)
         except TransactionAborted:
