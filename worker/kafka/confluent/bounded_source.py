@@ -44,7 +44,7 @@ from worker.core.settings import Settings
 from worker.core.timerange import TimeRange
 from worker.jobs.bounded_source import BoundedSource
 from worker.kafka.confluent.connection import client_config
-from worker.kafka.confluent.source import METADATA_RETRY_S, METADATA_TIMEOUT_S
+from worker.kafka.confluent.source import METADATA_RETRY_S, METADATA_TIMEOUT_S, fetch
 
 log = structlog.get_logger(__name__)
 
@@ -124,12 +124,7 @@ class ConfluentPartitionReader:
         self._positions = dict(positions)
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
-        first = self._consumer.poll(timeout_s)
-        if first is None:
-            return []
-        fetched = [first]
-        if max_records > 1:
-            fetched += self._consumer.consume(max_records - 1, 0)
+        fetched = fetch(self._consumer, timeout_s, max_records)
         now = self._clock.monotonic()
         records = []
         for m in fetched:

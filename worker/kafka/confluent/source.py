@@ -161,13 +161,7 @@ class ConfluentSource:
         return records
 
     def _fetch(self, timeout_s: float, max_records: int) -> list[Message]:
-        first = self._consumer.poll(timeout_s)
-        if first is None:
-            return []
-        fetched = [first]
-        if max_records > 1:
-            fetched += self._consumer.consume(max_records - 1, 0)
-        return [m for m in fetched if self._is_record(m)]
+        return [m for m in fetch(self._consumer, timeout_s, max_records) if self._is_record(m)]
 
     def _is_record(self, message: Message) -> bool:
         error = message.error()
@@ -365,3 +359,15 @@ def _deferred_or(error: KafkaError | None, exc: Exception) -> Exception:
     if error is not None and (error.code() in COMMIT_LATER or error.retriable()):
         return CommitDeferred(f"{error.name()}: {error.str()}")
     return exc
+
+
+def fetch(consumer: Consumer, timeout_s: float, max_records: int) -> list[Message]:
+    """Up to ``max_records`` messages (errors and end-of-partition events among them): blocks up to ``timeout_s``
+    for the first, then takes those already fetched (``consume(n, timeout)`` would wait for all ``n``)."""
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return []
+    fetched = [first]
+    if max_records > 1:
+        fetched += consumer.consume(max_records - 1, 0)
+    return fetched
