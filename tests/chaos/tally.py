@@ -12,7 +12,8 @@ Definitions (per scenario, over request IDs the broker acknowledged to the produ
   producer wrote a record twice; a non-zero value would mean dedup let a
   second record of an answered ID through;
 - lost: IDs sent without any reply;
-- in crash window: duplicate replies whose earlier copy was written at most
+- in crash window: duplicate replies whose earlier copy (by CreateTime, the
+  order the workers sent them in, not the order they landed) was written at most
   ``window_ms`` before a disruption, or during it, and whose later copy after
   the disruption began. Disruptions: a worker death (SIGKILL, or exit on its
   own), an instant; a broker outage, from its stop until one session timeout
@@ -125,8 +126,11 @@ def count(sent: set[str], failed: Iterable[str], replies: list[SeenReply],
         tally.duplicate_replies += len(seen) - 1
         tally.scored_twice += sum(1 for r in seen if r.status == "ok") > 1
         tally.from_two_records += len({r.source for r in seen}) > 1
+        # In the order the copies were sent, not the order they landed: a copy whose acknowledgement
+        # was outstanding while the broker was away can land after the new owner's copy of it.
+        in_sent_order = sorted(seen, key=lambda reply: reply.timestamp_ms)
         gaps = [_disruption_gap(earlier.timestamp_ms, later.timestamp_ms, disruptions_ms, window_ms)
-                for earlier, later in pairwise(seen)]
+                for earlier, later in pairwise(in_sent_order)]
         explained = sum(1 for gap in gaps if gap is not None)
         tally.in_crash_window += explained
         tally.crash_gap_ms_max = max([tally.crash_gap_ms_max, *(gap for gap in gaps if gap is not None)])
