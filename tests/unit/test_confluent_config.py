@@ -48,16 +48,18 @@ def without_callbacks(config):
     return {k: v for k, v in config.items() if not k.endswith("_cb") and k != "logger"}
 
 
-def test_plaintext_takes_only_the_brokers_and_the_protocol():
+def test_plaintext_takes_only_the_brokers_the_protocol_and_the_reconnect_backoff():
     assert without_callbacks(client_config("a:1,b:2")) == {"bootstrap.servers": "a:1,b:2",
-                                                           "security.protocol": "PLAINTEXT"}
+                                                           "security.protocol": "PLAINTEXT",
+                                                           "reconnect.backoff.max.ms": 1_000}
 
 
 def test_scram_over_tls_reaches_librdkafka_with_the_password_from_its_file(files):
     security = KafkaSecurity(protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_username="alice",
                              sasl_password_file=files["password"], ssl_cafile=files["ca"])
     assert without_callbacks(client_config("k:9093", security)) == {
-        "bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+        "bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "reconnect.backoff.max.ms": 1_000,
+        "sasl.mechanisms": "SCRAM-SHA-512",
         "sasl.username": "alice", "sasl.password": PASSWORD, "ssl.ca.location": files["ca"],
         "ssl.endpoint.identification.algorithm": "https"}
 

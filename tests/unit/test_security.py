@@ -35,7 +35,8 @@ def test_plaintext_by_default():
     security = KafkaSecurity.from_sources(None, {})
     assert (security.protocol, security.uses_ssl, security.uses_sasl) == ("PLAINTEXT", False, False)
     assert client_config("a:1,b:2", security) == {"bootstrap_servers": ["a:1", "b:2"],
-                                                  "security_protocol": "PLAINTEXT"}
+                                                  "security_protocol": "PLAINTEXT",
+                                                  "reconnect_backoff_max_ms": 1_000}
 
 
 def test_scram_over_tls_reaches_kafka_python_with_the_password_from_its_file(files):

@@ -41,13 +41,20 @@ class FileTokenProvider(AbstractTokenProvider):  # type: ignore[misc]
             return self._token
 
 
+# kafka-python doubles the wait between reconnects up to 30 s by default: after a 15 s broker outage a
+# producer came back up to 30 s after the broker did, its replies unacknowledged meanwhile, and the group
+# moved its partitions (chaos scenario c). Retrying every second at most is cheap for a broker.
+RECONNECT_BACKOFF_MAX_MS = 1_000
+
+
 def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -> dict[str, Any]:
     """kafka-python options for the brokers at ``bootstrap_servers`` (host:port[,host:port]) with ``security``.
 
     Reads the password file now. Raises ConfigError when it cannot be read.
     """
     config: dict[str, Any] = {"bootstrap_servers": bootstrap_servers.split(","),
-                              "security_protocol": security.protocol}
+                              "security_protocol": security.protocol,
+                              "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS}
     if security.uses_ssl:
         config.update(ssl_check_hostname=security.ssl_check_hostname, ssl_cafile=security.ssl_cafile or None,
                       ssl_certfile=security.ssl_certfile or None, ssl_keyfile=security.ssl_keyfile or None)

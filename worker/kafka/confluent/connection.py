@@ -15,7 +15,7 @@ import structlog
 from confluent_kafka import KafkaError
 
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import FileTokenProvider
+from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS, FileTokenProvider
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +68,8 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
     """
     # librdkafka's own log lines go through the logging module (worker/logs.py renders them), not to stderr.
     config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "security.protocol": security.protocol,
-                              "error_cb": log_client_error, "logger": LIBRDKAFKA_LOG}
+                              "error_cb": log_client_error, "logger": LIBRDKAFKA_LOG,
+                              "reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS}
     if security.uses_ssl:
         config["ssl.endpoint.identification.algorithm"] = "https" if security.ssl_check_hostname else "none"
         if security.ssl_cafile:
