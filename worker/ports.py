@@ -108,6 +108,10 @@ class Sink(Protocol[T]):
 class Transactions(Protocol):
     """Exactly-once delivery over a sink and a source: every send since the last commit is one transaction."""
 
+    @property
+    def open(self) -> bool:
+        """True while a transaction holds sends not yet committed or aborted."""
+
     def commit(self, offsets: dict[TP, int]) -> None:
         """Commit the transaction together with these consumer offsets.
 

@@ -175,6 +175,10 @@ class FakeExactlyOnce:
         self.commits = 0
         self.aborts: list[str] = []
 
+    @property
+    def open(self) -> bool:
+        return bool(self.sink.uncommitted)
+
     def commit(self, offsets: dict[tuple[str, int], int]) -> None:
         if self.fail_commits:
             self.fail_commits -= 1

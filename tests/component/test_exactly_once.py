@@ -56,3 +56,29 @@ def test_duplicates_alone_still_commit_their_offsets():
     h.steps()
     assert h.reply_ids() == ["same"]
     assert h.source.committed == {("requests", 0): 2}
+
+
+def test_with_a_commit_interval_one_transaction_spans_several_steps():
+    h = Harness(exactly_once=True, max_batch_size=2, max_wait_ms=5, commit_interval_ms=1_000)
+    for i in range(6):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS})
+    h.steps(3)
+    assert h.reply_ids() == [] and h.transactions.open  # sent, not yet committed
+    h.steps(10)  # idle polls move the clock past the interval
+    assert h.reply_ids() == [f"r{i}" for i in range(6)]
+    assert h.transactions.commits == 1 and h.source.committed == {("requests", 0): 6}
+
+
+def test_a_partition_leaving_an_open_transaction_aborts_it_and_each_id_is_answered_once():
+    h = Harness(exactly_once=True, max_batch_size=2, max_wait_ms=5, commit_interval_ms=1_000)
+    for i in range(4):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS}, partition=i % 2)
+    h.steps(3)
+    assert h.transactions.open
+    h.source.revoked = {("requests", 1)}  # committed later, its replies would be sent again by the new owner
+    h.worker.step()
+    assert len(h.transactions.aborts) == 1 and h.reply_ids() == []
+    assert h.worker.stats.aborted_transactions == 1
+    h.steps(15)  # the fake gives everything again from the committed offsets (partition 1 came back)
+    assert h.reply_ids() == [f"r{i}" for i in range(4)]
+    assert h.source.committed == {("requests", 0): 2, ("requests", 1): 2}

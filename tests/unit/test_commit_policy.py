@@ -61,6 +61,7 @@ class RecordingTransactions:
         self.log = log
         self.fail = fail
         self.committed: list[dict] = []
+        self.open = False  # the real ones open at the first send; these tests open none without a delivery
 
     def commit(self, offsets):
         if self.fail:
@@ -179,7 +180,7 @@ def test_transactional_writes_done_marks_only_after_the_commit():
     store = RecordingStore()
     store.complete = lambda done: log.append(f"done {len(done)}")  # type: ignore[method-assign]
     transactions = RecordingTransactions(log)
-    policy = Transactional(transactions, tracked(0, 1), DedupGate(store))
+    policy = Transactional(transactions, tracked(0, 1), DedupGate(store), 0.0, 0.0)
     policy.settle([reply(0), reply(1, done=False)], now=0.0, force=False)
     assert log == ["commit", "done 1"]
     assert transactions.committed == [{TP: 2}]
@@ -188,7 +189,7 @@ def test_transactional_writes_done_marks_only_after_the_commit():
 def test_transactional_aborts_on_a_failed_send_and_marks_nothing_done():
     log: list[str] = []
     store = RecordingStore()
-    policy = Transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store))
+    policy = Transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), 0.0, 0.0)
     with pytest.raises(TransactionAborted):
         policy.settle([reply(0), reply(1, error=TimeoutError("no ack"))], now=0.0, force=False)
     assert log == ["abort"] and store.completed == []
@@ -196,7 +197,7 @@ def test_transactional_aborts_on_a_failed_send_and_marks_nothing_done():
 
 def test_transactional_failed_commit_marks_nothing_done():
     store = RecordingStore()
-    policy = Transactional(RecordingTransactions([], fail=True), tracked(0), DedupGate(store))
+    policy = Transactional(RecordingTransactions([], fail=True), tracked(0), DedupGate(store), 0.0, 0.0)
     with pytest.raises(TransactionAborted):
         policy.settle([reply(0)], now=0.0, force=False)
     assert store.completed == []
@@ -204,5 +205,52 @@ def test_transactional_failed_commit_marks_nothing_done():
 
 def test_transactional_with_nothing_to_commit_opens_no_transaction():
     log: list[str] = []
-    Transactional(RecordingTransactions(log), OffsetTracker(), DedupGate(RecordingStore())).settle([], 0.0, True)
+    Transactional(RecordingTransactions(log), OffsetTracker(), DedupGate(RecordingStore()), 0.0, 0.0).settle(
+        [], 0.0, True)
     assert log == []
+
+
+def test_transactional_with_an_interval_commits_the_steps_between_in_one_transaction():
+    log: list[str] = []
+    store = RecordingStore()
+    store.complete = lambda done: log.append(f"done {len(done)}")  # type: ignore[method-assign]
+    transactions = RecordingTransactions(log)
+    policy = Transactional(transactions, tracked(0, 1, 2), DedupGate(store), interval_s=1.0, now=0.0)
+    policy.settle([reply(0)], now=0.4, force=False)
+    policy.settle([reply(1)], now=0.8, force=False)
+    assert log == []  # nothing committed, nothing marked done yet
+    policy.settle([reply(2)], now=1.0, force=False)
+    assert log == ["commit", "done 3"] and transactions.committed == [{TP: 3}]
+    policy.settle([], now=2.5, force=False)
+    assert log == ["commit", "done 3"]  # nothing new: no empty transaction
+
+
+def test_transactional_force_commits_before_the_interval():
+    log: list[str] = []
+    transactions = RecordingTransactions(log)
+    policy = Transactional(transactions, tracked(0), DedupGate(RecordingStore()), interval_s=10.0, now=0.0)
+    policy.settle([reply(0)], now=0.1, force=True)
+    assert log == ["commit"] and transactions.committed == [{TP: 1}]
+
+
+def test_partitions_leaving_an_open_transaction_abort_it_and_its_done_marks_are_never_written():
+    log: list[str] = []
+    store = RecordingStore()
+    policy = Transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), interval_s=1.0, now=0.0)
+    policy.settle([reply(0)], now=0.1, force=False)
+    assert policy.partitions_left({TP}) is True
+    assert log == ["abort"]
+    policy.settle([reply(1)], now=1.5, force=False)
+    assert store.completed == [("id-1", b"{}")]  # the aborted reply's done mark is gone with it
+
+
+def test_partitions_leaving_between_transactions_abort_nothing():
+    log: list[str] = []
+    policy = Transactional(RecordingTransactions(log), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
+    policy.settle([reply(0)], now=0.1, force=False)
+    assert policy.partitions_left({TP}) is False and log == ["commit"]
+
+
+def test_at_least_once_keeps_its_work_when_partitions_leave():
+    policy = AtLeastOnce(RecordingSource(), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
+    assert policy.partitions_left({TP}) is False

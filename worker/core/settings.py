@@ -29,6 +29,7 @@ PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": 
 AMP_MODES = ("off", "bf16", "fp16")
 KAFKA_CLIENTS = ("kafka-python", "confluent")
 GROUP_PROTOCOLS = ("classic", "consumer")
+MAX_TRANSACTION_INTERVAL_MS = 10_000  # exactly-once: longest commit interval (a transaction stays open that long)
 
 
 def _setting(default: Any, help: str, *, flag: str | None = None) -> Any:
@@ -89,8 +90,9 @@ class Settings:
     auto_offset_reset: str = _setting("earliest", "where a new group starts: earliest or latest")
     assignor: str = _setting("range", "partition assignment: range, roundrobin, or cooperative-sticky "
                              "(incremental rebalances; every worker of a group must use the same kind)")
-    commit_interval_ms: int = _setting(0, "least time between offset commits (asynchronous); 0 commits whenever "
-                                        "the last commit was answered")
+    commit_interval_ms: int = _setting(0, "least time between offset commits (at-least-once: asynchronous, 0 "
+                                        "commits whenever the last commit was answered) or transaction commits "
+                                        "(exactly-once: 0 commits every loop step; at most 10000)")
     delivery: str = _setting("at-least-once", "at-least-once (replies acknowledged, then offsets committed; dedup "
                              "suppresses redeliveries) or exactly-once (replies and offsets in one Kafka "
                              "transaction: read replies with isolation.level=read_committed)")
@@ -218,9 +220,9 @@ def _validate(s: Settings) -> None:
          f"delivery must be at-least-once or exactly-once, got {s.delivery!r}")
     need(s.delivery == "exactly-once" or not s.transactional_id,
          "transactional_id is only used with delivery=exactly-once; unset it or set --delivery exactly-once")
-    need(s.delivery == "at-least-once" or s.commit_interval_ms == 0,
-         "commit_interval_ms applies to at-least-once delivery only (exactly-once commits one transaction "
-         "per step); unset it")
+    need(s.delivery == "at-least-once" or s.commit_interval_ms <= MAX_TRANSACTION_INTERVAL_MS,
+         f"commit_interval_ms ({s.commit_interval_ms}) must be at most {MAX_TRANSACTION_INTERVAL_MS} with "
+         "delivery=exactly-once: an open transaction holds back every read_committed reader of the reply topic")
     need(s.log_format in ("auto", "json", "console"), f"log_format must be auto, json or console, got {s.log_format!r}")
     need(s.log_level in ("debug", "info", "warning", "error"),
          f"log_level must be debug, info, warning or error, got {s.log_level!r}")

@@ -12,6 +12,8 @@ T = TypeVar("T")
 
 
 class TransactionalProducer(Protocol):
+    @property
+    def open(self) -> bool: ...
     def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
         """Commit the open transaction with these consumer offsets; raises TransactionAborted after aborting."""
     def abort(self, reason: str) -> None: ...
@@ -30,6 +32,10 @@ class ExactlyOnce(Generic[T]):
     def __init__(self, sink: TransactionalProducer, source: RewindableSource) -> None:
         self._sink = sink
         self._source = source
+
+    @property
+    def open(self) -> bool:
+        return self._sink.open
 
     def commit(self, offsets: dict[TP, int]) -> None:
         try:

@@ -15,11 +15,12 @@ transactional id, or in a fatal state) is closed and replaced.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, TypeVar
 
 import structlog
 from kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from worker.core.errors import TransactionAborted
 from worker.core.messages import Headers
@@ -36,17 +37,22 @@ class TransactionalSink(KafkaSink[T]):
                  security: KafkaSecurity = PLAINTEXT) -> None:
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, transactional_id=transactional_id)
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
-        self._open = False
+        self._in_transaction = False
+
+    @property
+    def open(self) -> bool:
+        """True between the first send (or commit) of a transaction and its commit or abort."""
+        return self._in_transaction
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
-        if not self._open:
+        if not self._in_transaction:
             try:
                 self._producer.begin_transaction()
             except KafkaError as exc:  # the send fails, the step aborts: go on with a new producer
                 self._replace_producer(exc)
                 self._pending.append((tag, None, exc))
                 return
-            self._open = True
+            self._in_transaction = True
         super().send(topic, key, value, headers, tag)
 
     def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
@@ -55,15 +61,15 @@ class TransactionalSink(KafkaSink[T]):
         Call after ``settle`` reported every send delivered. Raises TransactionAborted.
         """
         try:
-            if not self._open:
+            if not self._in_transaction:
                 self._producer.begin_transaction()
-                self._open = True
+                self._in_transaction = True
             if offsets:
                 self._producer.send_offsets_to_transaction(
                     {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()},
                     group_metadata)
             self._producer.commit_transaction()
-            self._open = False
+            self._in_transaction = False
         except KafkaError as exc:
             self.abort(f"commit failed: {type(exc).__name__}: {exc}")
             raise TransactionAborted(str(exc)) from exc
@@ -72,7 +78,7 @@ class TransactionalSink(KafkaSink[T]):
         """Abort the open transaction and forget its sends; replace the producer if it cannot abort."""
         log.warning("transaction_aborted", reason=reason, sends=len(self._pending))
         self._pending = []
-        was_open, self._open = self._open, False
+        was_open, self._in_transaction = self._in_transaction, False
         if not was_open:
             return
         try:
@@ -82,7 +88,9 @@ class TransactionalSink(KafkaSink[T]):
 
     def _replace_producer(self, error: KafkaError) -> None:
         log.warning("producer_replaced", error=f"{type(error).__name__}: {error}")
-        self._open = False
-        self._producer.close(timeout=5)
+        self._in_transaction = False
+        # A fenced producer's batches never finish: kafka-python's close raises when its flush times out.
+        with contextlib.suppress(KafkaTimeoutError):
+            self._producer.close(timeout=5)
         self._producer = KafkaProducer(**self._config)
         self._producer.init_transactions()

@@ -11,11 +11,14 @@ refused since the last step) and own the order that makes them safe:
   delivery commits what is safe, synchronously, and raises DeliveryError (the
   worker restarts, and the records are consumed again); so does a commit the
   broker refused for good.
-- ``Transactional``: commit the step's replies with their offsets in one
-  Kafka transaction, then write the done marks (never before: a done mark
-  for an aborted reply would lose the request). Any failure aborts and
-  raises TransactionAborted: the caller drops what it holds, and the source
-  gives it again from the committed offsets.
+- ``Transactional``: commit the replies sent since the last commit with
+  their offsets in one Kafka transaction when the commit interval has passed
+  (0: every step), then write the done marks (never before: a done mark for
+  an aborted reply would lose the request). Any failure aborts and raises
+  TransactionAborted: the caller drops what it holds, and the source gives it
+  again from the committed offsets. Partitions that leave while a
+  transaction is open abort it (``partitions_left``): committed later, it
+  would publish replies that the partitions' new owner sends again.
 
 Time is passed in; nothing here sleeps. ``CommitTimer`` is the pure part.
 """
@@ -58,6 +61,8 @@ class CommitPolicy(Protocol):
 
         Raises DeliveryError or TransactionAborted (see the module docstring).
         """
+    def partitions_left(self, partitions: set[TP]) -> bool:
+        """The group took ``partitions`` away; True when that aborted the work in hand (drop all of it)."""
 
 
 class AtLeastOnce:
@@ -95,6 +100,9 @@ class AtLeastOnce:
             raise DeliveryError(f"{len(failures)} records were not delivered ({first_failure(failures)}); "
                                 "exiting so that they are consumed again")
 
+    def partitions_left(self, partitions: set[TP]) -> bool:
+        return False  # what was acknowledged is done-marked already; the rest is the new owner's retry
+
     def _commit(self, now: float) -> None:
         offsets = self._offsets.committable()
         if offsets:
@@ -126,37 +134,64 @@ class AtLeastOnce:
 
 
 class Transactional:
-    def __init__(self, transactions: Transactions, offsets: OffsetTracker, gate: DedupGate) -> None:
+    def __init__(self, transactions: Transactions, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
+                 now: float) -> None:
         self._transactions = transactions
         self._offsets = offsets
         self._gate = gate
+        self._timer = CommitTimer(interval_s, now)
+        self._delivered = False  # something was delivered since the last commit
+        self._completed: list[tuple[Position, Completed]] = []  # their done marks, written after the commit
 
     def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
-        """Commits whenever there is something to commit: a transaction spans one step."""
+        """Commits when the interval has passed and there is something to commit (interval 0: every step)."""
         failures = [d for d in deliveries if d.error is not None]
         if failures:
             reason = f"{len(failures)} sends failed ({first_failure(failures)})"
-            self._transactions.abort(reason)
+            self._abort(reason)
             raise TransactionAborted(reason)
-        completed: list[tuple[Position, Completed]] = []
         for delivery in deliveries:
             position, done = delivery.tag
             self._offsets.ack((position.topic, position.partition), position.offset)
             if done is not None:
-                completed.append((position, done))
-        offsets = self._offsets.committable()
-        if not deliveries and not offsets:
+                self._completed.append((position, done))
+        self._delivered |= bool(deliveries)
+        if not (force or self._timer.should_commit(now)):
             return
-        self._transactions.commit(offsets)
+        offsets = self._offsets.committable()
+        if not self._delivered and not offsets:
+            return
+        try:
+            self._transactions.commit(offsets)
+        except TransactionAborted:
+            self._forget()
+            raise
         self._offsets.mark_committed(offsets)
+        completed = self._completed
+        self._forget()
+        self._timer.did_commit(now)
         self._gate.complete(completed, now)
+
+    def partitions_left(self, partitions: set[TP]) -> bool:
+        if not (self._delivered or self._transactions.open):
+            return False
+        self._abort(f"{len(partitions)} partition(s) left while a transaction was open")
+        return True
+
+    def _abort(self, reason: str) -> None:
+        self._transactions.abort(reason)
+        self._forget()
+
+    def _forget(self) -> None:
+        self._delivered = False
+        self._completed = []
 
 
 def commit_policy(source: Source, transactions: Transactions | None, offsets: OffsetTracker, gate: DedupGate,
                   interval_s: float, now: float) -> CommitPolicy:
     """Exactly-once when given transactions (over the same sink and source), else at-least-once."""
     if transactions is not None:
-        return Transactional(transactions, offsets, gate)
+        return Transactional(transactions, offsets, gate, interval_s, now)
     return AtLeastOnce(source, offsets, gate, interval_s, now)
 
 

@@ -2,7 +2,8 @@
 
 One thread does all the Kafka and Redis work, in this order each step:
 1. poll records; drop the unscored work of partitions revoked meanwhile
-   (stream/membership.py). A poll that came back full means a backlog: its
+   (stream/membership.py; all work in hand when that aborts an open
+   transaction, which spans steps with a commit interval). A poll that came back full means a backlog: its
    batches go at once, partial ones too (max_wait_ms applies only while the
    topic is drained);
 2. admit them: decode, refuse what cannot be scored, claim ids in the dedup
@@ -77,9 +78,9 @@ class Worker:
         self._admission = Admission(prepare, settings.max_record_bytes, settings.max_batch_tokens,
                                     TopicDirectory(source.list_topics, clock), gate, self._batcher, offsets,
                                     self._responder, self.stats, clock)
-        self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self.stats)
         now = clock.monotonic()
         self._commits = commit_policy(source, transactions, offsets, gate, settings.commit_interval_ms / 1000, now)
+        self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self._commits, self.stats)
         self._offsets = offsets
         self._submitted_ms = 0  # wall clock when the scorer got its batch
         self._last_stats = self._last_poll = now
@@ -116,7 +117,8 @@ class Worker:
         self._backlog = len(records) >= self._settings.max_poll_records
         self._last_poll = self.stats.last_iteration = self._clock.monotonic()
         self.stats.record_rebalancing(self._source.rebalancing(), self._last_poll)
-        self._membership.polled()
+        if self._membership.polled():
+            records = []  # an aborted transaction: the source gives these again from the committed offsets
         self._admission.admit(records)
         if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic(), self._backlog)):
             # Nothing came in, or the next batch is ready already: wait on the model, not the network.

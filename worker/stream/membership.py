@@ -4,7 +4,9 @@ A partition revoked or lost goes to another worker, which consumes it from
 the committed offset: its unscored requests here are dropped (batched or
 waiting for a claim), its offsets forgotten, and the replies of a batch that
 was scoring when it left are not sent (the new owner scores the same
-records again: a retry, for the dedup store). If the group generation
+records again: a retry, for the dedup store). When the commit policy says
+the partitions' leaving aborted its open transaction, everything in hand is
+dropped (the source consumes again from the committed offsets). If the group generation
 changed outside poll(), the group dropped this worker while a batch ran
 (it outlived max.poll.interval.ms, or heartbeats stopped); the membership
 is settled first, then the batch's replies go only to what is still ours.
@@ -21,6 +23,7 @@ from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
 from worker.core.stats import WorkerStats
 from worker.ports import Scorer, Source
+from worker.stream.commit import CommitPolicy
 from worker.stream.dedup_gate import DedupGate
 
 log = structlog.get_logger(__name__)
@@ -30,8 +33,9 @@ SETTLE_S = 1.0  # one bounded wait for a pending rebalance to complete
 
 class Membership:
     def __init__(self, source: Source, batcher: Batcher[Request], gate: DedupGate, offsets: OffsetTracker,
-                 scorer: Scorer, stats: WorkerStats) -> None:
+                 scorer: Scorer, commits: CommitPolicy, stats: WorkerStats) -> None:
         self._source = source
+        self._commits = commits
         self._batcher = batcher
         self._gate = gate
         self._offsets = offsets
@@ -40,11 +44,12 @@ class Membership:
         self._generation = source.generation()
         self._left_while_scoring: set[TP] = set()
 
-    def polled(self) -> None:
-        """After each poll: note the generation, drop what was revoked in it."""
+    def polled(self) -> bool:
+        """After each poll: note the generation, drop what was revoked in it. True when that dropped all
+        in hand (it aborted the open transaction): the records of this poll will come again too."""
         self._generation = self._source.generation()
         self._stats.record_generation(self._generation)
-        self.drop(self._source.take_revoked())
+        return self._drop(self._source.take_revoked())[1]
 
     def settle_rebalance(self, timeout_s: float = SETTLE_S) -> None:
         """Let a pending rebalance complete (waiting up to ``timeout_s``), then drop what left in it."""
@@ -52,9 +57,16 @@ class Membership:
         self.drop(self._source.take_revoked())
 
     def drop(self, partitions: set[TP]) -> set[TP]:
-        """Forget partitions we no longer own; their unscored records go to the new owner."""
+        """Forget partitions we no longer own; their unscored records go to the new owner.
+
+        Returns the partitions whose replies must not be sent now: these, or every one we held when their
+        leaving aborted the open transaction."""
+        return self._drop(partitions)[0]
+
+    def _drop(self, partitions: set[TP]) -> tuple[set[TP], bool]:
+        """``drop``, and whether it dropped all in hand."""
         if not partitions:
-            return partitions
+            return partitions, False
         dropped = len(self._batcher.remove_if(lambda r: (r.position.topic, r.position.partition) in partitions))
         dropped += self._gate.drop(partitions)
         self._offsets.forget(partitions)
@@ -62,11 +74,13 @@ class Membership:
             self._left_while_scoring |= partitions
         self._stats.handed_over += dropped
         log.info("partitions_revoked", partitions=sorted(partitions), dropped=dropped)
-        return partitions
+        if self._commits.partitions_left(partitions):
+            return partitions | self.drop_all(), True
+        return partitions, False
 
-    def drop_all(self) -> None:
+    def drop_all(self) -> set[TP]:
         """After an aborted transaction: drop everything in hand; the source gives it again from the
-        committed offsets."""
+        committed offsets. Returns the partitions held until now."""
         partitions = set(self._offsets.partitions())
         dropped = len(self._batcher.remove_if(lambda r: True)) + self._gate.drop(partitions)
         self._offsets.forget(partitions)
@@ -74,6 +88,7 @@ class Membership:
             self._left_while_scoring |= partitions
         self._stats.aborted_transactions += 1
         log.warning("consuming_again_from_last_commit", partitions=len(partitions), dropped_in_hand=dropped)
+        return partitions
 
     def batch_submitted(self) -> None:
         self._left_while_scoring = set()

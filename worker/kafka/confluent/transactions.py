@@ -42,17 +42,22 @@ class TransactionalSink(ConfluentSink[T]):
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security,
                          **{"transactional.id": transactional_id})
         self._producer.init_transactions(TRANSACTION_TIMEOUT_S)  # aborts what a previous instance left open
-        self._open = False
+        self._in_transaction = False
+
+    @property
+    def open(self) -> bool:
+        """True between the first send (or commit) of a transaction and its commit or abort."""
+        return self._in_transaction
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
-        if not self._open:
+        if not self._in_transaction:
             try:
                 self._producer.begin_transaction()
             except KafkaException as exc:  # the send fails, the step aborts: go on with a new producer
                 self._replace_producer(exc)
                 self._pending.append(_Send(tag, exc))
                 return
-            self._open = True
+            self._in_transaction = True
         super().send(topic, key, value, headers, tag)
 
     def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
@@ -61,15 +66,15 @@ class TransactionalSink(ConfluentSink[T]):
         Call after ``settle`` reported every send delivered. Raises TransactionAborted.
         """
         try:
-            if not self._open:
+            if not self._in_transaction:
                 self._producer.begin_transaction()
-                self._open = True
+                self._in_transaction = True
             if offsets:
                 self._producer.send_offsets_to_transaction(
                     [TopicPartition(t, p, o) for (t, p), o in offsets.items()], group_metadata,
                     TRANSACTION_TIMEOUT_S)
             self._producer.commit_transaction(TRANSACTION_TIMEOUT_S)
-            self._open = False
+            self._in_transaction = False
         except KafkaException as exc:
             error = _error_of(exc)
             if error is not None and error.fatal():
@@ -83,7 +88,7 @@ class TransactionalSink(ConfluentSink[T]):
         """Abort the open transaction and forget its sends; replace the producer if it cannot abort."""
         log.warning("transaction_aborted", reason=reason, sends=len(self._pending))
         self._pending = []
-        was_open, self._open = self._open, False
+        was_open, self._in_transaction = self._in_transaction, False
         if not was_open:
             return
         try:
@@ -93,7 +98,7 @@ class TransactionalSink(ConfluentSink[T]):
 
     def _replace_producer(self, error: KafkaException) -> None:
         log.warning("producer_replaced", error=str(error))
-        self._open = False
+        self._in_transaction = False
         self._producer.flush(0)  # serve the reports of the purged sends; they are forgotten
         self._producer = Producer(self._config)
         self._producer.init_transactions(TRANSACTION_TIMEOUT_S)
