@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.results import GridPoint, Target, ThroughputRun, WorkloadResult
-from bench.targets import LATENCY_LOAD
+from bench.targets import EXACTLY_ONCE_INTERVAL_MS, LATENCY_LOAD
 
 
 def markdown(meta: dict[str, Any], workloads: list[WorkloadResult]) -> str:
@@ -50,7 +50,9 @@ def _workload(r: WorkloadResult, batch: int, wait: int) -> list[str]:
         runs += [("Kafka ceiling on confluent-kafka (plain librdkafka loop)", r.confluent_ceiling),
                  (f"streamscore on confluent-kafka, batch {batch}, wait {wait} ms",
                   r.confluent.throughput if r.confluent else None),
-                 ("... the same, --delivery exactly-once", r.confluent_exactly_once)]
+                 ("... the same, --delivery exactly-once", r.confluent_exactly_once),
+                 ("... the same, --delivery exactly-once --commit-interval-ms "
+                  f"{EXACTLY_ONCE_INTERVAL_MS}", r.confluent_exactly_once_interval)]
     lines += [_run_row(label, run) for label, run in runs]
     lines += ["", "### Grid (closed-loop throughput; latency in an open loop at the given share of it)", "",
               "| batch | wait ms | req/s | / Kafka ceiling | / model ceiling (just before) | CPU us a request "

@@ -128,6 +128,8 @@ class WorkloadResult:
     confluent_ceiling: ThroughputRun | None = None
     confluent: GridPoint | None = None
     confluent_exactly_once: ThroughputRun | None = None
+    # the same with one transaction per EXACTLY_ONCE_INTERVAL_MS (bench/suite.py) instead of one per step
+    confluent_exactly_once_interval: ThroughputRun | None = None
     targets: list[Target] = field(default_factory=list)
     seconds: float = 0.0
 

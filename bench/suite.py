@@ -18,7 +18,7 @@ from bench.openloop import open_loop
 from bench.plan import Plan
 from bench.results import LatencyRun, ThroughputRun, WorkloadResult
 from bench.runs import AfterDrain, RunContext, closed_loop, say
-from bench.targets import LATENCY_LOAD, evaluate
+from bench.targets import EXACTLY_ONCE_INTERVAL_MS, LATENCY_LOAD, evaluate
 from bench.topics import RunTopics
 from bench.workloads import RequestPool, Workload, load_or_skip, reply_size
 from worker.models import Servable
@@ -89,7 +89,8 @@ def _kafka_ceiling(ctx: RunContext, workload: Workload, pool: RequestPool, plan:
 def _confluent(ctx: RunContext, redis_url: str, workload: Workload, servable: Servable, pool: RequestPool,
                plan: Plan, chosen: tuple[int, int], result: WorkloadResult) -> None:
     """The second transport side by side: its bare loop, streamscore on it (every load of the plan), and
-    streamscore on it in exactly-once mode."""
+    streamscore on it in exactly-once mode, one transaction per step (the default) and one per
+    EXACTLY_ONCE_INTERVAL_MS."""
     result.confluent_ceiling = _plain_run(
         ctx, workload, "confluent-ceiling", pool.take(plan.ceiling_requests),
         lambda t: commands.confluent_ceiling(ctx.bootstrap, t, result.reply_bytes), plan.run_timeout_s)
@@ -97,10 +98,20 @@ def _confluent(ctx: RunContext, redis_url: str, workload: Workload, servable: Se
     longer = replace(plan, requests=plan.ceiling_requests)  # a faster contender needs more to be timed
     [result.confluent] = run_grid(on_confluent, redis_url, workload, servable, pool, longer, chosen, [chosen])
     exactly_once = replace(on_confluent, worker_args=(*on_confluent.worker_args, "--delivery", "exactly-once"))
-    result.confluent_exactly_once = _plain_run(
-        exactly_once, workload, "confluent-exactly-once", pool.take(longer.requests),
-        lambda t: commands.worker(ctx.bootstrap, redis_url, t, workload.model, *chosen, ctx.torch_threads,
-                                  exactly_once.worker_args), plan.run_timeout_s, from_worker=True)
+    result.confluent_exactly_once = _exactly_once_run(exactly_once, redis_url, workload, pool, longer, chosen,
+                                                      "confluent-exactly-once")
+    spanning = replace(exactly_once, worker_args=(*exactly_once.worker_args,
+                                                  "--commit-interval-ms", str(EXACTLY_ONCE_INTERVAL_MS)))
+    result.confluent_exactly_once_interval = _exactly_once_run(
+        spanning, redis_url, workload, pool, longer, chosen, f"confluent-exactly-once-{EXACTLY_ONCE_INTERVAL_MS}ms")
+
+
+def _exactly_once_run(ctx: RunContext, redis_url: str, workload: Workload, pool: RequestPool, plan: Plan,
+                      chosen: tuple[int, int], what: str) -> ThroughputRun:
+    return _plain_run(ctx, workload, what, pool.take(plan.requests),
+                      lambda t: commands.worker(ctx.bootstrap, redis_url, t, workload.model, *chosen,
+                                                ctx.torch_threads, ctx.worker_args),
+                      plan.run_timeout_s, from_worker=True)
 
 
 def _plain_run(ctx: RunContext, workload: Workload, what: str, bodies: list[dict[str, object]],

@@ -17,6 +17,7 @@ LATENCY_SLACK_MS = 10.0
 CONFLUENT_CEILING_SHARE = 0.5
 CONFLUENT_FACTOR = 4.0
 EXACTLY_ONCE_SHARE = 0.7
+EXACTLY_ONCE_INTERVAL_MS = 100  # a second exactly-once run, its transactions spanning steps
 
 
 def evaluate(result: WorkloadResult, checks: tuple[str, ...], batch_size: int, wait_ms: int) -> list[Target]:
@@ -58,6 +59,7 @@ def _fast_path(result: WorkloadResult, kafka_python: float | None, wait_ms: int,
     ours = on.throughput.per_s if on else None
     ceiling = result.confluent_ceiling.per_s if result.confluent_ceiling else None
     exactly_once = result.confluent_exactly_once.per_s if result.confluent_exactly_once else None
+    spanning = result.confluent_exactly_once_interval
     confluent_where = where.replace("streamscore", "streamscore on confluent-kafka")
     latency = _latency(on.latency if on else [], wait_ms, on.throughput.compute_ms_p50 if on else None,
                        confluent_where)
@@ -70,6 +72,10 @@ def _fast_path(result: WorkloadResult, kafka_python: float | None, wait_ms: int,
                latency.met, latency.detail),
         _ratio("confluent: exactly-once / at-least-once", exactly_once, ours, EXACTLY_ONCE_SHARE,
                f"{confluent_where}, --delivery exactly-once vs at-least-once, closed loop"),
+        _ratio(f"confluent: exactly-once, {EXACTLY_ONCE_INTERVAL_MS} ms transactions / at-least-once",
+               spanning.per_s if spanning else None, ours, EXACTLY_ONCE_SHARE,
+               f"{confluent_where}, --delivery exactly-once --commit-interval-ms {EXACTLY_ONCE_INTERVAL_MS} "
+               "(replies reach read_committed readers up to that much later) vs at-least-once, closed loop"),
     ]
 
 
