@@ -12,7 +12,7 @@ one about five times slower (1.5 against 0.3 µs for twelve fields).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Headers = list[tuple[str, bytes]]
 Status = Literal["ok", "error", "expired"]
@@ -69,8 +69,9 @@ class InvalidRecord:
     traceparent: bytes | None = None
 
 
-@dataclass(frozen=True)
-class Timings:
+class Timings(NamedTuple):
+    """A scored request's stages, in ms. A tuple: built per reply, a frozen dataclass cost 3 times as much."""
+
     queue_wait_ms: float = 0.0
     batch_wait_ms: float = 0.0
     compute_ms: float = 0.0
