@@ -218,6 +218,9 @@ def check(scenario: Scenario, result: ScenarioResult) -> list[str]:
                         f"(e.g. {', '.join(tally.unexplained_duplicate_ids[:3])})")
     if result.restarts and not scenario.restarts_allowed:
         problems.append(f"{result.restarts} worker(s) exited on their own and were restarted")
+    crashes = [reason for reason in result.crash_reasons if '"uncaught_exception"' in reason]
+    if crashes:  # an exit the worker chose says why; a traceback means an error it failed to handle
+        problems.append(f"{len(crashes)} worker(s) died of an uncaught exception")
     if result.rebalances and not scenario.rebalances_allowed:
         problems.append(f"the group rebalanced ({result.rebalances} partitions_assigned events under load)")
     bad_stops = [code for code in result.stop_codes if code != 0]

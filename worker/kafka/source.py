@@ -9,6 +9,7 @@ event; the worker acts on it between polls.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -35,6 +36,7 @@ from worker.kafka.consumer import group_consumer, wait_for_partitions
 
 log = structlog.get_logger(__name__)
 
+POLL_RETRY_S = 0.1  # pause after a poll that failed with a retriable error (the broker away)
 # Errors of a commit that say "not now": the group is rebalancing, or the coordinator is away or slow
 # (and whatever kafka-python marks retriable).
 COMMIT_LATER = (RebalanceInProgressError, CommitFailedError, KafkaTimeoutError, KafkaConnectionError)
@@ -124,8 +126,19 @@ class KafkaSource:
         self._consumer.topics()
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
-        """Fetch up to ``max_records``; may run rebalance callbacks. Blocks up to ``timeout_s``."""
-        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        """Fetch up to ``max_records``; may run rebalance callbacks. Blocks up to ``timeout_s``.
+
+        A retriable error (the broker away: kafka-python raises its connection error out of the
+        coordinator lookup) is logged and polled again next time, after a short pause.
+        """
+        try:
+            fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            log.warning("poll_failed", error=f"{type(exc).__name__}: {exc}", retry_in_s=POLL_RETRY_S)
+            time.sleep(POLL_RETRY_S)
+            return []
         now = self._clock.monotonic()
         return [
             RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, list(r.headers or ()),
