@@ -39,8 +39,11 @@ def test_a_killed_worker_leaves_no_duplicate_for_a_read_committed_reader(bootstr
     assert {"exactly_once"} <= {e["event"] for e in replacement.events()}
 
 
-def test_partitions_moving_while_a_transaction_is_open_abort_it_and_no_reply_is_seen_twice(
+def test_partitions_moving_while_transactions_span_steps_leave_no_reply_seen_twice(
         bootstrap, redis_url, topics, tmp_path, kafka_client):
+    """Whether the first worker's transaction is still open when its partitions go depends on timing: the
+    loop sends nothing while a rebalance is announced but not complete, and may commit meanwhile. When it
+    is open, it is aborted (tests/component/test_exactly_once.py); either way each reply is seen once."""
     committed = TopicReader(bootstrap, topics.replies, read_committed=True)
     options = (*EXACTLY_ONCE, "--commit-interval-ms", "1000", "--kafka-client", kafka_client)
     first = start_worker(bootstrap, redis_url, topics, tmp_path, *options, "--client-id", "first", name="first")
@@ -62,8 +65,3 @@ def test_partitions_moving_while_a_transaction_is_open_abort_it_and_no_reply_is_
     by_id = landed.by_id()
     assert sorted(by_id) == sorted(sent.acked)
     assert [i for i, replies in by_id.items() if len(replies) > 1] == []
-    if kafka_client == "kafka-python":
-        # Its revocation comes inside one poll: the transaction is open then. librdkafka announces it first,
-        # and the loop, sending nothing meanwhile, may commit before the partitions go (no abort needed).
-        reasons = [e.get("reason", "") for e in first.events() if e["event"] == "transaction_aborted"]
-        assert any("left while a transaction was open" in reason for reason in reasons), reasons
