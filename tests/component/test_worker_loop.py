@@ -161,24 +161,6 @@ def test_stop_drains_the_batch_in_hand_then_closes():
     assert h.source.closed and h.sink.closed
 
 
-def test_dedup_outage_is_retried_until_it_recovers():
-    h = Harness()
-    calls = {"n": 0}
-    real_claim = h.dedup.claim
-
-    def flaky_claim(requests):
-        calls["n"] += 1
-        if calls["n"] <= 3:
-            raise ConnectionError("redis is down")
-        return real_claim(requests)
-
-    h.dedup.claim = flaky_claim
-    h.source.produce({"id": "r", "inputs": INPUTS})
-    h.steps()
-    assert [r["id"] for r in h.replies()] == ["r"]
-    assert calls["n"] == 4
-
-
 def test_reply_carries_timing_and_position_headers():
     h = Harness()
     h.source.produce({"id": "r", "inputs": INPUTS}, headers=[("traceparent", b"00-t-s-01")])
@@ -241,68 +223,6 @@ def test_token_budget_caps_batches_and_refuses_an_item_too_large_alone():
     assert statuses == {"t0": "ok", "t1": "ok", "t2": "ok", "t3": "error"}
     assert h.worker.stats.batch_sizes == {2: 1, 1: 1}
     assert h.worker.stats.error_codes == {"too_many_tokens": 1}
-
-
-class FlakyStore:
-    """Wraps a store; fails its claim/complete calls while ``down`` is set."""
-
-    def __init__(self, store):
-        self.store = store
-        self.down = False
-
-    def claim(self, requests):
-        if self.down:
-            raise ConnectionError("redis is down")
-        return self.store.claim(requests)
-
-    def complete(self, done):
-        if self.down:
-            raise ConnectionError("redis is down")
-        return self.store.complete(done)
-
-    def close(self):
-        pass
-
-
-def flaky_harness(**overrides):
-    h = Harness(**overrides)
-    h.flaky = FlakyStore(h.dedup)
-    h.worker = h.build_worker(dedup=h.flaky)
-    return h
-
-
-def test_while_dedup_is_down_consumption_pauses_and_nothing_is_scored_unclaimed():
-    h = flaky_harness()
-    h.flaky.down = True
-    h.source.produce({"id": "a", "inputs": INPUTS})
-    h.steps(3)
-    assert h.replies() == [] and h.source.paused
-    h.source.produce({"id": "b", "inputs": INPUTS})
-    h.steps(3)
-    assert len(h.source.queued) == 1  # paused: b was not fetched
-    h.flaky.down = False
-    h.clock.advance(10)  # past any backoff
-    h.steps(5)
-    assert sorted(r["id"] for r in h.replies()) == ["a", "b"]
-    assert not h.source.paused
-    assert h.source.committed == {("requests", 0): 2}
-
-
-def test_an_offset_is_not_committed_before_its_done_mark_is_written():
-    h = flaky_harness(max_wait_ms=0)
-    h.source.produce({"id": "a", "inputs": INPUTS})
-    h.steps(2)  # claimed, scored, replied; acknowledged and its done mark written in the next step...
-    h.flaky.down = True
-    h.source.produce({"id": "b", "inputs": INPUTS})
-    h.flaky.claim = h.flaky.store.claim  # ...so make only completing fail for b
-    h.steps(3)
-    assert [r["id"] for r in h.replies()] == ["a", "b"]  # b's reply went out
-    assert h.source.committed == {("requests", 0): 1}  # but its offset waits for the done mark
-    h.flaky.down = False
-    h.clock.advance(10)
-    h.steps(2)
-    assert h.source.committed == {("requests", 0): 2}
-    assert h.dedup.reply_for("b") is not None
 
 
 def test_a_step_that_nears_max_poll_interval_is_reported():

@@ -28,9 +28,17 @@ from typing import Any
 import orjson
 
 from worker.core.errors import InvalidInput
+from worker.core.faults import describe
 from worker.core.messages import Headers, InvalidRecord, RawRecord, Reply, Request
 
 MAX_ID_LENGTH = 256
+# The largest record the worker sends, key + value + headers with RECORD_OVERHEAD_BYTES each: under
+# librdkafka's message.max.bytes (1,000,000) and kafka-python's max_request_size (1,048,576), which count some
+# framing on top, and under the broker's default max.message.bytes (1,048,588). A reply that would be larger
+# is answered reply_too_large instead; a dead letter that would be is cut to fit (H_DLQ_ORIGINAL_BYTES).
+MAX_SEND_BYTES = 990_000
+RECORD_OVERHEAD_BYTES = 64  # per record, and per header: Kafka's record framing, generously
+MAX_TRACEPARENT_BYTES = 512  # W3C's is 55 characters; a longer one is not passed through
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 # Reply headers (values are ASCII decimal strings, milliseconds where timed).
@@ -47,6 +55,9 @@ H_REPLY_TO = "reply-to"
 # Dead-letter headers, added to the record's own (with the three source-* headers).
 H_DLQ_CODE = "dlq-error-code"
 H_DLQ_MESSAGE = "dlq-error-message"
+# On a dead letter cut to MAX_SEND_BYTES: the original record's size (key + value + headers), and what was cut.
+H_DLQ_ORIGINAL_BYTES = "dlq-original-bytes"
+H_DLQ_TRUNCATED = "dlq-truncated"
 
 # Error codes: a reply's ``error.code`` or a dead letter's H_DLQ_CODE.
 # Records that cannot be read as a request (decode_request).
@@ -68,6 +79,7 @@ ERR_TOO_MANY_TOKENS = "too_many_tokens"
 ERR_DEADLINE_EXCEEDED = "deadline_exceeded"
 ERR_OUT_OF_MEMORY = "out_of_memory"
 ERR_MODEL_ERROR = "model_error"
+ERR_REPLY_TOO_LARGE = "reply_too_large"
 
 Prepare = Callable[[Any], Any]
 
@@ -96,12 +108,15 @@ def decode_request(record: RawRecord, prepare: Prepare, max_record_bytes: int) -
     """Decode and validate one record; never raises for bad input.
 
     ``prepare`` turns the JSON ``inputs`` into the model's item or raises
-    InvalidInput. Returns an InvalidRecord (with ``request_id`` when one could
-    be read) for anything that cannot be scored.
+    InvalidInput; anything else it raises is answered ``model_error``. Returns
+    an InvalidRecord (with ``request_id`` when one could be read) for anything
+    that cannot be scored.
     """
     headers = dict(record.headers)
     key_id = _id_from_key(record.key)
     traceparent = headers.get(H_TRACEPARENT)
+    if traceparent is not None and len(traceparent) > MAX_TRACEPARENT_BYTES:
+        traceparent = None  # not a trace context: passed through, it could make the reply too large to send
 
     def invalid(code: str, message: str, request_id: str | None = key_id, reply_to: str | None = None) -> InvalidRecord:
         return InvalidRecord(record.position, code, message, record.key, record.value, record.headers,
@@ -141,6 +156,8 @@ def decode_request(record: RawRecord, prepare: Prepare, max_record_bytes: int) -
         item = prepare(body["inputs"])
     except InvalidInput as exc:
         return invalid(exc.code, exc.message, request_id, reply_to)
+    except Exception as exc:  # a bug in the model's own prepare fails this request, not the worker
+        return invalid(ERR_MODEL_ERROR, describe("prepare", exc), request_id, reply_to)
 
     return Request(request_id, item, record.position, reply_to, deadline_ms, traceparent,
                    record.timestamp_ms, record.received_at)
@@ -189,22 +206,41 @@ def header_text(headers: Iterable[tuple[str, bytes]] | None, name: str) -> str |
     return None
 
 
-def encode_dead_letter(record: InvalidRecord) -> tuple[bytes | None, bytes | None, Headers]:
+def send_size(key: bytes | None, value: bytes | None, headers: Headers) -> int:
+    """What a record counts against MAX_SEND_BYTES: its bytes plus RECORD_OVERHEAD_BYTES each for it and its headers."""
+    return (RECORD_OVERHEAD_BYTES + len(key or b"") + len(value or b"")
+            + sum(RECORD_OVERHEAD_BYTES + len(name) + len(text) for name, text in headers))
+
+
+def encode_dead_letter(record: InvalidRecord,
+                       max_bytes: int = MAX_SEND_BYTES) -> tuple[bytes | None, bytes | None, Headers]:
     """The original key, value and headers, plus headers that say why and where from.
 
     A keyless tombstone (neither key nor value) gets an empty value: Kafka
     clients refuse to send a record with neither (its error code says what it was).
+    A record that would be larger than ``max_bytes`` is cut to fit: its own headers
+    dropped, its key kept only when short, its value cut, and H_DLQ_ORIGINAL_BYTES and
+    H_DLQ_TRUNCATED added; the whole record stays in the requests topic at its source offset.
     """
     pos = record.position
-    headers = list(record.headers) + [
+    ours: Headers = [
         (H_DLQ_CODE, record.code.encode()),
         (H_DLQ_MESSAGE, record.message.encode()[:1000]),
         (H_SOURCE_TOPIC, pos.topic.encode()),
         (H_SOURCE_PARTITION, str(pos.partition).encode()),
         (H_SOURCE_OFFSET, str(pos.offset).encode()),
     ]
+    headers = list(record.headers) + ours
     value = b"" if record.key is None and record.value is None else record.value
-    return record.key, value, headers
+    size = send_size(record.key, value, headers)
+    if size <= max_bytes:
+        return record.key, value, headers
+    key = record.key if record.key is None or len(record.key) <= MAX_ID_LENGTH * 4 else None
+    cut = "headers dropped, " + ("key dropped, " if key != record.key else "") + "value cut"
+    ours += [(H_DLQ_ORIGINAL_BYTES, str(size).encode()),
+             (H_DLQ_TRUNCATED, f"cut to {max_bytes} bytes ({cut}); the whole record is at {pos.token()}".encode())]
+    room = max(0, max_bytes - send_size(key, b"", ours))
+    return key, (value or b"")[:room], ours
 
 
 def _id_from_key(key: bytes | None) -> str | None:

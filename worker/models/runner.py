@@ -26,6 +26,7 @@ import structlog
 import torch
 
 from worker.core.errors import ConfigError, InvalidInput, ModelError
+from worker.core.faults import FaultLog, ModelCodeFailure, describe
 from worker.core.settings import check_amp
 from worker.core.wire import ERR_MODEL_ERROR, ERR_OUT_OF_MEMORY
 from worker.models.base import Servable, eval_mode
@@ -60,7 +61,7 @@ class TorchRunner:
         (what bench/gpu.py compares against); it changes nothing on CPU.
         """
         self.model = model
-        self.prepare = model.prepare
+        self.faults = FaultLog()
         self.cost = getattr(model, "cost", None)  # text models: tokens per prepared item
         self.name = model.name
         self.version = model.version
@@ -72,6 +73,17 @@ class TorchRunner:
         self.pins_batches = pinned and self.device.type == "cuda"
         self.safe_batch_size = max_batch_size
         self._module = eval_mode(model.module.to(self.device))
+
+    def prepare(self, inputs: Any) -> Any:
+        """The model's item for one request's JSON ``inputs``; raises InvalidInput, or whatever the model's own
+        ``prepare`` raised (noted in ``faults``: the caller answers that request model_error)."""
+        try:
+            return self.model.prepare(inputs)
+        except InvalidInput:
+            raise
+        except Exception as exc:
+            self.faults.record("prepare", exc)
+            raise
 
     def warmup(self, batch_size: int, rounds: int = 3) -> float:
         """Run a few batches of sample inputs so that the first real batch is not slow.
@@ -94,8 +106,8 @@ class TorchRunner:
         except torch.cuda.OutOfMemoryError as exc:
             raise ConfigError(f"a batch of {batch_size} sample inputs runs out of memory on {self.device} in "
                               "warmup: lower max_batch_size") from exc
-        except Exception as exc:  # the model does not take what its spec says it takes
-            raise ModelError(self._warmup_failure(items, exc)) from exc
+        except ModelCodeFailure as exc:  # the model does not take what its spec says it takes
+            raise ModelError(self._warmup_failure(items, exc.cause)) from exc.cause
         return took
 
     def _warmup_failure(self, items: Sequence[Any], exc: Exception) -> str:
@@ -148,20 +160,32 @@ class TorchRunner:
                 return [Outcome(None, ERR_OUT_OF_MEMORY, "the model ran out of memory on this request alone")]
             self._lower_safe_batch_size(len(items) // 2, "batch_out_of_memory", batch_size=len(items))
             torch.cuda.empty_cache()
-        except Exception as exc:  # any model failure: isolate the items that cause it
+        except ModelCodeFailure as exc:  # any failure of the model's code: isolate the items that cause it
             if len(items) == 1:
-                return [Outcome(None, ERR_MODEL_ERROR, f"{type(exc).__name__}: {exc}"[:500])]
+                self.faults.record(exc.stage, exc.cause)
+                return [Outcome(None, ERR_MODEL_ERROR, describe(exc.stage, exc.cause))]
         middle = len(items) // 2
         return self._run_isolating(items[:middle]) + self._run_isolating(items[middle:])
 
     def _forward(self, items: Sequence[Any]) -> list[Any]:
-        # Pinned: from torch's cache of page-locked blocks, not a fresh page-lock per batch.
-        batch = ModelInput.of(self.model.collate(items)).to(self.device, non_blocking=True, pin=self.pins_batches)
-        with torch.inference_mode(), autocast(self.device, self.amp):
-            output = call_module(self._module, batch)
-        outputs = self.model.split(_to_host(output) if isinstance(output, torch.Tensor) else output)
+        """Raises InvalidInput, torch's OutOfMemoryError, or ModelCodeFailure naming the stage that raised."""
+        stage = "collate"
+        try:
+            # Pinned: from torch's cache of page-locked blocks, not a fresh page-lock per batch.
+            batch = ModelInput.of(self.model.collate(items)).to(self.device, non_blocking=True,
+                                                                pin=self.pins_batches)
+            stage = "forward"
+            with torch.inference_mode(), autocast(self.device, self.amp):
+                output = call_module(self._module, batch)
+            stage = "split"
+            outputs = self.model.split(_to_host(output) if isinstance(output, torch.Tensor) else output)
+        except (InvalidInput, torch.cuda.OutOfMemoryError):
+            raise
+        except Exception as exc:
+            raise ModelCodeFailure(stage, exc) from exc
         if len(outputs) != len(items):
-            raise ModelError(f"model {self.name} returned {len(outputs)} outputs for {len(items)} inputs")
+            raise ModelCodeFailure("split", ModelError(f"model {self.name} returned {len(outputs)} outputs for "
+                                                       f"{len(items)} inputs"))
         return outputs
 
 

@@ -145,6 +145,9 @@ class Transactional:
 
     def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
         """Commits when the interval has passed and there is something to commit (interval 0: every step)."""
+        # Done marks of committed transactions that the store failed to take are retried every step, whatever
+        # else happens: while they wait the gate is blocked and the loop admits nothing new.
+        self._gate.complete((), now)
         failures = [d for d in deliveries if d.error is not None]
         if failures:
             reason = f"{len(failures)} sends failed ({first_failure(failures)})"

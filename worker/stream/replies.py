@@ -13,7 +13,15 @@ from __future__ import annotations
 from worker.core.messages import InvalidRecord, Reply, Request, Status, Timings
 from worker.core.offsets import TopicPartition as TP
 from worker.core.stats import WorkerStats
-from worker.core.wire import ERR_DEADLINE_EXCEEDED, ERR_TOO_MANY_TOKENS, encode_dead_letter, encode_reply
+from worker.core.wire import (
+    ERR_DEADLINE_EXCEEDED,
+    ERR_REPLY_TOO_LARGE,
+    ERR_TOO_MANY_TOKENS,
+    MAX_SEND_BYTES,
+    encode_dead_letter,
+    encode_reply,
+    send_size,
+)
 from worker.ports import Completed, Outcome, Scored, SendTag, Sink
 
 
@@ -37,6 +45,28 @@ def too_many_tokens(max_batch_tokens: int | None) -> Outcome:
 
 
 EXPIRED = Outcome(None, ERR_DEADLINE_EXCEEDED, "the deadline passed before scoring")
+
+
+REPLY_HEADROOM_BYTES = 8192
+
+
+def encode_sendable(reply: Reply) -> tuple[Reply, tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+    """The reply and its record; a reply too large to send becomes the error reply reply_too_large."""
+    key, value, headers = encoded = encode_reply(reply)
+    # A reply's key (an id) and headers (timings, a capped traceparent) take far less than this: counted
+    # only for a value near the limit, so that the common reply pays one comparison.
+    if len(value) <= MAX_SEND_BYTES - REPLY_HEADROOM_BYTES:
+        return reply, encoded
+    size = send_size(key, value, headers)
+    if size <= MAX_SEND_BYTES:
+        return reply, encoded
+    smaller = Reply(reply.id, "error", reply.position, reply.model, reply.model_version,
+                    error_code=ERR_REPLY_TOO_LARGE,
+                    error_message=f"the reply would be {size} bytes, more than the {MAX_SEND_BYTES} a record the "
+                                  "worker sends may have",
+                    reply_to=reply.reply_to, traceparent=reply.traceparent, timings=reply.timings,
+                    batch_size=reply.batch_size)
+    return smaller, encode_reply(smaller)
 
 
 def stage_timings(request: Request, scored: Scored, submitted_ms: int) -> Timings:
@@ -89,7 +119,9 @@ class Responder:
             self.answer(request, "ok" if outcome.ok else "error", outcome, timings, len(pairs))
 
     def _send(self, reply: Reply, claimed: bool) -> None:
-        key, value, headers = encode_reply(reply)
+        reply, (key, value, headers) = encode_sendable(reply)
+        if reply.error_code == ERR_REPLY_TOO_LARGE:
+            self._stats.error_codes[ERR_REPLY_TOO_LARGE] += 1
         if reply.status == "ok":
             self._stats.replied_ok += 1
         elif reply.status == "expired":

@@ -1,0 +1,92 @@
+"""Poison in the worker loop: a bug in the user's code, a reply or a dead letter too large to send,
+a dedup store that fails at any moment. Each ends as a reply, a dead letter or a counted duplicate;
+the worker never stops, and the good requests around them are answered."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from structlog.testing import capture_logs
+
+from tests.component.harness import INPUTS, Harness
+from tests.poison.faulty_model import STAGES, FaultyModel, expected_score
+from worker.core.wire import MAX_SEND_BYTES, send_size
+from worker.models.runner import TorchRunner
+
+VALUES = [0.5] * 16
+
+
+def faulty_harness(exactly_once: bool = False) -> Harness:
+    h = Harness(exactly_once=exactly_once, max_batch_size=8, max_wait_ms=5)
+    h.runner = TorchRunner(FaultyModel(), "cpu", 8)
+    h.worker = h.build_worker()
+    return h
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_each_stage_of_the_users_code_fails_only_its_own_request(exactly_once):
+    h = faulty_harness(exactly_once)
+    for i in range(6):
+        h.source.produce({"id": f"good-{i}", "inputs": {"values": VALUES}})
+        h.source.produce({"id": f"bad-{i}", "inputs": {"values": VALUES, "fail_in": STAGES[i % 4]}})
+    h.source.produce({"id": "no-values", "inputs": {"other": 1}})  # the user's prepare reads inputs["values"]
+    h.source.produce({"id": "not-an-object", "inputs": [1, 2, 3]})
+    with capture_logs() as logs:
+        h.steps(10)
+    replies = {r["id"]: r for r in h.replies()}
+    assert len(replies) == 14
+    for i in range(6):
+        assert replies[f"good-{i}"]["outputs"]["score"] == pytest.approx(expected_score(VALUES), abs=1e-6)
+        error = replies[f"bad-{i}"]["error"]
+        assert error["code"] == "model_error" and error["message"].startswith(f"{STAGES[i % 4]} raised ")
+    assert replies["no-values"]["error"] == {"code": "model_error", "message": "prepare raised KeyError: 'values'"}
+    assert replies["not-an-object"]["error"]["message"].startswith("prepare raised AttributeError")
+    # One traceback per kind (stage, exception type), not per record.
+    kinds = [(e["stage"], e["error_type"]) for e in logs if e["event"] == "model_code_failed"]
+    assert sorted(kinds) == sorted({("prepare", "ValueError"), ("prepare", "KeyError"), ("prepare", "AttributeError"),
+                                    ("collate", "TypeError"), ("forward", "RuntimeError"), ("split", "IndexError")})
+    assert h.runner.faults.counts[("prepare", "ValueError")] == 2
+    assert h.source.committed == {("requests", 0): 14}
+
+
+def test_a_reply_too_large_to_send_is_answered_reply_too_large():
+    class Echo(FaultyModel):
+        def split(self, output):
+            return [{"blob": "x" * (MAX_SEND_BYTES + 10)} for _ in range(len(output))]
+
+    h = Harness(max_batch_size=8, max_wait_ms=5)
+    h.runner = TorchRunner(Echo(), "cpu", 8)
+    h.worker = h.build_worker()
+    h.source.produce({"id": "big", "inputs": {"values": VALUES}})
+    h.steps()
+    (reply,) = h.replies()
+    assert reply["status"] == "error" and reply["error"]["code"] == "reply_too_large"
+    assert h.worker.stats.error_codes["reply_too_large"] == 1
+    assert h.dedup.reply_for("big") is None  # released: a retry may be scored again
+    assert h.source.committed == {("requests", 0): 1}
+
+
+def test_a_dead_letter_too_large_to_send_is_cut_to_fit():
+    h = Harness()
+    value = b"\xff" * (MAX_SEND_BYTES - 100)  # key-less, not JSON: a dead letter with its own bytes
+    headers = [("big", b"h" * 50_000), ("traceparent", b"t" * 10_000)]
+    h.source.produce(value, headers=headers)
+    h.source.produce({"id": "after", "inputs": INPUTS})
+    h.steps()
+    (letter,) = h.sink.to("requests.dlq")
+    got = dict(letter.headers)
+    assert send_size(letter.key, letter.value, letter.headers) <= MAX_SEND_BYTES
+    assert got["dlq-error-code"] == b"invalid_json"
+    assert int(got["dlq-original-bytes"]) > MAX_SEND_BYTES and b"requests/0/0" in got["dlq-truncated"]
+    assert value.startswith(letter.value) and len(letter.value) > MAX_SEND_BYTES - 2000
+    assert "big" not in got
+    assert [r["id"] for r in h.replies()] == ["after"]
+    assert h.source.committed == {("requests", 0): 2}
+
+
+def test_a_traceparent_too_long_to_be_one_is_not_passed_through():
+    h = Harness()
+    h.source.produce({"id": "t", "inputs": INPUTS}, headers=[("traceparent", b"0" * 100_000)])
+    h.steps()
+    (sent,) = h.sink.to("requests.replies")
+    assert "traceparent" not in dict(sent.headers) and orjson.loads(sent.value)["status"] == "ok"
