@@ -27,6 +27,15 @@ PY
 key=$( { echo "$reqs"; "$python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16)
 deps="$cache/venvs/$key"
 
+# One installer at a time per cache: two at once (two checkouts, two `make` runs) would delete each
+# other's half-built environment. The second waits, then finds the first one's complete.
+mkdir -p "$cache/venvs"
+exec 9>"$cache/venvs/.lock"
+if ! flock -n 9; then
+    log "another install into $cache/venvs is running: waiting for it"
+    flock 9
+fi
+
 if [ ! -f "$deps/.complete" ]; then
     log "installing dependencies into $deps (first run on this machine: torch is large, this takes minutes)"
     rm -rf "$deps.partial"
@@ -42,6 +51,7 @@ if [ ! -f "$deps/.complete" ]; then
     mv "$deps.partial" "$deps"
     touch "$deps/.complete"
 fi
+flock -u 9
 
 venv="$repo/.venv"
 site_of() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }

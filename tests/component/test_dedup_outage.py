@@ -113,3 +113,19 @@ def test_exactly_once_retries_done_marks_after_the_commit_until_written():
     assert h.dedup.reply_for("a") is not None  # retried by itself, with no claim to carry it
     assert h.reply_ids() == ["a", "b"] and not h.source.paused
     assert h.source.committed == {("requests", 0): 2}
+
+
+@MODES
+def test_a_store_error_no_retry_can_cure_stops_the_worker_with_its_cause(exactly_once):
+    from worker.core.errors import ConfigError
+
+    h = flaky_harness(exactly_once)
+
+    def refused(requests):
+        raise ConfigError("Redis refused a command: NOPERM")
+
+    h.flaky.claim = refused
+    h.source.produce({"id": "a", "inputs": INPUTS})
+    with pytest.raises(ConfigError, match="NOPERM"):
+        h.steps(2)
+    assert h.replies() == [] and h.source.committed == {}

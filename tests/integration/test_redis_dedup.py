@@ -59,3 +59,48 @@ def test_ids_with_quotes_newlines_and_non_ascii_make_the_same_keys_as_the_client
     client = redis.Redis.from_url(redis_url)
     assert [client.get(f"{namespace}:done:{i}") for i in odd] == [b"{}"] * 4
     assert not any(real.claim([request(i, 100 + n) for n, i in enumerate(odd)]))
+
+
+def test_redis_away_is_a_pause_and_bounded_in_time():
+    """Nothing listens on the port: each call fails within CALL_BOUND_S as StoreUnavailable (the gate pauses)."""
+    import socket
+    import time
+
+    from worker.core.errors import StoreUnavailable
+    from worker.dedup.redis_store import CALL_BOUND_S
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    store = RedisDedupStore(f"redis://127.0.0.1:{port}/0", "away", ttl_s=60, lease_ms=60_000)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        store.claim([request("a", 0)])
+    assert time.monotonic() - started < CALL_BOUND_S
+
+
+def test_an_acl_that_forbids_the_scripts_is_a_clear_stop_not_a_pause(redis_url):
+    from worker.core.errors import ConfigError
+
+    admin = redis.Redis.from_url(redis_url)
+    user, password = f"noscript-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    admin.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=["*"],
+                      commands=["+@all", "-evalsha", "-eval"])
+    host_port = redis_url.split("//", 1)[1].split("/", 1)[0]
+    store = RedisDedupStore(f"redis://{user}:{password}@{host_port}/0", "acl", ttl_s=60, lease_ms=60_000)
+    try:
+        store.ping()  # the start check passes: the refusal comes with the first claim
+        with pytest.raises(ConfigError, match=r"NOPERM|refused a command.*\+evalsha"):
+            store.claim([request("a", 0)])
+    finally:
+        store.close()
+        admin.acl_deluser(user)
+
+
+def test_a_key_of_another_type_under_the_namespace_is_a_clear_stop(stores, redis_url):
+    from worker.core.errors import ConfigError
+
+    real, _, namespace = stores
+    redis.Redis.from_url(redis_url).rpush(f"{namespace}:claim:taken", "not a claim")
+    with pytest.raises(ConfigError, match="WRONGTYPE.*dedup-namespace"):
+        real.claim([request("taken", 0)])

@@ -17,6 +17,10 @@ class ServiceUnavailable(WorkerError):
     """Kafka or Redis did not answer at start; the message names the setting that points at it."""
 
 
+class StoreUnavailable(WorkerError):
+    """The dedup store did not answer now (connection lost, timeout, busy loading): the call may be repeated."""
+
+
 class ModelError(WorkerError):
     """A model could not be loaded, or failed on a batch."""
 

@@ -10,19 +10,38 @@ that is claimed or done is a duplicate. The done mark keeps the reply for
 from __future__ import annotations
 
 import ssl
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
-from worker.core.errors import ConfigError, ServiceUnavailable, WorkerError
+from worker.core.errors import ConfigError, ServiceUnavailable, StoreUnavailable, WorkerError
 from worker.core.messages import Request
 from worker.core.security import read_secret_file
 from worker.core.settings import redact_url
 from worker.core.tls import TlsPeer, explain_tls_failure
 from worker.ports import Completed
+
+T = TypeVar("T")
+
+# An explicit retry policy, so that no call blocks past CALL_BOUND_S whatever redis-py's defaults are (they
+# grew from none in 5.x to 10 retries with backoff up to 10 s in 8.x): one more try after a connection error
+# or a timeout, 50 ms later. The loop's dedup gate backs off between failed calls (stream/dedup_gate.py).
+CONNECT_TIMEOUT_S = 1.0
+SOCKET_TIMEOUT_S = 2.0
+RETRIES = 1
+RETRY_BACKOFF = ExponentialBackoff(cap=0.2, base=0.05)
+CALL_BOUND_S = (RETRIES + 1) * (CONNECT_TIMEOUT_S + SOCKET_TIMEOUT_S) + RETRIES * 0.2
+# Errors Redis answers that a later try may not get: out of memory, read-only (a replica after a failover),
+# a cluster in flux; and, unmapped by redis-py, busy running a script, or its persistence failing. (Loading
+# its dataset, and too many clients, redis-py raises as connection errors.)
+_TRANSIENT_ERRORS = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
+                     redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)
+_TRANSIENT_REPLIES = ("BUSY", "MISCONF")
 
 # The scripts build their keys (<namespace>:done:<id>, <namespace>:claim:<id>)
 # from a JSON list in one argument instead of declaring them: packing thousands
@@ -87,30 +106,60 @@ class RedisDedupStore:
         self._redis.ping()
 
     def claim(self, requests: Sequence[Request]) -> list[bool]:
+        """Raises StoreUnavailable (try again later) or ConfigError (no retry can help: see ``_classified``)."""
         if not requests:
             return []
         pairs = orjson.dumps([(r.id, r.position.token()) for r in requests])
-        verdicts: bytes = self._claim(args=[self._ns, self._lease_ms, pairs])
+        verdicts: bytes = self._classified(lambda: self._claim(args=[self._ns, self._lease_ms, pairs]))
         return [verdict == ord("1") for verdict in verdicts]
 
     def complete(self, done: Sequence[Completed]) -> None:
+        """Raises StoreUnavailable or ConfigError, as ``claim`` does."""
         if not done:
             return
         ids = orjson.dumps([request_id for request_id, _ in done])
-        self._complete(args=[self._ns, self._ttl_s, ids, *(reply or b"" for _, reply in done)])
+        self._classified(lambda: self._complete(args=[self._ns, self._ttl_s, ids,
+                                                      *(reply or b"" for _, reply in done)]))
+
+    def _classified(self, call: Callable[[], T]) -> T:
+        """Run one command; a connection error, a timeout or a transient reply becomes StoreUnavailable (the
+        gate pauses and retries), anything else a ConfigError naming the cause (the worker stops: an ACL
+        that forbids the scripts' commands, wrong credentials, a key of another type under the namespace)."""
+        try:
+            return call()
+        except (redis.AuthenticationError, redis.exceptions.AuthorizationError,
+                redis.exceptions.AuthenticationWrongNumberOfArgsError) as exc:
+            raise ConfigError(f"Redis refused the credentials while running ({exc}): check REDIS_URL's user "
+                              "and REDIS_PASSWORD_FILE (were they rotated?)") from exc
+        except redis.exceptions.NoPermissionError as exc:
+            raise ConfigError(f"Redis refused a command: {exc}. The ACL user of REDIS_URL needs "
+                              f"+evalsha +eval +script|load +ping on ~{self._ns}:* and the scripts' commands "
+                              "(+exists +get +set +del)") from exc
+        except (redis.ConnectionError, redis.TimeoutError, *_TRANSIENT_ERRORS) as exc:
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        except redis.ResponseError as exc:
+            said = str(exc)
+            if said.startswith(_TRANSIENT_REPLIES):
+                raise StoreUnavailable(f"Redis answered {said}") from exc
+            hint = (f"a key under --dedup-namespace={self._ns!r} holds another type: another application writes "
+                    "there; choose another namespace" if "WRONGTYPE" in said else
+                    "no retry can cure it; check the server's version (Lua scripting is needed) and its ACL")
+            raise ConfigError(f"Redis answered an error: {said} ({hint})") from exc
 
     def close(self) -> None:
         self._redis.close()
 
 
 def connect_redis(url: str, password_file: str = "", ca_file: str = "") -> redis.Redis:
-    """A client for ``url`` (REDIS_URL); connects lazily, on its first command.
+    """A client for ``url`` (REDIS_URL); connects lazily, on its first command. No command blocks past
+    CALL_BOUND_S.
 
     The password comes from ``password_file`` when given (read now; REDIS_PASSWORD_FILE), else from the URL.
     Over ``rediss://`` the server's certificate must be signed by a CA of ``ca_file`` (REDIS_CA_FILE), or of
     the system's when empty, and must name the host connected to.
     """
-    options: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 5}
+    options: dict[str, Any] = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S,
+                               "retry": Retry(RETRY_BACKOFF, RETRIES)}
     if password_file:
         options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
     if urlsplit(url).scheme == "rediss":

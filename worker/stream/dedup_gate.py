@@ -5,7 +5,9 @@ done marks are written. When the store fails, the gate keeps what it holds,
 says so (``blocked``, so that the loop pauses its partitions and keeps polling
 to stay in the group) and tries again after a backoff, until it recovers.
 Nothing is scored without a claim, and no offset is acknowledged before its
-done mark is written. Time is passed in; not thread-safe.
+done mark is written. Only TRANSIENT errors mean "try later": any other error
+of the store (a ConfigError: an ACL refusal, a wrong-type key) propagates and
+stops the worker with its cause, rather than pausing it silently for ever. Time is passed in; not thread-safe.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TypeVar
 
 import structlog
 
+from worker.core.errors import StoreUnavailable
 from worker.core.messages import Position, Request
 from worker.core.offsets import TopicPartition as TP
 from worker.ports import Completed, DedupStore
@@ -22,6 +25,8 @@ from worker.ports import Completed, DedupStore
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
+# What a store raises when it is away for now; the Redis store turns its client's errors into these.
+TRANSIENT = (StoreUnavailable, ConnectionError, TimeoutError)
 FIRST_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 5.0
 
@@ -81,7 +86,7 @@ class DedupGate:
             return False, None
         try:
             result = call()
-        except Exception as exc:  # the store's client raises its own kinds; all mean "try later"
+        except TRANSIENT as exc:  # anything else (a ConfigError: an ACL, a wrong-type key) stops the worker
             self.failures += 1
             self._retry_at = now + self._backoff_s
             log.warning(f"{what}_failed", error=str(exc), retry_in_s=self._backoff_s,
