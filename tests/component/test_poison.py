@@ -90,3 +90,26 @@ def test_a_traceparent_too_long_to_be_one_is_not_passed_through():
     h.steps()
     (sent,) = h.sink.to("requests.replies")
     assert "traceparent" not in dict(sent.headers) and orjson.loads(sent.value)["status"] == "ok"
+
+
+def test_a_reply_to_naming_the_requests_topic_is_refused_not_answered_into_it():
+    h = Harness()
+    h.source.produce({"id": "loop", "inputs": INPUTS, "reply_to": "requests"})
+    h.steps()
+    (reply,) = h.replies()
+    assert reply["error"]["code"] == "invalid_reply_to" and "requests topic" in reply["error"]["message"]
+    assert h.sink.to("requests") == []  # nothing was written into the requests topic
+
+
+def test_a_failed_topic_lookup_answers_unknown_reply_topic_and_the_worker_goes_on():
+    h = Harness()
+
+    def broker_away():
+        raise TimeoutError("metadata request timed out")
+
+    h.source.list_topics = broker_away
+    h.worker = h.build_worker()
+    h.source.produce({"id": "where", "inputs": INPUTS, "reply_to": "elsewhere"})
+    h.source.produce({"id": "fine", "inputs": INPUTS})
+    h.steps()
+    assert {r["id"]: r["status"] for r in h.replies()} == {"where": "error", "fine": "ok"}

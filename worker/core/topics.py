@@ -3,18 +3,25 @@
 Sending to a missing topic blocks the producer for its whole metadata timeout
 and then fails, which would stop the worker on every redelivery of that one
 record. The cache is refreshed when an unknown name shows up, at most once per
-``refresh_s``, so a stream of bad names costs one metadata request per interval.
+``refresh_s``, so a stream of bad names costs one metadata request per interval
+(and a topic created meanwhile is known within about ``refresh_s``). A lookup
+that fails (the broker away) keeps what was known: the name counts as unknown
+until a later lookup finds it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import structlog
+
 from worker.core.clock import Clock
+
+log = structlog.get_logger(__name__)
 
 
 class TopicDirectory:
-    def __init__(self, list_topics: Callable[[], set[str]], clock: Clock, refresh_s: float = 5.0) -> None:
+    def __init__(self, list_topics: Callable[[], set[str]], clock: Clock, refresh_s: float = 1.0) -> None:
         self._list_topics = list_topics
         self._clock = clock
         self._refresh_s = refresh_s
@@ -27,6 +34,9 @@ class TopicDirectory:
             return True
         now = self._clock.monotonic()
         if self._refreshed_at is None or now - self._refreshed_at >= self._refresh_s:
-            self._known = self._list_topics()
             self._refreshed_at = now
+            try:
+                self._known = self._list_topics()
+            except Exception as exc:  # each client raises its own kinds; all mean "not known now"
+                log.warning("topic_lookup_failed", topic=topic, error=f"{type(exc).__name__}: {exc}")
         return topic in self._known

@@ -20,7 +20,7 @@ from worker.core.messages import InvalidRecord, RawRecord, Request
 from worker.core.offsets import OffsetTracker
 from worker.core.stats import WorkerStats
 from worker.core.topics import TopicDirectory
-from worker.core.wire import ERR_UNKNOWN_REPLY_TOPIC, decode_request
+from worker.core.wire import ERR_INVALID_REPLY_TO, ERR_UNKNOWN_REPLY_TOPIC, decode_request
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.replies import Responder, too_many_tokens
 
@@ -28,8 +28,10 @@ from worker.stream.replies import Responder, too_many_tokens
 class Admission:
     def __init__(self, prepare: Callable[[Any], Any], max_record_bytes: int, max_batch_tokens: int | None,
                  topics: TopicDirectory, gate: DedupGate, batcher: Batcher[Request], offsets: OffsetTracker,
-                 responder: Responder, stats: WorkerStats, clock: Clock) -> None:
+                 responder: Responder, stats: WorkerStats, clock: Clock, requests_topics: frozenset[str]) -> None:
+        """``requests_topics``: what no reply may go to (the worker would answer its own replies)."""
         self._prepare = prepare
+        self._requests_topics = requests_topics
         self._max_record_bytes = max_record_bytes
         self._max_batch_tokens = max_batch_tokens
         self._topics = topics
@@ -68,7 +70,14 @@ class Admission:
 
     def _decode(self, record: RawRecord) -> Request | InvalidRecord:
         decoded = decode_request(record, self._prepare, self._max_record_bytes)
-        if isinstance(decoded, Request) and decoded.reply_to and not self._topics.exists(decoded.reply_to):
+        if not isinstance(decoded, Request) or not decoded.reply_to:
+            return decoded
+        if decoded.reply_to in self._requests_topics:
+            return InvalidRecord(record.position, ERR_INVALID_REPLY_TO,
+                                 f"reply_to {decoded.reply_to!r} is a requests topic this worker reads: a reply there "
+                                 "would be read as a request; the reply comes here",
+                                 record.key, record.value, record.headers, decoded.id, None, decoded.traceparent)
+        if not self._topics.exists(decoded.reply_to):
             return InvalidRecord(record.position, ERR_UNKNOWN_REPLY_TOPIC,
                                  f"reply_to topic {decoded.reply_to!r} does not exist; the reply comes here",
                                  record.key, record.value, record.headers, decoded.id, None, decoded.traceparent)

@@ -77,7 +77,7 @@ class Worker:
                                     runner.version, self.stats)
         self._admission = Admission(prepare, settings.max_record_bytes, settings.max_batch_tokens,
                                     TopicDirectory(source.list_topics, clock), gate, self._batcher, offsets,
-                                    self._responder, self.stats, clock)
+                                    self._responder, self.stats, clock, frozenset([settings.requests_topic]))
         now = clock.monotonic()
         self._commits = commit_policy(source, transactions, offsets, gate, settings.commit_interval_ms / 1000, now)
         self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self._commits, self.stats)
