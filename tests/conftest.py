@@ -44,12 +44,15 @@ def services() -> Iterator[tuple[str, str]]:
             yield kafka.get_bootstrap_server(), f"redis://{host}:{port}/0"
         return
     script = REPO / "deploy" / "local" / "services.sh"
+    status = subprocess.run([str(script), "status"], capture_output=True, text=True).stdout
+    already_running = status.count("running (pid") == 2
     started = subprocess.run([str(script), "up"], check=True, capture_output=True, text=True).stdout
     env = dict(line.removeprefix("export ").split("=", 1) for line in started.splitlines() if "=" in line)
     try:
         yield env["KAFKA_BOOTSTRAP_SERVERS"], env["REDIS_URL"]
     finally:
-        subprocess.run([str(script), "down"], check=False)
+        if not already_running:  # services someone else started (another test run, a demo) stay up
+            subprocess.run([str(script), "down"], check=False)
 
 
 # The real services' fixtures, for tests/integration and the real-adapter half of tests/contracts.
