@@ -9,7 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.component.harness import INPUTS, Harness
-from tests.poison.faulty_model import STAGES, FaultyModel, expected_score
+from tests.integration.faulty_model import STAGES, FaultyModel, expected_score
 from worker.core.wire import MAX_SEND_BYTES, send_size
 from worker.models.runner import TorchRunner
 

@@ -1,6 +1,6 @@
 """A user's own Servable whose code raises for chosen inputs: the poison suite's model.
 
-Serve it with ``--model tests.poison.faulty_model:faulty``. Its ``inputs`` are an
+Serve it with ``--model tests.integration.faulty_model:faulty``. Its ``inputs`` are an
 object ``{"values": [16 numbers], "fail_in": STAGE}``: with ``fail_in`` set to
 ``prepare``, ``collate``, ``forward`` or ``split`` that stage of the user's code
 raises for a batch holding the request. ``prepare`` reads ``inputs["values"]``
