@@ -8,7 +8,7 @@ so does a broker that stops while a reply's acknowledgement is outstanding, if
 the group moves the partition before the ack arrives (scenario c).
 Scenario f kills workers as a does, in exactly-once mode: the replies are read
 with isolation_level=read_committed (as in every scenario), and none may be a
-duplicate.
+duplicate. Scenario g stops Redis as d does, in exactly-once mode.
 Workers run with ``--session-timeout-ms 6000`` so that a dead worker's
 partitions move in seconds rather than 45 s. In d, ``--max-poll-interval-ms``
 is shorter than the Redis outage: a worker that stopped polling while Redis is
@@ -129,4 +129,10 @@ SCENARIOS = {
     # Transactions span 100 ms of steps: a kill's rebalance finds the survivors' transactions open.
     "f": Scenario("f", "SIGKILL workers, exactly-once", "no loss, no duplicate seen by a read_committed reader",
                   kill_workers, worker_args=(*SESSION, "--delivery", "exactly-once", "--commit-interval-ms", "100")),
+    # d in exactly-once mode: done marks of committed transactions must survive an outage at any moment.
+    "g": Scenario("g", "Redis stop/start, exactly-once", "no loss, no duplicate seen by a read_committed reader, "
+                  "no restart, no rebalance: pause and resume", restart_redis,
+                  worker_args=(*SESSION, "--max-poll-interval-ms", str(SESSION_TIMEOUT_MS),
+                               "--delivery", "exactly-once", "--commit-interval-ms", "100"),
+                  needs_local_services=True, rebalances_allowed=False),
 }

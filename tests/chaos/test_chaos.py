@@ -18,7 +18,7 @@ from tests.chaos.scenarios import SCENARIOS, SIZES
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("kafka_client", ["kafka-python", "confluent"])
-@pytest.mark.parametrize("key", ["a", "b", "c", "d", "e", "f"])
+@pytest.mark.parametrize("key", ["a", "b", "c", "d", "e", "f", "g"])
 def test_scenario_keeps_its_promise(key, kafka_client, services, tmp_path):
     bootstrap, redis_url = services
     scenario = SCENARIOS[key]

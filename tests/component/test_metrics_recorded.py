@@ -4,8 +4,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.component.harness import INPUTS, Harness
+from tests.component.test_dedup_outage import flaky_harness
 from tests.component.test_shutdown import slow_harness
-from tests.component.test_worker_loop import flaky_harness
 from worker.surface.metrics import metrics_registry
 from worker.surface.probes import readiness
 
@@ -48,7 +48,7 @@ def test_expired_and_refused_requests_are_counted_by_status_but_not_timed():
 
 
 def test_a_dedup_outage_pauses_with_its_reason_and_makes_the_worker_unready_until_it_recovers():
-    h = flaky_harness()
+    h = flaky_harness(exactly_once=False)
     h.worker.stats.model = ("churn", "v", "cpu")  # what the composition root notes once warm
     h.flaky.down = True
     h.source.produce({"id": "a", "inputs": INPUTS})

@@ -244,3 +244,19 @@ def test_a_reply_to_that_names_a_missing_topic_is_answered_on_the_default_topic(
     assert reply["error"]["code"] == "unknown_reply_topic" and "no-such-topic" in reply["error"]["message"]
     assert h.sink.to("no-such-topic") == []
     assert h.worker.stats.batches == 0  # not scored
+
+
+def test_a_batch_that_never_finishes_turns_liveness_stuck_while_the_loop_still_polls():
+    from tests.component.fakes import SlowScorer
+    from worker.surface.probes import liveness
+
+    h = Harness(scorer=lambda runner, clock: SlowScorer(runner, clock, [10_000.0]), max_wait_ms=0)
+    h.source.produce({"id": "hung", "inputs": INPUTS})
+    h.steps(3)
+    assert liveness(h.worker.stats, h.clock.monotonic(), 60).ok
+    for _ in range(40):  # the model call hangs; each step waits on it briefly and polls again
+        h.clock.advance(2)
+        h.worker.step()
+    verdict = liveness(h.worker.stats, h.clock.monotonic(), 60)
+    assert h.clock.monotonic() - h.worker.stats.last_iteration < 1  # polling goes on...
+    assert not verdict.ok and "none finished" in verdict.reasons[0]  # ...but the work does not

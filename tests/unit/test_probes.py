@@ -74,3 +74,27 @@ def test_a_stop_asked_for_is_not_ready_and_a_fresh_start_names_everything():
         "stopping: finishing the work in hand"]
     assert readiness(WorkerStats(), 101.0, TIMEOUT_S).reasons == [
         "the model is not loaded and warmed up yet", "not a member of the consumer group (joining)"]
+
+
+def test_work_in_hand_that_does_not_move_on_is_stuck_though_the_loop_polls():
+    stats = working_stats(last_poll=100.0)
+    stats.record_progress(holding=5, store_failures=0, now=100.0)
+    stats.replied_ok += 1
+    stats.record_progress(holding=4, store_failures=0, now=130.0)  # one finished: progress
+    stats.last_iteration = 190.0
+    stats.record_progress(holding=4, store_failures=0, now=190.0)  # nothing finished since 130
+    assert liveness(stats, 190.0, TIMEOUT_S).ok
+    stuck = liveness(stats, 190.5, TIMEOUT_S)
+    assert not stuck.ok and stuck.reasons == [
+        "4 records in hand and none finished for 60.5 s, more than liveness_timeout_s=60"]
+
+
+def test_a_dedup_store_being_retried_or_nothing_in_hand_is_not_a_stall():
+    stats = working_stats(last_poll=100.0)
+    for second in range(100, 400, 5):  # Redis away for 5 minutes, retried every 5 s
+        stats.last_iteration = float(second)
+        stats.record_progress(holding=3, store_failures=second, now=float(second))
+    assert liveness(stats, 400.0, TIMEOUT_S).ok
+    idle = working_stats(last_poll=1000.0)
+    idle.record_progress(holding=0, store_failures=0, now=1000.0)
+    assert liveness(idle, 1050.0, TIMEOUT_S).ok

@@ -81,6 +81,9 @@ class WorkerStats:
     last_iteration: float | None = None  # monotonic time of the loop's last poll; None before the first
     rebalancing_since: float | None = None  # monotonic time a still unfinished rebalance began; None when none
     model: tuple[str, str, str] | None = None  # (name, version, device) once loaded and warmed
+    holding: int = 0  # records in hand at the last step: batched, claiming, scoring, sent and unacknowledged
+    progress_at: float | None = None  # monotonic time the loop last finished a record, retried the store, or held none
+    _progress_seen: tuple[int, int] = (0, 0)  # (records finished, store retries) at progress_at
 
     def record_batch(self, size: int, compute_s: float) -> None:
         self.batches += 1
@@ -108,6 +111,20 @@ class WorkerStats:
             self.rebalancing_since = None
         elif self.rebalancing_since is None:
             self.rebalancing_since = now
+
+    def record_progress(self, holding: int, store_failures: int, now: float) -> None:
+        """Note the work in hand after a step. It moves on while records get finished (answered, dead-lettered,
+        counted as duplicates, handed over) or the dedup store is being retried; holding none is no stall."""
+        seen = (self.finished(), store_failures)
+        self.holding = holding
+        if not holding or seen != self._progress_seen or self.progress_at is None:
+            self.progress_at = now
+            self._progress_seen = seen
+
+    def finished(self) -> int:
+        """Consumed records that ended: answered, dead-lettered, duplicates, handed over."""
+        return (self.replied_ok + self.replied_error + self.replied_expired + self.dead_lettered + self.duplicates
+                + self.handed_over)
 
     def record_pause(self, *, dedup_outage: bool, backlog: bool) -> bool:
         """Note why consumption is paused now; True when it is, for any reason."""

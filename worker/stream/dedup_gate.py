@@ -38,12 +38,18 @@ class DedupGate:
         self._to_complete: list[tuple[Position, Completed]] = []
         self._retry_at = 0.0
         self._backoff_s = FIRST_BACKOFF_S
-        self.failures = 0
+        self.failures = 0  # failed calls in a row
+        self.failed_calls = 0  # every failed call so far
 
     @property
     def blocked(self) -> bool:
         """True while something waits for a store that failed: stop taking in more work."""
         return bool(self._to_claim or self._to_complete) and self.failures > 0
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for their claim, and answered ids for their done marks."""
+        return len(self._to_claim) + len(self._to_complete)
 
     def claim(self, requests: Sequence[Request], now: float) -> list[tuple[Request, bool]]:
         """Queue requests for claiming, then claim everything queued if the store is due.
@@ -88,6 +94,7 @@ class DedupGate:
             result = call()
         except TRANSIENT as exc:  # anything else (a ConfigError: an ACL, a wrong-type key) stops the worker
             self.failures += 1
+            self.failed_calls += 1
             self._retry_at = now + self._backoff_s
             log.warning(f"{what}_failed", error=str(exc), retry_in_s=self._backoff_s,
                         waiting_claims=len(self._to_claim), waiting_done=len(self._to_complete))

@@ -130,7 +130,12 @@ class Worker:
         self._source.pause(self.stats.record_pause(
             dedup_outage=self._gate.blocked, backlog=self._batcher.pending >= self._settings.max_poll_records))
         self._refresh_lag()
+        self.stats.record_progress(self._holding(), self._gate.failed_calls, self._clock.monotonic())
         self._log_stats_if_due()
+
+    def _holding(self) -> int:
+        """Records in hand: batched, waiting on the dedup store, being scored, sent and unacknowledged."""
+        return self._batcher.pending + self._gate.waiting + int(self._scorer.busy) + self._sink.pending
 
     def _score_ready(self) -> None:
         """Answer the scorer's finished batch, and give it the next ready one, as long as it takes them.

@@ -1,9 +1,12 @@
 """The health probes' verdicts, from the loop's stats and the time now (pure: time is passed in).
 
 Liveness (``/healthz``) asks: did the loop poll within
-``liveness_timeout_s``, and has no rebalance been under way for longer than
+``liveness_timeout_s``, has no rebalance been under way for longer than
 that (a rebalance that never completes keeps the loop polling but doing
-nothing: a restart cures it)? Until its first poll (the model loading and warming
+nothing: a restart cures it), and does work in hand move on (records held
+with none finished and no dedup store retry for that long is a stall that
+polling hides: a hung model call, a loop waiting on something that never
+comes)? Until its first poll (the model loading and warming
 up, the group being joined) the worker counts as alive and starting: a long
 model load is not a hang to restart. Readiness (``/readyz``) asks whether the
 worker is doing its job now: the model is loaded and warmed, the worker is a
@@ -50,6 +53,10 @@ def liveness(stats: WorkerStats, now: float, timeout_s: float) -> Verdict:
     if since is not None and now - since > timeout_s:
         return Verdict(False, "stuck", [f"a rebalance has not completed for {now - since:.1f} s, more than "
                                         f"liveness_timeout_s={timeout_s:g}"], ago)
+    progress = stats.progress_at
+    if stats.holding and progress is not None and now - progress > timeout_s:
+        return Verdict(False, "stuck", [f"{stats.holding} records in hand and none finished for "
+                                        f"{now - progress:.1f} s, more than liveness_timeout_s={timeout_s:g}"], ago)
     return Verdict(True, "ok", last_poll_s_ago=ago)
 
 
