@@ -113,3 +113,26 @@ def test_a_failed_topic_lookup_answers_unknown_reply_topic_and_the_worker_goes_o
     h.source.produce({"id": "fine", "inputs": INPUTS})
     h.steps()
     assert {r["id"]: r["status"] for r in h.replies()} == {"where": "error", "fine": "ok"}
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_an_answered_id_gets_no_second_reply_whatever_is_sent_again_under_it(exactly_once):
+    h = Harness(exactly_once=exactly_once, max_wait_ms=0)
+    h.source.produce({"id": "once", "inputs": INPUTS}, key=b"once")
+    h.steps()
+    h.source.produce({"id": "once", "inputs": [1.0]})  # wrong input length
+    h.source.produce(b"not json", key=b"once")  # invalid JSON, the id in the key
+    h.source.produce({"id": "once", "inputs": INPUTS, "deadline_ms": "soon"})
+    h.steps()
+    assert [r["status"] for r in h.replies()] == ["ok"]
+    assert h.worker.stats.duplicates == 3
+    assert h.source.committed == {("requests", 0): 4}
+
+
+def test_a_refused_id_is_released_so_that_a_corrected_retry_is_scored():
+    h = Harness(max_wait_ms=0)
+    h.source.produce({"id": "fixme", "inputs": [1.0]})
+    h.steps()
+    h.source.produce({"id": "fixme", "inputs": INPUTS})
+    h.steps()
+    assert [r["status"] for r in h.replies()] == ["error", "ok"]

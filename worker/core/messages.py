@@ -11,7 +11,7 @@ one about five times slower (1.5 against 0.3 µs for twelve fields).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, NamedTuple
 
 Headers = list[tuple[str, bytes]]
@@ -67,6 +67,15 @@ class InvalidRecord:
     request_id: str | None = None
     reply_to: str | None = None
     traceparent: bytes | None = None
+
+
+@dataclass(slots=True)
+class Refused(Request):
+    """A record that named its id but cannot be scored: claimed like a request, so that an id already
+    answered gets no second reply, then answered with ``refusal``'s error."""
+
+    _: KW_ONLY
+    refusal: InvalidRecord
 
 
 class Timings(NamedTuple):

@@ -3,9 +3,12 @@
 Each record is tracked for its offset, decoded against the wire contract and
 the model's ``prepare``, and its ``reply_to`` checked against the broker's
 topics. A record that cannot be scored is refused at once (an error reply,
-or a dead letter when it has no id). The rest are claimed in the dedup store
-through the gate: fresh ones join the batcher (or are refused when they
-alone exceed the token budget), duplicates are counted and acknowledged.
+or a dead letter when it has no id). Records that name their id are claimed in the dedup
+store through the gate, refused ones too: fresh requests join the batcher (or
+are refused when they alone exceed the token budget), fresh refusals get
+their error reply (which releases the claim, so a corrected retry is scored),
+and duplicates are counted and acknowledged: an id already answered gets no
+second reply, whatever is sent again under it.
 Not thread-safe.
 """
 
@@ -16,7 +19,7 @@ from typing import Any
 
 from worker.core.batcher import Batcher
 from worker.core.clock import Clock
-from worker.core.messages import InvalidRecord, RawRecord, Request
+from worker.core.messages import InvalidRecord, RawRecord, Refused, Request
 from worker.core.offsets import OffsetTracker
 from worker.core.stats import WorkerStats
 from worker.core.topics import TopicDirectory
@@ -50,17 +53,21 @@ class Admission:
             pos = record.position
             self._offsets.track((pos.topic, pos.partition), pos.offset)
             decoded = self._decode(record)
-            if isinstance(decoded, InvalidRecord):
-                self._responder.reject(decoded)
-            else:
+            if isinstance(decoded, Request):
                 valid.append(decoded)
+            elif decoded.request_id is None:
+                self._responder.reject(decoded)  # a dead letter: no id to claim
+            else:
+                valid.append(Refused(decoded.request_id, None, decoded.position, refusal=decoded))
         self._stats.consumed += len(records)
         self.take_claimed(valid)
 
     def take_claimed(self, new: Sequence[Request] = ()) -> None:
         """Claim ids (new ones and any still waiting); batch what is fresh, count duplicates."""
         for request, fresh in self._gate.claim(new, self._clock.monotonic()):
-            if fresh and not self._batcher.fits(request):
+            if fresh and isinstance(request, Refused):
+                self._responder.reject(request.refusal, claimed=True)
+            elif fresh and not self._batcher.fits(request):
                 self._responder.answer(request, "error", too_many_tokens(self._max_batch_tokens))
             elif fresh:
                 self._batcher.add(request, request.received_at)

@@ -88,15 +88,16 @@ class Responder:
         self._version = version
         self._stats = stats
 
-    def reject(self, record: InvalidRecord) -> None:
-        """An error reply when the record named its id, else a dead letter with its original bytes."""
+    def reject(self, record: InvalidRecord, claimed: bool = False) -> None:
+        """An error reply when the record named its id, else a dead letter with its original bytes.
+        ``claimed``: its id was claimed, and the reply releases the claim."""
         self._stats.error_codes[record.code] += 1
         if record.request_id is None:
             self._stats.dead_lettered += 1
             key, value, headers = encode_dead_letter(record)
             self._sink.send(self._dead_letter_topic, key, value, headers, (record.position, None))
             return
-        self._send(reply_to_invalid(record, self._model, self._version), claimed=False)
+        self._send(reply_to_invalid(record, self._model, self._version), claimed=claimed)
 
     def answer(self, request: Request, status: Status, outcome: Outcome, timings: Timings = Timings(),
                batch_size: int = 0) -> None:
