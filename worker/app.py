@@ -10,6 +10,7 @@ import structlog
 import torch
 from kafka.errors import KafkaError
 
+from worker.core.bounds import step_bounds
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.settings import Settings, require_services
@@ -84,9 +85,11 @@ def build_scorer(settings: Settings, runner: TorchRunner, clock: SystemClock) ->
 def build_dedup(settings: Settings, clock: SystemClock) -> DedupStore:
     if settings.redis_url.startswith("memory://"):
         return InMemoryDedupStore(clock, settings.dedup_ttl_s, settings.dedup_lease_ms)
+    bounds = step_bounds(settings)
     store = RedisDedupStore(settings.redis_url, settings.dedup_namespace, settings.dedup_ttl_s,
                             settings.dedup_lease_ms, password_file=settings.redis_password_file,
-                            ca_file=settings.redis_ca_file)
+                            ca_file=settings.redis_ca_file, connect_s=bounds.store_connect_s,
+                            read_s=bounds.store_read_s)
     try:
         store.ping()  # fail at start, naming the setting, rather than at the first batch
     except redis.RedisError as exc:
@@ -116,17 +119,19 @@ def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[Se
     if settings.kafka_client == "confluent":
         return _confluent_kafka(settings, clock)
     transactions: ExactlyOnce[SendTag] | None = None
+    block_ms = int(step_bounds(settings).send_block_s * 1000)
     try:
         source = KafkaSource(settings, clock)
         sink: KafkaSink[SendTag]
         if settings.delivery == "exactly-once":
             transactional: TransactionalSink[SendTag] = TransactionalSink(
                 settings.kafka_bootstrap_servers, settings.client_id, settings.transactional_id,
-                security=settings.kafka_security)
+                security=settings.kafka_security, max_block_ms=block_ms)
             sink, transactions = transactional, ExactlyOnce(transactional, source)
             log.info("exactly_once", transactional_id=settings.transactional_id)
         else:
-            sink = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security)
+            sink = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security,
+                             max_block_ms=block_ms)
     except KafkaError as exc:
         raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
                                  f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
@@ -143,18 +148,20 @@ def _confluent_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Si
     from worker.kafka.confluent.transactions import TransactionalSink as ConfluentTransactionalSink
 
     transactions: ExactlyOnce[SendTag] | None = None
+    bounds = step_bounds(settings)
     try:
         source = ConfluentSource(settings, clock)
         sink: ConfluentSink[SendTag]
         if settings.delivery == "exactly-once":
             transactional: ConfluentTransactionalSink[SendTag] = ConfluentTransactionalSink(
                 settings.kafka_bootstrap_servers, settings.client_id, settings.transactional_id,
-                security=settings.kafka_security)
+                security=settings.kafka_security, max_block_s=bounds.send_block_s,
+                transaction_s=bounds.transaction_s)
             sink, transactions = transactional, ExactlyOnce(transactional, source)
             log.info("exactly_once", transactional_id=settings.transactional_id, kafka_client="confluent")
         else:
             sink = ConfluentSink(settings.kafka_bootstrap_servers, settings.client_id,
-                                 security=settings.kafka_security)
+                                 security=settings.kafka_security, max_block_s=bounds.send_block_s)
         source.start()
     except KafkaException as exc:
         raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
@@ -200,5 +207,9 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     stats = stats if stats is not None else WorkerStats()
     stats.model = (runner.name, runner.version, str(runner.device))
     source, sink, transactions = build_kafka(settings, clock)
+    bounds = step_bounds(settings)
+    log.info("step_bounds", worst_step_s=round(bounds.worst_step_s(settings.delivery == "exactly-once"), 2),
+             settle_s=bounds.settle_s, send_block_s=bounds.send_block_s, metadata_s=bounds.metadata_s,
+             store_call_s=round(bounds.store_call_s, 2), transaction_s=bounds.transaction_s)
     return Worker(settings, source, sink, dedup, runner, runner.prepare, clock, stop_requested=stop_requested,
                   transactions=transactions, scorer=build_scorer(settings, runner, clock), stats=stats)

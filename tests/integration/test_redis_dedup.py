@@ -62,12 +62,12 @@ def test_ids_with_quotes_newlines_and_non_ascii_make_the_same_keys_as_the_client
 
 
 def test_redis_away_is_a_pause_and_bounded_in_time():
-    """Nothing listens on the port: each call fails within CALL_BOUND_S as StoreUnavailable (the gate pauses)."""
+    """Nothing listens on the port: each call fails within its bound as StoreUnavailable (the gate pauses)."""
     import socket
     import time
 
+    from worker.core.bounds import StepBounds
     from worker.core.errors import StoreUnavailable
-    from worker.dedup.redis_store import CALL_BOUND_S
 
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
@@ -76,7 +76,7 @@ def test_redis_away_is_a_pause_and_bounded_in_time():
     started = time.monotonic()
     with pytest.raises(StoreUnavailable):
         store.claim([request("a", 0)])
-    assert time.monotonic() - started < CALL_BOUND_S
+    assert time.monotonic() - started < StepBounds.for_limits(300_000, 60).store_call_s
 
 
 def test_an_acl_that_forbids_the_scripts_is_a_clear_stop_not_a_pause(redis_url):

@@ -17,7 +17,6 @@ from worker.core.clock import FakeClock, SystemClock  # noqa: E402
 from worker.core.errors import ConfigError  # noqa: E402
 from worker.core.security import KafkaSecurity, Secret  # noqa: E402
 from worker.core.settings import Settings  # noqa: E402
-from worker.kafka.confluent import sink as sink_module  # noqa: E402
 from worker.kafka.confluent.connection import FileOAuthCallback, client_config, jwt_expiry  # noqa: E402
 from worker.kafka.confluent.rebalance import RebalanceRecorder, group_generation  # noqa: E402
 from worker.kafka.confluent.sink import ConfluentSink  # noqa: E402
@@ -190,9 +189,8 @@ def test_sends_that_no_broker_answers_stay_pending_in_send_order():
     assert sink.settle(0.2) == [] and sink.pending == 3
 
 
-def test_a_send_that_finds_the_queue_full_is_retried_then_reported_failed(monkeypatch):
-    monkeypatch.setattr(sink_module, "MAX_BLOCK_S", 0.2)
-    sink: ConfluentSink[str] = ConfluentSink(NOWHERE, "unit", **{"queue.buffering.max.messages": 1})
+def test_a_send_that_finds_the_queue_full_is_retried_then_reported_failed():
+    sink: ConfluentSink[str] = ConfluentSink(NOWHERE, "unit", max_block_s=0.2, **{"queue.buffering.max.messages": 1})
     sink.send("replies", None, b"first", [], tag="first")
     started = time.monotonic()
     sink.send("replies", None, b"second", [], tag="second")  # no room: waits, serving reports, then fails

@@ -2,41 +2,81 @@
 
 Sending to a missing topic blocks the producer for its whole metadata timeout
 and then fails, which would stop the worker on every redelivery of that one
-record. The cache is refreshed when an unknown name shows up, at most once per
-``refresh_s``, so a stream of bad names costs one metadata request per interval
-(and a topic created meanwhile is known within about ``refresh_s``). A lookup
-that fails (the broker away) keeps what was known: the name counts as unknown
-until a later lookup finds it.
+record. So a ``reply_to`` the cache does not know is looked up, off the loop's
+thread: a lookup runs on a thread of its own, and ``exists`` waits at most
+``wait_s`` for it (a broker that is away, or slow to answer, costs the loop no
+more). A name still unknown then is answered as unknown. Lookups go at most
+once per ``refresh_s``, so a stream of bad names costs one metadata request per
+interval, and a topic created meanwhile is known within about ``refresh_s``. A
+lookup that fails keeps what was known.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 
 import structlog
 
+from worker.core.bounds import LOOKUP_WAIT_S
 from worker.core.clock import Clock
 
 log = structlog.get_logger(__name__)
 
+REFRESH_S = 1.0
+
 
 class TopicDirectory:
-    def __init__(self, list_topics: Callable[[], set[str]], clock: Clock, refresh_s: float = 1.0) -> None:
+    """``list_topics`` must be safe to call from another thread than the loop's. Thread-safe."""
+
+    def __init__(self, list_topics: Callable[[], set[str]], clock: Clock, refresh_s: float = REFRESH_S,
+                 wait_s: float = LOOKUP_WAIT_S) -> None:
         self._list_topics = list_topics
         self._clock = clock
         self._refresh_s = refresh_s
-        self._known: set[str] = set()
-        self._refreshed_at: float | None = None
+        self._wait_s = wait_s
+        self._changed = threading.Condition()
+        self._known: frozenset[str] = frozenset()
+        self._looked_up_at: float | None = None  # when the last finished lookup started
+        self._asked_at: float | None = None  # time.monotonic() the lookup waited for was asked; None when none is
+        self._thread: threading.Thread | None = None
 
     def exists(self, topic: str) -> bool:
-        """Whether the broker has the topic. Blocks for a metadata request now and then."""
+        """Whether the broker has the topic, as far as known within ``wait_s``. Blocks at most that long."""
         if topic in self._known:
             return True
-        now = self._clock.monotonic()
-        if self._refreshed_at is None or now - self._refreshed_at >= self._refresh_s:
-            self._refreshed_at = now
+        with self._changed:
+            now = self._clock.monotonic()
+            if self._looked_up_at is not None and now - self._looked_up_at < self._refresh_s:
+                return topic in self._known  # looked up a moment ago: not there
+            if self._asked_at is None:
+                self._asked_at = time.monotonic()  # the wait is real time, whatever clock the cache runs on
+                self._start_thread()
+                self._changed.notify_all()
+            # A lookup that has already been waited on its full wait_s (the broker away) is not waited on again.
+            self._changed.wait_for(lambda: self._asked_at is None,
+                                   max(0.0, self._wait_s - (time.monotonic() - self._asked_at)))
+            return topic in self._known
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._look_up_when_asked, name="topic-lookups", daemon=True)
+            self._thread.start()
+
+    def _look_up_when_asked(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._asked_at is not None)
+                started = self._clock.monotonic()
+            known: frozenset[str] | None = None
             try:
-                self._known = self._list_topics()
+                known = frozenset(self._list_topics())
             except Exception as exc:  # each client raises its own kinds; all mean "not known now"
-                log.warning("topic_lookup_failed", topic=topic, error=f"{type(exc).__name__}: {exc}")
-        return topic in self._known
+                log.warning("topic_lookup_failed", error=f"{type(exc).__name__}: {exc}")
+            with self._changed:
+                if known is not None:
+                    self._known = known
+                self._looked_up_at = started
+                self._asked_at = None
+                self._changed.notify_all()

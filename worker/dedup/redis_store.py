@@ -16,9 +16,10 @@ from urllib.parse import urlsplit
 
 import orjson
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
+from worker.core.bounds import STORE_CONNECT_S, STORE_READ_S, STORE_RETRIES, STORE_RETRY_GAP_S
 from worker.core.errors import ConfigError, ServiceUnavailable, StoreUnavailable, WorkerError
 from worker.core.messages import Request
 from worker.core.security import read_secret_file
@@ -28,14 +29,9 @@ from worker.ports import Completed
 
 T = TypeVar("T")
 
-# An explicit retry policy, so that no call blocks past CALL_BOUND_S whatever redis-py's defaults are (they
-# grew from none in 5.x to 10 retries with backoff up to 10 s in 8.x): one more try after a connection error
-# or a timeout, 50 ms later. The loop's dedup gate backs off between failed calls (stream/dedup_gate.py).
-CONNECT_TIMEOUT_S = 1.0
-SOCKET_TIMEOUT_S = 2.0
-RETRIES = 1
-RETRY_BACKOFF = ExponentialBackoff(cap=0.2, base=0.05)
-CALL_BOUND_S = (RETRIES + 1) * (CONNECT_TIMEOUT_S + SOCKET_TIMEOUT_S) + RETRIES * 0.2
+# An explicit retry policy, so that no call blocks past its bound (worker/core/bounds.py) whatever redis-py's
+# defaults are (they grew from none in 5.x to 10 retries with backoff up to 10 s in 8.x): STORE_RETRIES more
+# tries after a connection error or a timeout. The loop's dedup gate backs off between failed calls.
 # Errors Redis answers that a later try may not get: out of memory, read-only (a replica after a failover),
 # a cluster in flux; and, unmapped by redis-py, busy running a script, or its persistence failing. (Loading
 # its dataset, and too many clients, redis-py raises as connection errors.)
@@ -94,8 +90,11 @@ class RedisDedupStore:
     """
 
     def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *,
-                 password_file: str = "", ca_file: str = "") -> None:
-        self._redis = connect_redis(url, password_file, ca_file)
+                 password_file: str = "", ca_file: str = "", connect_s: float = STORE_CONNECT_S,
+                 read_s: float = STORE_READ_S) -> None:
+        """``connect_s`` and ``read_s`` bound a connection and an answer (each command may be tried
+        1 + STORE_RETRIES times)."""
+        self._redis = connect_redis(url, password_file, ca_file, connect_s, read_s)
         self._ns = namespace
         self._ttl_s = ttl_s
         self._lease_ms = lease_ms
@@ -150,16 +149,17 @@ class RedisDedupStore:
         self._redis.close()
 
 
-def connect_redis(url: str, password_file: str = "", ca_file: str = "") -> redis.Redis:
-    """A client for ``url`` (REDIS_URL); connects lazily, on its first command. No command blocks past
-    CALL_BOUND_S.
+def connect_redis(url: str, password_file: str = "", ca_file: str = "", connect_s: float = STORE_CONNECT_S,
+                  read_s: float = STORE_READ_S) -> redis.Redis:
+    """A client for ``url`` (REDIS_URL); connects lazily, on its first command. A command blocks at most
+    (1 + STORE_RETRIES) x (``connect_s`` + ``read_s``) plus the retry gap.
 
     The password comes from ``password_file`` when given (read now; REDIS_PASSWORD_FILE), else from the URL.
     Over ``rediss://`` the server's certificate must be signed by a CA of ``ca_file`` (REDIS_CA_FILE), or of
     the system's when empty, and must name the host connected to.
     """
-    options: dict[str, Any] = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S,
-                               "retry": Retry(RETRY_BACKOFF, RETRIES)}
+    options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s,
+                               "retry": Retry(ConstantBackoff(STORE_RETRY_GAP_S), STORE_RETRIES)}
     if password_file:
         options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
     if urlsplit(url).scheme == "rediss":

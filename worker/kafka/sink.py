@@ -15,6 +15,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import FutureRecordMetadata
 
+from worker.core.bounds import SEND_BLOCK_S
 from worker.core.messages import Headers
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.connection import client_config
@@ -29,7 +30,7 @@ class KafkaSink(Generic[T]):
                  security: KafkaSecurity = PLAINTEXT, **producer_config: Any) -> None:
         self._config = dict(**client_config(bootstrap_servers, security), client_id=client_id, acks="all",
                             enable_idempotence=True, linger_ms=linger_ms,
-                            **{"max_block_ms": 15_000, **producer_config})  # extra config may override it
+                            **{"max_block_ms": int(SEND_BLOCK_S * 1000), **producer_config})  # may be overridden
         self._producer = KafkaProducer(**self._config)
         self._pending: list[tuple[T, FutureRecordMetadata | None, Exception | None]] = []
 

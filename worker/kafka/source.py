@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
-from kafka import ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, OffsetAndMetadata, TopicPartition
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -27,11 +27,13 @@ from kafka.errors import (
 )
 from kafka.structs import MemberState
 
+from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
 from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
+from worker.kafka.connection import client_config
 from worker.kafka.consumer import group_consumer, wait_for_partitions
 
 log = structlog.get_logger(__name__)
@@ -106,6 +108,11 @@ class KafkaSource:
             isolation_level="read_committed" if settings.delivery == "exactly-once" else "read_uncommitted",
         )
         self._listener = _RebalanceRecorder(settings.client_id)
+        self._bootstrap, self._security, self._client_id = (settings.kafka_bootstrap_servers,
+                                                             settings.kafka_security, settings.client_id)
+        self._lister: KafkaAdminClient | None = None
+        self._metadata_s = step_bounds(settings).metadata_s
+        self._lister_lock = threading.Lock()
 
     def start(self, wait_s: float = 10.0) -> None:
         """Check the topic exists, then join the group. Raises LookupError if it does not.
@@ -227,7 +234,16 @@ class KafkaSource:
                 self._consumer.seek_to_end(tp)
 
     def list_topics(self) -> set[str]:
-        return set(self._consumer.topics())
+        """Every topic on the broker, from a client of its own (so that another thread may ask while the loop
+        polls: the consumer is not thread-safe, and its own lookup waits without a bound). Blocks up to
+        about twice the metadata bound (worker/core/bounds.py); raises KafkaError."""
+        with self._lister_lock:
+            if self._lister is None:
+                self._lister = KafkaAdminClient(**client_config(self._bootstrap, self._security),
+                                                client_id=f"{self._client_id}-topics",
+                                                request_timeout_ms=int(self._metadata_s * 1000),
+                                                bootstrap_timeout_ms=int(self._metadata_s * 1000))
+            return set(self._lister.list_topics())
 
     def lag(self) -> dict[TP, int]:
         """Highwater minus position per assigned partition, both as of the last fetch (no request is
@@ -248,6 +264,9 @@ class KafkaSource:
     def close(self, timeout_s: float = 30.0) -> None:
         """Leave the group (so that the others take the partitions over at once) within ``timeout_s``."""
         self._consumer.close(autocommit=False, timeout_ms=int(timeout_s * 1000))
+        with self._lister_lock:
+            if self._lister is not None:
+                self._lister.close()
 
 
 def _deferred_or(exc: Exception) -> Exception:

@@ -34,8 +34,9 @@ T = TypeVar("T")
 
 class TransactionalSink(KafkaSink[T]):
     def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
-                 security: KafkaSecurity = PLAINTEXT) -> None:
-        super().__init__(bootstrap_servers, client_id, linger_ms, security=security, transactional_id=transactional_id)
+                 security: KafkaSecurity = PLAINTEXT, **producer_config: Any) -> None:
+        super().__init__(bootstrap_servers, client_id, linger_ms, security=security, transactional_id=transactional_id,
+                         **producer_config)
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
         self._in_transaction = False
 

@@ -30,6 +30,7 @@ from typing import Any
 import structlog
 
 from worker.core.batcher import request_batcher
+from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
 from worker.core.errors import TransactionAborted
 from worker.core.messages import Request
@@ -52,7 +53,6 @@ log = structlog.get_logger(__name__)
 REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
 SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
 IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
-SEND_SETTLE_S = 30.0  # longest wait for the broker's acknowledgements in a step
 LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
 
 
@@ -65,6 +65,7 @@ class Worker:
         ``scorer`` says where batches run (default: inline, in the loop's thread); ``stats`` is where
         the loop counts (default: a new one), for a reader such as the HTTP surface."""
         self._settings = settings
+        self._bounds = step_bounds(settings)
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
         self._scorer = scorer or InlineScorer(runner, clock)
         self._stop_requested = stop_requested or StopRequest(clock)
@@ -180,8 +181,10 @@ class Worker:
             left = self._membership.left_while_scoring(len(scored.batch), settle_s)
             self._responder.answer_scored(scored, self._submitted_ms, left)
 
-    def _settle(self, force_commit: bool = False, timeout_s: float = SEND_SETTLE_S) -> None:
-        deliveries = self._sink.settle(timeout_s) if self._sink.pending else []
+    def _settle(self, force_commit: bool = False, timeout_s: float | None = None) -> None:
+        """Waits up to ``timeout_s`` (default: the step's settle bound) for the step's acknowledgements."""
+        wait_s = self._bounds.settle_s if timeout_s is None else timeout_s
+        deliveries = self._sink.settle(wait_s) if self._sink.pending else []
         try:
             self._commits.settle(deliveries, self._clock.monotonic(), force_commit)
         except TransactionAborted:

@@ -36,6 +36,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from worker.core.bounds import METADATA_S
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
 from worker.core.messages import Position, RawRecord
@@ -44,7 +45,7 @@ from worker.core.settings import Settings
 from worker.core.timerange import TimeRange
 from worker.jobs.bounded_source import BoundedSource
 from worker.kafka.confluent.connection import client_config
-from worker.kafka.confluent.source import METADATA_RETRY_S, METADATA_TIMEOUT_S, fetch
+from worker.kafka.confluent.source import METADATA_RETRY_S, fetch
 
 log = structlog.get_logger(__name__)
 
@@ -83,7 +84,7 @@ class ConfluentPartitionReader:
     def partitions(self, wait_s: float) -> list[int]:
         deadline = time.monotonic() + wait_s
         while True:
-            found = self._consumer.list_topics(self._topic, timeout=METADATA_TIMEOUT_S).topics.get(self._topic)
+            found = self._consumer.list_topics(self._topic, timeout=METADATA_S).topics.get(self._topic)
             if found is not None and found.error is None and found.partitions:
                 return sorted(found.partitions)
             if time.monotonic() >= deadline:
@@ -92,7 +93,7 @@ class ConfluentPartitionReader:
 
     def lookups(self, partitions: list[TP], from_ms: int, until_ms: int | None) -> dict[TP, tuple[
             int | None, int | None, int]]:
-        ends = {tp: self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=METADATA_TIMEOUT_S)[1]
+        ends = {tp: self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=METADATA_S)[1]
                 for tp in partitions}
         froms = self._offsets_for_times(partitions, from_ms)
         untils = {} if until_ms is None else self._offsets_for_times(partitions, until_ms)
@@ -101,12 +102,12 @@ class ConfluentPartitionReader:
     def _offsets_for_times(self, partitions: list[TP], ms: int) -> dict[TP, int | None]:
         """The first offset at or after ``ms`` per partition; None when no record is (librdkafka says -1)."""
         found = self._consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in partitions],
-                                                 timeout=METADATA_TIMEOUT_S)
+                                                 timeout=METADATA_S)
         _raise_errors(found)
         return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in found}
 
     def committed(self, partitions: list[TP]) -> dict[TP, tuple[int, str | None]]:
-        found = self._consumer.committed([TopicPartition(*tp) for tp in partitions], timeout=METADATA_TIMEOUT_S)
+        found = self._consumer.committed([TopicPartition(*tp) for tp in partitions], timeout=METADATA_S)
         _raise_errors(found)
         return {(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in found if tp.offset != OFFSET_INVALID}
 
@@ -161,7 +162,7 @@ class ConfluentPartitionReader:
         self._consumer.resume([TopicPartition(*tp) for tp in partitions])
 
     def topics(self) -> set[str]:
-        return set(self._consumer.list_topics(timeout=METADATA_TIMEOUT_S).topics)
+        return set(self._consumer.list_topics(timeout=METADATA_S).topics)
 
     def close(self, timeout_s: float) -> None:
         """No group to leave (never subscribed): librdkafka's close returns as soon as its fetchers stop."""

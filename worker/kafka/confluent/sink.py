@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar, cast
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from worker.core.bounds import SEND_BLOCK_S
 from worker.core.messages import Headers
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.confluent.connection import client_config
@@ -26,8 +27,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 _Headers = list[tuple[str, str | bytes | None]]  # what produce() takes; ours are a narrower kind of it
 
+MAX_BLOCK_S = SEND_BLOCK_S  # the producer's transport waits as long for room in a full queue
 QUEUE_FULL_WAIT_S = 0.01  # serve delivery reports this long before trying a refused send again
-MAX_BLOCK_S = 15.0  # longest a send waits for room in a full queue (kafka-python's max_block_ms)
 
 
 class _Send(Generic[T]):
@@ -48,8 +49,11 @@ class _Send(Generic[T]):
 
 class ConfluentSink(Generic[T]):
     def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, *,
-                 security: KafkaSecurity = PLAINTEXT, **producer_config: Any) -> None:
-        """``producer_config``: more librdkafka properties, which win over these."""
+                 security: KafkaSecurity = PLAINTEXT, max_block_s: float = SEND_BLOCK_S,
+                 **producer_config: Any) -> None:
+        """``producer_config``: more librdkafka properties, which win over these. ``max_block_s``: the longest
+        a send waits for room in a full queue (kafka-python's max_block_ms)."""
+        self._max_block_s = max_block_s
         self._config = {**client_config(bootstrap_servers, security), "client.id": client_id, "acks": "all",
                         "enable.idempotence": True, "linger.ms": linger_ms, "allow.auto.create.topics": False,
                         **producer_config}
@@ -63,7 +67,7 @@ class ConfluentSink(Generic[T]):
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
         """Queue a record for ``topic``; its outcome is reported by a later ``settle``.
 
-        Blocks (serving delivery reports) while librdkafka's queue is full, up to MAX_BLOCK_S.
+        Blocks (serving delivery reports) while librdkafka's queue is full, up to ``max_block_s``.
         """
         record = _Send(tag)
         deadline: float | None = None
@@ -72,7 +76,7 @@ class ConfluentSink(Generic[T]):
                 self._producer.produce(topic, value, key, on_delivery=record.delivered, headers=cast(_Headers, headers))
                 break
             except BufferError as exc:  # the queue is full: let acknowledgements free room
-                deadline = deadline if deadline is not None else time.monotonic() + MAX_BLOCK_S
+                deadline = deadline if deadline is not None else time.monotonic() + self._max_block_s
                 if time.monotonic() >= deadline:
                     record = _Send(tag, exc)
                     break

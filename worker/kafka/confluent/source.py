@@ -45,6 +45,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
 from worker.core.messages import Position, RawRecord
@@ -55,7 +56,6 @@ from worker.kafka.confluent.rebalance import RebalanceRecorder, group_generation
 
 log = structlog.get_logger(__name__)
 
-METADATA_TIMEOUT_S = 10.0  # one metadata or committed-offsets request
 METADATA_RETRY_S = 0.2
 SETTLE_SLICE_S = 0.1  # finish_rebalance polls in slices this long, so that it returns once settled
 EAGER_ASSIGNORS = ("range", "roundrobin")
@@ -97,6 +97,7 @@ class ConfluentSource:
         self._topic = settings.requests_topic
         self._reset_to_earliest = settings.auto_offset_reset == "earliest"
         self._consumer = Consumer({**consumer_config(settings), "on_commit": self._on_commit})
+        self._metadata_s = step_bounds(settings).metadata_s
         self._commits_out: deque[Callable[[Exception | None], None]] = deque()  # answered in this order
         self._eager = settings.kafka_group_protocol == "classic" and settings.assignor in EAGER_ASSIGNORS
         self._recorder = RebalanceRecorder(settings.client_id, self._eager)
@@ -139,7 +140,7 @@ class ConfluentSource:
         self._recorder.lost(partitions)
 
     def _has_partitions(self) -> bool:
-        topic = self._consumer.list_topics(timeout=METADATA_TIMEOUT_S).topics.get(self._topic)
+        topic = self._consumer.list_topics(timeout=self._metadata_s).topics.get(self._topic)
         return topic is not None and topic.error is None and bool(topic.partitions)
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
@@ -281,7 +282,7 @@ class ConfluentSource:
             self._seek(TopicPartition(topic, partition, offset))
 
     def _seek_committed(self, partitions: list[TopicPartition]) -> None:
-        for tp in self._consumer.committed(partitions, timeout=METADATA_TIMEOUT_S):
+        for tp in self._consumer.committed(partitions, timeout=self._metadata_s):
             if tp.offset >= 0:
                 self._seek(tp)
             else:
@@ -316,8 +317,9 @@ class ConfluentSource:
             self._seek_committed(assigned)
 
     def list_topics(self) -> set[str]:
-        """Every topic on the broker: one metadata request, up to METADATA_TIMEOUT_S. Raises KafkaException."""
-        return set(self._consumer.list_topics(timeout=METADATA_TIMEOUT_S).topics)
+        """Every topic on the broker: one metadata request, up to the metadata bound (worker/core/bounds.py).
+        Safe from another thread (librdkafka's handles are). Raises KafkaException."""
+        return set(self._consumer.list_topics(timeout=self._metadata_s).topics)
 
     def lag(self) -> dict[TP, int]:
         """High watermark minus position per assigned partition, both as librdkafka last learned them

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
+from worker.core.bounds import SEND_BLOCK_S, TRANSACTION_S
 from worker.core.errors import TransactionAborted
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
@@ -28,7 +29,6 @@ from worker.kafka.confluent.sink import ConfluentSink, _Send
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
-TRANSACTION_TIMEOUT_S = 30.0  # longest one transactional call (init, offsets, commit, abort) may block
 
 
 def _error_of(exc: KafkaException) -> KafkaError | None:
@@ -38,10 +38,13 @@ def _error_of(exc: KafkaException) -> KafkaError | None:
 
 class TransactionalSink(ConfluentSink[T]):
     def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
-                 security: KafkaSecurity = PLAINTEXT) -> None:
-        super().__init__(bootstrap_servers, client_id, linger_ms, security=security,
+                 security: KafkaSecurity = PLAINTEXT, max_block_s: float = SEND_BLOCK_S,
+                 transaction_s: float = TRANSACTION_S) -> None:
+        """``transaction_s``: the longest one transactional call (init, offsets, commit, abort) may block."""
+        super().__init__(bootstrap_servers, client_id, linger_ms, security=security, max_block_s=max_block_s,
                          **{"transactional.id": transactional_id})
-        self._producer.init_transactions(TRANSACTION_TIMEOUT_S)  # aborts what a previous instance left open
+        self._transaction_s = transaction_s
+        self._producer.init_transactions(transaction_s)  # aborts what a previous instance left open
         self._in_transaction = False
 
     @property
@@ -72,8 +75,8 @@ class TransactionalSink(ConfluentSink[T]):
             if offsets:
                 self._producer.send_offsets_to_transaction(
                     [TopicPartition(t, p, o) for (t, p), o in offsets.items()], group_metadata,
-                    TRANSACTION_TIMEOUT_S)
-            self._producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+                    self._transaction_s)
+            self._producer.commit_transaction(self._transaction_s)
             self._in_transaction = False
         except KafkaException as exc:
             error = _error_of(exc)
@@ -92,7 +95,7 @@ class TransactionalSink(ConfluentSink[T]):
         if not was_open:
             return
         try:
-            self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+            self._producer.abort_transaction(self._transaction_s)
         except KafkaException as exc:  # fenced or fatal: only a new producer can go on
             self._replace_producer(exc)
 
@@ -101,4 +104,4 @@ class TransactionalSink(ConfluentSink[T]):
         self._in_transaction = False
         self._producer.flush(0)  # serve the reports of the purged sends; they are forgotten
         self._producer = Producer(self._config)
-        self._producer.init_transactions(TRANSACTION_TIMEOUT_S)
+        self._producer.init_transactions(self._transaction_s)
