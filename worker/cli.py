@@ -20,7 +20,7 @@ from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
 from worker.inspect_model import add_inspect_parser, run_inspect
 from worker.jobs.backfill import add_backfill_parser, run_backfill
-from worker.jobs.batch_file import score_file
+from worker.jobs.batch_file import check_files, score_file
 from worker.logs import configure_logging, renders_json
 from worker.signals import stop_on_signals
 from worker.supervisor import child_commands, supervise
@@ -187,6 +187,7 @@ def _run_processes(settings: Settings, argv: list[str]) -> int:
 
 
 def _score_file(settings: Settings, args: argparse.Namespace) -> int:
+    check_files(args.input, args.output, args.chunk_rows)  # refused in a second, not after the model loads
     runner = build_runner(settings)
     started = time.monotonic()
     # With JSON logs, stderr carries JSON lines only: no progress bar, and the summary is a log line.

@@ -227,3 +227,34 @@ def test_the_progress_total_counts_the_requests(tmp_path, suffix):
     source = tmp_path / f"in{suffix}"
     write_requests(source, MIXED)
     assert count_requests(source) == len(MIXED)
+
+
+# The output is never the input: scoring a file onto itself would replace the requests by their replies.
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+@pytest.mark.parametrize("how", ["the same path", "another spelling", "a symlink", "a hard link"])
+def test_an_output_that_is_the_input_is_refused_naming_both_and_the_input_is_kept(tmp_path, suffix, how):
+    source = tmp_path / f"in{suffix}"
+    write_requests(source, MIXED)
+    before = source.read_bytes()
+    target = {"the same path": source, "another spelling": tmp_path / "sub" / ".." / source.name,
+              "a symlink": tmp_path / f"link{suffix}", "a hard link": tmp_path / f"hard{suffix}"}[how]
+    if how == "another spelling":
+        (tmp_path / "sub").mkdir()
+    elif how == "a symlink":
+        target.symlink_to(source)
+    elif how == "a hard link":
+        target.hardlink_to(source)
+    with pytest.raises(ConfigError) as refused:
+        score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert f"the output {target} is the input {source}" in str(refused.value)
+    assert source.read_bytes() == before
+
+
+def test_an_output_whose_dead_letter_file_is_the_input_is_refused(tmp_path):
+    source, target = tmp_path / "out.jsonl.deadletter.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, MIXED)
+    before = source.read_bytes()
+    with pytest.raises(ConfigError, match=f"the dead-letter file {source} of output {target} is the input"):
+        score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert source.read_bytes() == before and not target.exists()

@@ -25,6 +25,7 @@ from worker.core.errors import ConfigError
 from worker.core.messages import InvalidRecord, RawRecord, Reply, Request
 from worker.core.settings import Settings
 from worker.core.wire import decode_request
+from worker.jobs.file_outputs import refuse_the_input_as_output
 from worker.jobs.tables import ReplyWriter, count_requests, file_format, open_replies, read_requests
 from worker.ports import ModelRunner
 from worker.stream.replies import reply_to_invalid, reply_to_request, too_many_tokens
@@ -83,17 +84,13 @@ def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settin
 
     Formats follow the suffixes (worker.jobs.tables); ``chunk_rows`` Parquet
     rows are read, and written as one row group, at a time. Blocks; raises
-    ConfigError for an unknown suffix, a ``.parquet`` input that is not
-    Parquet, a ``chunk_rows`` below 1 or a token budget the model cannot
-    cost, OSError for file problems.
+    ConfigError for what ``check_files`` refuses or a token budget the model
+    cannot cost, OSError for file problems.
     """
-    if chunk_rows < 1:
-        raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
-    for path in (source, target):
-        file_format(path)  # raises for an unknown suffix before either file is touched
+    check_files(source, target, chunk_rows)
+    dead_path = dead_letter_path(target)
     summary = FileSummary()
     batcher = request_batcher(settings, getattr(runner, "cost", None))
-    dead_path = target.with_name(target.name + ".deadletter.jsonl")
     total = count_requests(source) if progress else None
     records = read_requests(source, chunk_rows)
     out = open_replies(target, chunk_rows)
@@ -107,6 +104,23 @@ def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settin
     if summary.dead_letters == 0:
         dead_path.unlink()
     return summary
+
+
+def check_files(source: Path, target: Path, chunk_rows: int = 10_000) -> None:
+    """ConfigError for files ``score_file`` would refuse, before either is touched: an unknown suffix, a
+    ``chunk_rows`` below 1, an output (or its dead-letter file) that is the input. Cheap: reads no request."""
+    if chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
+    for path in (source, target):
+        file_format(path)
+    dead_path = dead_letter_path(target)
+    refuse_the_input_as_output(source, {f"the output {target}": target,
+                                        f"the dead-letter file {dead_path} of output {target}": dead_path})
+
+
+def dead_letter_path(target: Path) -> Path:
+    """Where the requests without a readable id go: ``<OUT>.deadletter.jsonl``, whatever OUT's format."""
+    return target.with_name(target.name + ".deadletter.jsonl")
 
 
 def _score_records(runner: ModelRunner, records: Iterable[RawRecord], writer: _OrderedWriter, bar: tqdm,
