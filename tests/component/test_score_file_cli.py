@@ -3,20 +3,30 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
-from tests.integration.kit import REPO
+from tests.integration.kit import REPO, wait_until
 
 INPUTS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 0, 0, 0, 0, 0, 0]  # the churn model's 16 numbers
 
 
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")} | {"PYTHONPATH": str(REPO)}
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "worker", "score-file", *args, "--no-progress", "--log-format", "console"]
+
+
 def score_file(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")} | {"PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "worker", "score-file", *args, "--no-progress", "--log-format", "console"]
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command(*args), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
 
 
 def test_scoring_a_file_onto_itself_is_refused_in_one_line_and_the_file_kept(tmp_path):
@@ -29,3 +39,48 @@ def test_scoring_a_file_onto_itself_is_refused_in_one_line_and_the_file_kept(tmp
         f"error: the output {same} is the input {same}: the requests would be replaced by their replies; "
         "write them to another path"]
     assert same.read_bytes() == before
+
+
+ROWS = 1_000_000  # at tens of thousands of rows a second, far more than scored between seeing progress and the signal
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_run_between_batches_saying_how_far_it_got_and_leaves_the_output_as_it_was(
+        tmp_path, signum):
+    data = tmp_path / "data"
+    data.mkdir()
+    source, target = data / "in.parquet", data / "out.parquet"
+    pq.write_table(pa.table({"id": pa.array(f"r{i}" for i in range(ROWS)),
+                             "inputs": pa.array([orjson.dumps(INPUTS).decode()] * ROWS).dictionary_encode()}), source)
+    pq.write_table(pa.table({"id": ["yesterday"]}), target)
+    before = target.read_bytes()
+    with (tmp_path / "stderr").open("w+") as stderr:
+        worker = subprocess.Popen(command(str(source), str(target), "--chunk-rows", "1000"), cwd=REPO, env=ENV,
+                                  stderr=stderr)
+        partial = data / f".out.parquet.partial-{worker.pid}"
+        try:
+            wait_until(lambda: worker.poll() is not None or _size(partial) > 10_000, 120, "replies written")
+            assert worker.poll() is None, f"score-file exited before the signal, {partial.name} not seen growing"
+            worker.send_signal(signum)
+            code = worker.wait(timeout=60)
+        finally:
+            worker.kill()
+        stderr.seek(0)
+        lines = stderr.read().splitlines()
+    assert code == 128 + signum
+    (line,) = lines  # one line: no traceback, no log lines
+    name = signal.Signals(signum).name
+    stopped = re.fullmatch(rf"score-file stopped by {name} after reading (\d+) of {ROWS} requests \((\d+) answered\): "
+                           rf"no output written, {target} left as it was", line)
+    assert stopped, line
+    read, answered = map(int, stopped.groups())
+    assert 0 < answered <= read < ROWS
+    assert target.read_bytes() == before
+    assert sorted(path.name for path in data.iterdir()) == ["in.parquet", "out.parquet"]
+
+
+def _size(path):
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from worker.core.errors import ConfigError, InvalidInput
 from worker.core.settings import Settings
-from worker.jobs.batch_file import score_file
+from worker.jobs.batch_file import ScoringStopped, score_file
 from worker.jobs.tables import count_requests
 from worker.ports import Outcome
 
@@ -258,3 +259,80 @@ def test_an_output_whose_dead_letter_file_is_the_input_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=f"the dead-letter file {source} of output {target} is the input"):
         score_file(WordCounter(), source, target, SETTINGS, progress=False)
     assert source.read_bytes() == before and not target.exists()
+
+
+# Outputs are published whole or not at all: written beside the output, renamed onto it once complete.
+
+class FailingOnBatch(WordCounter):
+    """Raises on its ``n``-th batch, after recording what the output directory held meanwhile."""
+
+    def __init__(self, n: int, directory) -> None:
+        super().__init__()
+        self.n, self.directory, self.seen = n, directory, set()
+
+    def run(self, items: Sequence[Any]) -> list[Outcome]:
+        self.seen.update(path.name for path in self.directory.iterdir())
+        if len(self.batches) + 1 == self.n:
+            raise RuntimeError("the model broke")
+        return super().run(items)
+
+
+def many_requests(n):
+    return [{"id": f"r{i}", "inputs": "w " * (i % 5 + 1)} if i % 7 else {"inputs": "no id"} for i in range(n)]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_run_that_fails_part_way_leaves_the_previous_output_as_it_was_and_no_partial_file(tmp_path, suffix):
+    source, target = tmp_path / f"in{suffix}", tmp_path / f"out{suffix}"
+    write_requests(source, many_requests(100))
+    target.write_bytes(b"the replies of yesterday")
+    runner = FailingOnBatch(5, tmp_path)
+    with pytest.raises(RuntimeError, match="the model broke"):
+        score_file(runner, source, target, SETTINGS, progress=False, chunk_rows=4)
+    partial = f".out{suffix}.partial-{os.getpid()}"
+    assert {partial, f".out{suffix}.deadletter.jsonl.partial-{os.getpid()}"} <= runner.seen  # written meanwhile
+    assert target.read_bytes() == b"the replies of yesterday"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [source.name, target.name]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_stop_asked_for_ends_the_run_between_batches_saying_how_far_it_got_and_writes_nothing(tmp_path, suffix):
+    source, target = tmp_path / f"in{suffix}", tmp_path / "out.parquet"
+    write_requests(source, many_requests(100))
+    runner = WordCounter()
+    with pytest.raises(ScoringStopped) as stopped:
+        score_file(runner, source, target, SETTINGS, progress=False, chunk_rows=4,
+                   stop=lambda: len(runner.batches) == 3)
+    assert len(runner.batches) == 3  # no batch after the stop
+    summary = stopped.value.summary
+    # The stop is seen before the record after the third batch: 12 requests batched, 2 dead letters among them.
+    assert (summary.read, summary.lines, summary.ok, summary.dead_letters) == (14, 14, 12, 2)
+    assert summary.total == (100 if suffix == ".parquet" else None)  # known without a pass over a JSONL file
+    assert sorted(path.name for path in tmp_path.iterdir()) == [source.name]
+
+
+def test_a_stop_asked_for_after_the_last_batch_still_writes_nothing(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, many_requests(10))
+    runner = WordCounter()
+    with pytest.raises(ScoringStopped) as stopped:
+        score_file(runner, source, target, SETTINGS, progress=False, stop=lambda: sum(map(len, runner.batches)) == 8)
+    assert stopped.value.summary.lines == 10
+    assert sorted(path.name for path in tmp_path.iterdir()) == [source.name]
+
+
+def test_through_a_symlink_the_file_it_names_is_replaced_and_the_link_kept(tmp_path):
+    source, real, link = tmp_path / "in.jsonl", tmp_path / "real.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, [{"id": "a", "inputs": "one"}])
+    real.write_bytes(b"old")
+    link.symlink_to(real)
+    score_file(WordCounter(), source, link, SETTINGS, progress=False)
+    assert link.is_symlink() and [r["id"] for r in read_replies(real)] == ["a"]
+
+
+def test_a_dead_letter_file_of_an_earlier_run_goes_when_this_run_has_none(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, [{"id": "a", "inputs": "one"}])
+    (tmp_path / "out.jsonl.deadletter.jsonl").write_bytes(b"an old dead letter\n")
+    score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]

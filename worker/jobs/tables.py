@@ -152,9 +152,10 @@ class ReplyWriter(Protocol):
     def close(self) -> None: ...
 
 
-def open_replies(path: Path, chunk_rows: int) -> ReplyWriter:
-    """A writer for ``path`` in the format of its suffix (ConfigError for another); creates or truncates it."""
-    if file_format(path) == "parquet":
+def open_replies(path: Path, chunk_rows: int, fmt: Format | None = None) -> ReplyWriter:
+    """A writer for ``path`` in ``fmt``, by default the format of its suffix (ConfigError for another);
+    creates or truncates it."""
+    if (fmt or file_format(path)) == "parquet":
         return ParquetReplies(path, chunk_rows)
     return JsonlReplies(path)
 
