@@ -241,11 +241,11 @@ def _score_file(settings: Settings, args: argparse.Namespace) -> int:
     took = time.monotonic() - started
     if renders_json():
         structlog.get_logger("worker").info("file_scored", requests=summary.lines, took_s=round(took, 3),
-                                            ok=summary.ok, errors=summary.errors,
+                                            ok=summary.ok, errors=summary.errors, expired=summary.expired,
                                             dead_letters=summary.dead_letters, output=str(args.output))
     else:
         print(f"scored {summary.lines} requests in {took:.1f} s: {summary.ok} ok, {summary.errors} errors, "
-              f"{summary.dead_letters} dead letters -> {args.output}", file=sys.stderr)
+              f"{summary.expired} expired, {summary.dead_letters} dead letters -> {args.output}", file=sys.stderr)
     return EXIT_OK
 
 

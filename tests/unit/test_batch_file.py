@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from worker.core.clock import FakeClock
 from worker.core.errors import ConfigError, InvalidInput
 from worker.core.settings import Settings
 from worker.jobs.batch_file import ScoringStopped, score_file
@@ -336,3 +337,35 @@ def test_a_dead_letter_file_of_an_earlier_run_goes_when_this_run_has_none(tmp_pa
     (tmp_path / "out.jsonl.deadletter.jsonl").write_bytes(b"an old dead letter\n")
     score_file(WordCounter(), source, target, SETTINGS, progress=False)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
+
+
+# Deadlines: a request whose deadline_ms has passed when its batch is scored is answered expired, as by the stream.
+
+class TakingTenMs(WordCounter):
+    """Each batch takes 10 ms of ``clock``."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def run(self, items: Sequence[Any]) -> list[Outcome]:
+        self.clock.advance(0.010)
+        return super().run(items)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_request_whose_deadline_passed_when_its_batch_is_scored_is_answered_expired(tmp_path, suffix):
+    clock = FakeClock()
+    now = clock.wall_ms()
+    cases = {"a": (None, "ok"), "b": (now - 1, "expired"), "c": (now + 5, "ok"), "d": (now, "expired"),  # at now
+             "e": (now + 5, "expired"), "f": (now + 100, "ok"), "g": (now + 10, "expired"), "h": (None, "ok"),  # +10 ms
+             "i": (now + 15, "expired"), "j": (now + 19, "expired")}  # at now + 20 ms: all expired, nothing to run
+    source, target = tmp_path / "in.jsonl", tmp_path / f"out{suffix}"
+    write_lines(source, [{"id": i, "inputs": i} | ({"deadline_ms": d} if d else {}) for i, (d, _) in cases.items()])
+    runner = TakingTenMs(clock)
+    summary = score_file(runner, source, target, SETTINGS, progress=False, clock=clock)
+    expired = {"code": "deadline_exceeded", "message": "the deadline passed before scoring"}
+    assert [(r["id"], r["status"], r.get("error")) for r in read_replies(target)] == [
+        (i, status, expired if status == "expired" else None) for i, (_, status) in cases.items()]
+    assert runner.batches == [["a", "c"], ["f", "h"]]
+    assert (summary.ok, summary.errors, summary.expired, summary.dead_letters) == (4, 0, 6, 0)

@@ -25,6 +25,7 @@ import orjson
 from tqdm import tqdm
 
 from worker.core.batcher import Batcher, request_batcher
+from worker.core.clock import Clock, SystemClock
 from worker.core.errors import ConfigError, WorkerError
 from worker.core.messages import InvalidRecord, RawRecord, Reply, Request
 from worker.core.settings import Settings
@@ -32,7 +33,7 @@ from worker.core.wire import decode_request
 from worker.jobs.file_outputs import StagedFile, refuse_the_input_as_output
 from worker.jobs.tables import ReplyWriter, count_requests, file_format, open_replies, read_requests
 from worker.ports import ModelRunner
-from worker.stream.replies import reply_to_invalid, reply_to_request, too_many_tokens
+from worker.stream.replies import EXPIRED, reply_to_invalid, reply_to_request, too_many_tokens
 
 
 @dataclass
@@ -45,6 +46,7 @@ class FileSummary:
     lines: int = 0
     ok: int = 0
     errors: int = 0
+    expired: int = 0
     dead_letters: int = 0
     total: int | None = None
 
@@ -87,7 +89,8 @@ class _OrderedWriter:
     def _write(self, reply: Reply) -> None:
         self.summary.lines += 1
         self.summary.ok += reply.status == "ok"
-        self.summary.errors += reply.status != "ok"
+        self.summary.errors += reply.status == "error"
+        self.summary.expired += reply.status == "expired"
         self._out.write(reply)
 
     def _write_dead_letter(self, entry: InvalidRecord) -> None:
@@ -99,11 +102,14 @@ class _OrderedWriter:
 
 
 def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settings, progress: bool = True,
-               chunk_rows: int = 10_000, *, stop: Callable[[], bool] = lambda: False) -> FileSummary:
+               chunk_rows: int = 10_000, *, stop: Callable[[], bool] = lambda: False,
+               clock: Clock | None = None) -> FileSummary:
     """Score every request of ``source`` into ``target`` with the batch limits of ``settings``.
 
     Formats follow the suffixes (worker.jobs.tables); ``chunk_rows`` Parquet
-    rows are read, and written as one row group, at a time. Blocks until
+    rows are read, and written as one row group, at a time. A request whose
+    ``deadline_ms`` has passed on ``clock`` (the system's by default) when
+    its batch is scored is answered ``expired``, as the stream does. Blocks until
     done, or until ``stop()`` is true: it is asked before each request and
     each batch, and once more before the outputs are published. Raises
     ScoringStopped then; ConfigError for what ``check_files`` refuses or a
@@ -121,7 +127,8 @@ def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settin
         try:
             with dead_letters.partial.open("wb") as dead, \
                     tqdm(total=summary.total, unit="req", desc="scoring", disable=not progress) as bar:
-                _FileScoring(runner, settings, batcher, _OrderedWriter(out, dead, summary), bar, stop).run(records)
+                writer = _OrderedWriter(out, dead, summary)
+                _FileScoring(runner, settings, batcher, writer, bar, stop, clock or SystemClock()).run(records)
         finally:
             out.close()
         if stop():
@@ -159,9 +166,9 @@ class _FileScoring:
     """One pass over the records: each decoded, batched, scored and answered through the ordered writer."""
 
     def __init__(self, runner: ModelRunner, settings: Settings, batcher: Batcher[Request], writer: _OrderedWriter,
-                 bar: tqdm, stop: Callable[[], bool]) -> None:
+                 bar: tqdm, stop: Callable[[], bool], clock: Clock) -> None:
         self._runner, self._settings, self._batcher = runner, settings, batcher
-        self._writer, self._bar, self._stop = writer, bar, stop
+        self._writer, self._bar, self._stop, self._clock = writer, bar, stop, clock
 
     def run(self, records: Iterable[RawRecord]) -> None:
         """Raises ScoringStopped when ``stop()`` is true before a record or a batch."""
@@ -195,10 +202,16 @@ class _FileScoring:
             self._batcher.add(entry, 0.0)
 
     def _score(self, batch: list[Request]) -> None:
+        """Answer what expired while it waited, as the stream does when it submits a batch; run the rest."""
         self._stop_if_asked()
-        runner = self._runner
-        for request, outcome in zip(batch, runner.run([r.item for r in batch]), strict=True):
-            self._writer.answer(reply_to_request(request, "ok" if outcome.ok else "error", outcome, runner.name,
-                                                 runner.version, batch_size=len(batch)))
+        runner, now_ms = self._runner, self._clock.wall_ms()
+        live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
+        for request in batch:
+            if request.deadline_ms is not None and request.deadline_ms <= now_ms:
+                self._writer.answer(reply_to_request(request, "expired", EXPIRED, runner.name, runner.version))
+        if live:
+            for request, outcome in zip(live, runner.run([r.item for r in live]), strict=True):
+                self._writer.answer(reply_to_request(request, "ok" if outcome.ok else "error", outcome, runner.name,
+                                                     runner.version, batch_size=len(live)))
         self._writer.flush()
         self._bar.update(len(batch))
