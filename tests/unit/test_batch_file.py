@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -369,3 +370,27 @@ def test_a_request_whose_deadline_passed_when_its_batch_is_scored_is_answered_ex
         (i, status, expired if status == "expired" else None) for i, (_, status) in cases.items()]
     assert runner.batches == [["a", "c"], ["f", "h"]]
     assert (summary.ok, summary.errors, summary.expired, summary.dead_letters) == (4, 0, 6, 0)
+
+
+# A line over the size limit is answered when its id can be read; only one without is a dead letter.
+
+BIG = "w " * 100
+TOO_LARGE = [{"id": "small", "inputs": "one"}, {"id": "big", "inputs": BIG}, {"inputs": BIG}]
+TOO_LARGE_LINES = [{"id": "no inputs", "padding": BIG},  # a readable id, and another error: the size is reported
+                   {"id": 7, "inputs": BIG},  # an id, but not a usable one
+                   b'{"id": "cut", "inputs": "' + b"w" * 200]  # not JSON: no id to read
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_request_over_the_size_limit_is_answered_record_too_large_when_its_id_can_be_read(tmp_path, suffix):
+    source, target = tmp_path / f"in{suffix}", tmp_path / "out.jsonl"
+    write_requests(source, TOO_LARGE + (TOO_LARGE_LINES if suffix == ".jsonl" else []))
+    summary = score_file(WordCounter(), source, target, replace(SETTINGS, max_record_bytes=100), progress=False)
+    replies = read_replies(target)
+    assert [(r["id"], r["status"], r.get("error", {}).get("code")) for r in replies] == [
+        ("small", "ok", None), ("big", "error", "record_too_large"),
+        *([("no inputs", "error", "record_too_large")] if suffix == ".jsonl" else [])]
+    assert re.fullmatch(r"record value is \d+ bytes, the limit is 100", replies[1]["error"]["message"])
+    assert dead_letters(target) == [(3, "record_too_large")] + (
+        [(5, "record_too_large"), (6, "record_too_large")] if suffix == ".jsonl" else [])
+    assert (summary.errors, summary.dead_letters) == ((2, 3) if suffix == ".jsonl" else (1, 1))

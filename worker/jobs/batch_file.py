@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 from tqdm import tqdm
@@ -29,7 +29,7 @@ from worker.core.clock import Clock, SystemClock
 from worker.core.errors import ConfigError, WorkerError
 from worker.core.messages import InvalidRecord, RawRecord, Reply, Request
 from worker.core.settings import Settings
-from worker.core.wire import decode_request
+from worker.core.wire import ERR_RECORD_TOO_LARGE, decode_request
 from worker.jobs.file_outputs import StagedFile, refuse_the_input_as_output
 from worker.jobs.tables import ReplyWriter, count_requests, file_format, open_replies, read_requests
 from worker.ports import ModelRunner
@@ -162,6 +162,26 @@ def dead_letter_path(target: Path) -> Path:
     return target.with_name(target.name + ".deadletter.jsonl")
 
 
+def with_id_if_too_large(entry: InvalidRecord) -> InvalidRecord:
+    """A record refused for its size, with the id its value names when the value is JSON that names one.
+
+    The stream refuses to parse a value over ``max_record_bytes``; a file's
+    line is in memory already, so it is parsed anyway and the request is
+    answered ``record_too_large`` rather than dead-lettered. Any other record
+    is returned as it is. Pure.
+    """
+    if entry.code != ERR_RECORD_TOO_LARGE or entry.request_id is not None or entry.value is None:
+        return entry
+    record = RawRecord(entry.position, entry.key, entry.value, entry.headers, 0, 0.0)
+    named = decode_request(record, _as_it_is, len(entry.value))
+    request_id = named.id if isinstance(named, Request) else named.request_id
+    return entry if request_id is None else replace(entry, request_id=request_id)
+
+
+def _as_it_is(inputs: Any) -> Any:
+    return inputs
+
+
 class _FileScoring:
     """One pass over the records: each decoded, batched, scored and answered through the ordered writer."""
 
@@ -189,6 +209,8 @@ class _FileScoring:
 
     def _admit(self, entry: Request | InvalidRecord) -> None:
         runner = self._runner
+        if isinstance(entry, InvalidRecord):
+            entry = with_id_if_too_large(entry)
         self._writer.expect(entry)
         if isinstance(entry, InvalidRecord):
             if entry.request_id is not None:
