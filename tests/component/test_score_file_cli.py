@@ -41,6 +41,17 @@ def test_scoring_a_file_onto_itself_is_refused_in_one_line_and_the_file_kept(tmp
     assert same.read_bytes() == before
 
 
+def test_a_parquet_file_without_an_id_column_is_refused_in_one_line_naming_its_columns(tmp_path):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"request_id": ["a"], "inputs": [orjson.dumps(INPUTS).decode()]}), source)
+    result = score_file(str(source), str(target))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: {source} has no 'id' column: score-file needs each row's request id in a string column named 'id' "
+        "(the file's columns: request_id, inputs)"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.parquet"]
+
+
 ROWS = 1_000_000  # at tens of thousands of rows a second, far more than scored between seeing progress and the signal
 
 

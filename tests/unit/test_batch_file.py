@@ -16,7 +16,7 @@ import pytest
 from worker.core.clock import FakeClock
 from worker.core.errors import ConfigError, InvalidInput
 from worker.core.settings import Settings
-from worker.jobs.batch_file import ScoringStopped, score_file
+from worker.jobs.batch_file import ScoringStopped, check_files, score_file
 from worker.jobs.tables import count_requests
 from worker.ports import Outcome
 
@@ -394,3 +394,31 @@ def test_a_request_over_the_size_limit_is_answered_record_too_large_when_its_id_
     assert dead_letters(target) == [(3, "record_too_large")] + (
         [(5, "record_too_large"), (6, "record_too_large")] if suffix == ".jsonl" else [])
     assert (summary.errors, summary.dead_letters) == ((2, 3) if suffix == ".jsonl" else (1, 1))
+
+
+# A Parquet file without a string id column would dead-letter every row: it is refused at start.
+
+@pytest.mark.parametrize("columns, refused", [
+    ({"request_id": ["a"], "inputs": ['"one"']},
+     r"in.parquet has no 'id' column: score-file needs each row's request id in a string column named 'id' "
+     r"\(the file's columns: request_id, inputs\)"),
+    ({"tenure": [3], "plan_price": [19.9]}, r"\(the file's columns: tenure, plan_price\)"),
+    ({"id": [1], "inputs": ['"one"']}, r"in.parquet: column 'id' is int64; score-file needs strings .* cast it"),
+    ({"id": pa.array([None], pa.null()), "inputs": ['"one"']}, r"column 'id' is null"),
+])
+def test_a_parquet_file_without_a_string_id_column_is_refused_at_start_naming_its_columns(tmp_path, columns, refused):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table(columns), source)
+    with pytest.raises(ConfigError, match=refused):
+        check_files(source, target)  # what the command line asks before the model loads
+    with pytest.raises(ConfigError, match=refused):
+        score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.parquet"]
+
+
+@pytest.mark.parametrize("ids", [pa.array(["a", "b"], pa.large_string()), pa.array(["a", "b"]).dictionary_encode()])
+def test_an_id_column_of_any_string_type_is_taken(tmp_path, ids):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.jsonl"
+    pq.write_table(pa.table({"id": ids, "inputs": ['"one"', '"two words"']}), source)
+    assert [(r["id"], r["outputs"]) for r in score_without_dead_letters(WordCounter(), source, target)] == [
+        ("a", 1), ("b", 2)]

@@ -31,7 +31,14 @@ from worker.core.messages import InvalidRecord, RawRecord, Reply, Request
 from worker.core.settings import Settings
 from worker.core.wire import ERR_RECORD_TOO_LARGE, decode_request
 from worker.jobs.file_outputs import StagedFile, refuse_the_input_as_output
-from worker.jobs.tables import ReplyWriter, count_requests, file_format, open_replies, read_requests
+from worker.jobs.tables import (
+    ReplyWriter,
+    check_requests,
+    count_requests,
+    file_format,
+    open_replies,
+    read_requests,
+)
 from worker.ports import ModelRunner
 from worker.stream.replies import EXPIRED, reply_to_invalid, reply_to_request, too_many_tokens
 
@@ -147,7 +154,8 @@ def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settin
 
 def check_files(source: Path, target: Path, chunk_rows: int = 10_000) -> None:
     """ConfigError for files ``score_file`` would refuse, before either is touched: an unknown suffix, a
-    ``chunk_rows`` below 1, an output (or its dead-letter file) that is the input. Cheap: reads no request."""
+    ``chunk_rows`` below 1, an output (or its dead-letter file) that is the input, a Parquet input that is
+    not Parquet or has no string ``id`` column. Cheap: reads no request (a Parquet footer only)."""
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     for path in (source, target):
@@ -155,6 +163,7 @@ def check_files(source: Path, target: Path, chunk_rows: int = 10_000) -> None:
     dead_path = dead_letter_path(target)
     refuse_the_input_as_output(source, {f"the output {target}": target,
                                         f"the dead-letter file {dead_path} of output {target}": dead_path})
+    check_requests(source)
 
 
 def dead_letter_path(target: Path) -> Path:
