@@ -22,7 +22,7 @@ from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
 from worker.inspect_model import add_inspect_parser, run_inspect
 from worker.jobs.backfill import add_backfill_parser, run_backfill
-from worker.jobs.batch_file import FileSummary, ScoringStopped, check_files, score_file
+from worker.jobs.batch_file import FileSummary, ScoringStopped, check_files, dead_letter_path, score_file
 from worker.logs import configure_logging, renders_json
 from worker.signals import stop_on_signals
 from worker.supervisor import child_commands, supervise
@@ -238,15 +238,22 @@ def _score_file(settings: Settings, args: argparse.Namespace) -> int:
         return _report_stopped(None, signal.SIGINT, args.output)
     finally:
         stop.restore()
-    took = time.monotonic() - started
-    if renders_json():
-        structlog.get_logger("worker").info("file_scored", requests=summary.lines, took_s=round(took, 3),
-                                            ok=summary.ok, errors=summary.errors, expired=summary.expired,
-                                            dead_letters=summary.dead_letters, output=str(args.output))
-    else:
-        print(f"scored {summary.lines} requests in {took:.1f} s: {summary.ok} ok, {summary.errors} errors, "
-              f"{summary.expired} expired, {summary.dead_letters} dead letters -> {args.output}", file=sys.stderr)
+    _report_scored(summary, time.monotonic() - started, args.output)
     return EXIT_OK
+
+
+def _report_scored(summary: FileSummary, took_s: float, output: Path) -> None:
+    """Say in one line how many requests were answered how, and where the replies and dead letters are."""
+    dead = dead_letter_path(output) if summary.dead_letters else None
+    if renders_json():
+        structlog.get_logger("worker").info("file_scored", requests=summary.lines, took_s=round(took_s, 3),
+                                            ok=summary.ok, errors=summary.errors, expired=summary.expired,
+                                            dead_letters=summary.dead_letters, output=str(output),
+                                            dead_letter_file=None if dead is None else str(dead))
+        return
+    where = "" if dead is None else f" (in {dead})"
+    print(f"scored {summary.lines} requests in {took_s:.1f} s -> {output}: ok {summary.ok}, error {summary.errors}, "
+          f"expired {summary.expired}, dead-lettered {summary.dead_letters}{where}", file=sys.stderr)
 
 
 def _report_stopped(summary: FileSummary | None, signum: int, output: Path) -> int:

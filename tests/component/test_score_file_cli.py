@@ -22,7 +22,7 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")} 
 
 
 def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "worker", "score-file", *args, "--no-progress", "--log-format", "console"]
+    return [sys.executable, "-m", "worker", "score-file", "--no-progress", "--log-format", "console", *args]
 
 
 def score_file(*args: str) -> subprocess.CompletedProcess[str]:
@@ -50,6 +50,34 @@ def test_a_parquet_file_without_an_id_column_is_refused_in_one_line_naming_its_c
         f"error: {source} has no 'id' column: score-file needs each row's request id in a string column named 'id' "
         "(the file's columns: request_id, inputs)"]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.parquet"]
+
+
+ONE_OF_EACH = [{"id": "ok", "inputs": INPUTS}, {"id": "short", "inputs": [1]},  # wrong_input_length
+               {"id": "late", "inputs": INPUTS, "deadline_ms": 1},  # 1 ms after 1970
+               {"inputs": INPUTS},  # no id
+               {"id": "ok too", "inputs": INPUTS}]
+
+
+def test_the_summary_says_how_many_requests_were_ok_error_expired_and_dead_lettered(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(request) + b"\n" for request in ONE_OF_EACH))
+    result = score_file(str(source), str(target))
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert re.fullmatch(rf"scored 5 requests in \d+\.\d s -> {target}: ok 2, error 1, expired 1, "
+                        rf"dead-lettered 1 \(in {target}.deadletter.jsonl\)", line), line
+
+
+
+def test_with_json_logs_the_summary_is_one_log_line_with_the_same_counts(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(request) + b"\n" for request in ONE_OF_EACH))
+    result = score_file(str(source), str(target), "--log-format", "json")
+    assert result.returncode == 0, result.stderr
+    (summary,) = [orjson.loads(line) for line in result.stderr.splitlines()]
+    assert {k: summary[k] for k in ("event", "requests", "ok", "errors", "expired", "dead_letters")} == {
+        "event": "file_scored", "requests": 5, "ok": 2, "errors": 1, "expired": 1, "dead_letters": 1}
+    assert summary["dead_letter_file"] == f"{target}.deadletter.jsonl"
 
 
 ROWS = 1_000_000  # at tens of thousands of rows a second, far more than scored between seeing progress and the signal
