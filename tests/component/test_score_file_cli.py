@@ -83,9 +83,10 @@ def test_with_json_logs_the_summary_is_one_log_line_with_the_same_counts(tmp_pat
 ROWS = 1_000_000  # at tens of thousands of rows a second, far more than scored between seeing progress and the signal
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum, log_format", [(signal.SIGINT, "console"), (signal.SIGTERM, "console"),
+                                               (signal.SIGTERM, "json")], ids=["SIGINT", "SIGTERM", "SIGTERM-json"])
 def test_a_signal_stops_the_run_between_batches_saying_how_far_it_got_and_leaves_the_output_as_it_was(
-        tmp_path, signum):
+        tmp_path, signum, log_format):
     data = tmp_path / "data"
     data.mkdir()
     source, target = data / "in.parquet", data / "out.parquet"
@@ -94,8 +95,8 @@ def test_a_signal_stops_the_run_between_batches_saying_how_far_it_got_and_leaves
     pq.write_table(pa.table({"id": ["yesterday"]}), target)
     before = target.read_bytes()
     with (tmp_path / "stderr").open("w+") as stderr:
-        worker = subprocess.Popen(command(str(source), str(target), "--chunk-rows", "1000"), cwd=REPO, env=ENV,
-                                  stderr=stderr)
+        worker = subprocess.Popen(command(str(source), str(target), "--chunk-rows", "1000", "--log-format", log_format),
+                                  cwd=REPO, env=ENV, stderr=stderr)
         partial = data / f".out.parquet.partial-{worker.pid}"
         try:
             wait_until(lambda: worker.poll() is not None or _size(partial) > 10_000, 120, "replies written")
@@ -105,14 +106,20 @@ def test_a_signal_stops_the_run_between_batches_saying_how_far_it_got_and_leaves
         finally:
             worker.kill()
         stderr.seek(0)
-        lines = stderr.read().splitlines()
+        (line,) = stderr.read().splitlines()  # one line: no traceback, no log lines
     assert code == 128 + signum
-    (line,) = lines  # one line: no traceback, no log lines
     name = signal.Signals(signum).name
-    stopped = re.fullmatch(rf"score-file stopped by {name} after reading (\d+) of {ROWS} requests \((\d+) answered\): "
-                           rf"no output written, {target} left as it was", line)
-    assert stopped, line
-    read, answered = map(int, stopped.groups())
+    if log_format == "json":
+        stopped = orjson.loads(line)
+        assert {k: stopped[k] for k in ("event", "signal", "total", "output", "output_written", "exit_code")} == {
+            "event": "file_scoring_stopped", "signal": name, "total": ROWS, "output": str(target),
+            "output_written": False, "exit_code": code}
+        read, answered = stopped["read"], stopped["answered"]
+    else:
+        said = re.fullmatch(rf"score-file stopped by {name} after reading (\d+) of {ROWS} requests \((\d+) answered\): "
+                            rf"no output written, {target} left as it was", line)
+        assert said, line
+        read, answered = map(int, said.groups())
     assert 0 < answered <= read < ROWS
     assert target.read_bytes() == before
     assert sorted(path.name for path in data.iterdir()) == ["in.parquet", "out.parquet"]

@@ -268,14 +268,14 @@ def test_an_output_whose_dead_letter_file_is_the_input_is_refused(tmp_path):
 class FailingOnBatch(WordCounter):
     """Raises on its ``n``-th batch, after recording what the output directory held meanwhile."""
 
-    def __init__(self, n: int, directory) -> None:
+    def __init__(self, n: int, directory, error: BaseException) -> None:
         super().__init__()
-        self.n, self.directory, self.seen = n, directory, set()
+        self.n, self.directory, self.error, self.seen = n, directory, error, set()
 
     def run(self, items: Sequence[Any]) -> list[Outcome]:
         self.seen.update(path.name for path in self.directory.iterdir())
         if len(self.batches) + 1 == self.n:
-            raise RuntimeError("the model broke")
+            raise self.error
         return super().run(items)
 
 
@@ -284,12 +284,13 @@ def many_requests(n):
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
-def test_a_run_that_fails_part_way_leaves_the_previous_output_as_it_was_and_no_partial_file(tmp_path, suffix):
+@pytest.mark.parametrize("error", [RuntimeError("the model broke"), KeyboardInterrupt()])  # a second Ctrl-C
+def test_a_run_that_fails_part_way_leaves_the_previous_output_as_it_was_and_no_partial_file(tmp_path, suffix, error):
     source, target = tmp_path / f"in{suffix}", tmp_path / f"out{suffix}"
     write_requests(source, many_requests(100))
     target.write_bytes(b"the replies of yesterday")
-    runner = FailingOnBatch(5, tmp_path)
-    with pytest.raises(RuntimeError, match="the model broke"):
+    runner = FailingOnBatch(5, tmp_path, error)
+    with pytest.raises(type(error)):
         score_file(runner, source, target, SETTINGS, progress=False, chunk_rows=4)
     partial = f".out{suffix}.partial-{os.getpid()}"
     assert {partial, f".out{suffix}.deadletter.jsonl.partial-{os.getpid()}"} <= runner.seen  # written meanwhile
@@ -330,6 +331,15 @@ def test_through_a_symlink_the_file_it_names_is_replaced_and_the_link_kept(tmp_p
     link.symlink_to(real)
     score_file(WordCounter(), source, link, SETTINGS, progress=False)
     assert link.is_symlink() and [r["id"] for r in read_replies(real)] == ["a"]
+
+
+def test_an_output_replaced_keeps_its_mode(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, [{"id": "a", "inputs": "one"}])
+    target.write_bytes(b"old")
+    target.chmod(0o640)
+    score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert [r["id"] for r in read_replies(target)] == ["a"] and target.stat().st_mode & 0o777 == 0o640
 
 
 def test_a_dead_letter_file_of_an_earlier_run_goes_when_this_run_has_none(tmp_path):

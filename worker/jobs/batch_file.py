@@ -205,7 +205,7 @@ class _FileScoring:
             self._stop_if_asked()
             self._writer.summary.read = record.position.offset
             self._admit(decode_request(record, self._runner.prepare, self._settings.max_record_bytes))
-            # No clock offline: a batch goes when it is full (by count or by tokens), the rest at the end.
+            # No waiting offline: a batch goes when it is full (by count or by tokens), the rest at the end.
             while self._batcher.full():
                 self._score(self._batcher.drain())
             self._writer.flush()
