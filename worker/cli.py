@@ -71,22 +71,28 @@ OUT.deadletter.jsonl. Each file's format follows its suffix, any of the four
 combinations:
 
   .jsonl, .ndjson  one request (wire format) per line; one reply per line.
-  .parquet         requests: one per row, columns id (string), inputs and
-                   optional deadline_ms. A string inputs column is JSON text;
-                   without an inputs column, the other columns become the
-                   inputs object ({"tenure": 3, "plan_price": 19.9}).
+  .parquet         requests: one per row, columns id (string, required),
+                   inputs and optional deadline_ms. A string inputs column
+                   is JSON text; without an inputs column, the other columns
+                   become the inputs object ({"tenure": 3, "plan_price": 19.9}).
                    replies: columns id, status, outputs (JSON text),
                    error_code, error_message, model, model_version.
 
+Answers are the stream's: a request whose deadline_ms has passed when its
+batch is scored is answered expired (deadline_exceeded); one over
+--max-record-bytes is answered record_too_large when its id can be read.
+
 Both stream: memory holds one batch and --chunk-rows rows, whatever the size.
-OUT is written beside it (.OUT.partial-PID) and renamed onto it once every
-request is answered: a run that stops early leaves OUT as it was.
+OUT must not be IN (nor a link to it). OUT is written beside it
+(.OUT.partial-PID) and renamed onto it once every request is answered: a run
+that stops early leaves OUT as it was.
 
 exit codes:
   0         every request answered, OUT written (a summary line says how)
-  1, 2      a failure, 2 for a bad setting or file (one line names it): no output written
-  130, 143  stopped by SIGINT (Ctrl-C) or SIGTERM, between batches: no output written,
-            one line says how far it got
+  1, 2      a failure, 2 for a bad setting or file (one line names it):
+            no output written
+  130, 143  stopped by SIGINT (Ctrl-C) or SIGTERM, between batches: no output
+            written, one line says how far it got
 """
 
 
