@@ -254,6 +254,13 @@ def test_an_output_that_is_the_input_is_refused_naming_both_and_the_input_is_kep
     assert source.read_bytes() == before
 
 
+def test_an_output_in_a_directory_that_does_not_exist_is_refused_naming_it(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "nope" / "out.jsonl"
+    write_requests(source, MIXED)
+    with pytest.raises(ConfigError, match=f"the output {target} cannot be written: no directory {target.parent}"):
+        check_files(source, target)
+
+
 def test_an_output_whose_dead_letter_file_is_the_input_is_refused(tmp_path):
     source, target = tmp_path / "out.jsonl.deadletter.jsonl", tmp_path / "out.jsonl"
     write_requests(source, MIXED)

@@ -154,8 +154,9 @@ def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settin
 
 def check_files(source: Path, target: Path, chunk_rows: int = 10_000) -> None:
     """ConfigError for files ``score_file`` would refuse, before either is touched: an unknown suffix, a
-    ``chunk_rows`` below 1, an output (or its dead-letter file) that is the input, a Parquet input that is
-    not Parquet or has no string ``id`` column. Cheap: reads no request (a Parquet footer only)."""
+    ``chunk_rows`` below 1, an output (or its dead-letter file) that is the input, an output directory that
+    does not exist, a Parquet input that is not Parquet or has no string ``id`` column. Cheap: reads no
+    request (a Parquet footer only)."""
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     for path in (source, target):
@@ -163,6 +164,8 @@ def check_files(source: Path, target: Path, chunk_rows: int = 10_000) -> None:
     dead_path = dead_letter_path(target)
     refuse_the_input_as_output(source, {f"the output {target}": target,
                                         f"the dead-letter file {dead_path} of output {target}": dead_path})
+    if not target.resolve().parent.is_dir():  # else the error would name the partial file, after the model loads
+        raise ConfigError(f"the output {target} cannot be written: no directory {target.parent}")
     check_requests(source)
 
 
