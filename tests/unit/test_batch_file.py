@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -11,9 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from worker.core.clock import FakeClock
 from worker.core.errors import ConfigError, InvalidInput
 from worker.core.settings import Settings
-from worker.jobs.batch_file import score_file
+from worker.jobs.batch_file import ScoringStopped, check_files, score_file
 from worker.jobs.tables import count_requests
 from worker.ports import Outcome
 
@@ -227,3 +230,212 @@ def test_the_progress_total_counts_the_requests(tmp_path, suffix):
     source = tmp_path / f"in{suffix}"
     write_requests(source, MIXED)
     assert count_requests(source) == len(MIXED)
+
+
+# The output is never the input: scoring a file onto itself would replace the requests by their replies.
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+@pytest.mark.parametrize("how", ["the same path", "another spelling", "a symlink", "a hard link"])
+def test_an_output_that_is_the_input_is_refused_naming_both_and_the_input_is_kept(tmp_path, suffix, how):
+    source = tmp_path / f"in{suffix}"
+    write_requests(source, MIXED)
+    before = source.read_bytes()
+    target = {"the same path": source, "another spelling": tmp_path / "sub" / ".." / source.name,
+              "a symlink": tmp_path / f"link{suffix}", "a hard link": tmp_path / f"hard{suffix}"}[how]
+    if how == "another spelling":
+        (tmp_path / "sub").mkdir()
+    elif how == "a symlink":
+        target.symlink_to(source)
+    elif how == "a hard link":
+        target.hardlink_to(source)
+    with pytest.raises(ConfigError) as refused:
+        score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert f"the output {target} is the input {source}" in str(refused.value)
+    assert source.read_bytes() == before
+
+
+def test_an_output_in_a_directory_that_does_not_exist_is_refused_naming_it(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "nope" / "out.jsonl"
+    write_requests(source, MIXED)
+    with pytest.raises(ConfigError, match=f"the output {target} cannot be written: no directory {target.parent}"):
+        check_files(source, target)
+
+
+def test_an_output_whose_dead_letter_file_is_the_input_is_refused(tmp_path):
+    source, target = tmp_path / "out.jsonl.deadletter.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, MIXED)
+    before = source.read_bytes()
+    with pytest.raises(ConfigError, match=f"the dead-letter file {source} of output {target} is the input"):
+        score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert source.read_bytes() == before and not target.exists()
+
+
+# Outputs are published whole or not at all: written beside the output, renamed onto it once complete.
+
+class FailingOnBatch(WordCounter):
+    """Raises on its ``n``-th batch, after recording what the output directory held meanwhile."""
+
+    def __init__(self, n: int, directory, error: BaseException) -> None:
+        super().__init__()
+        self.n, self.directory, self.error, self.seen = n, directory, error, set()
+
+    def run(self, items: Sequence[Any]) -> list[Outcome]:
+        self.seen.update(path.name for path in self.directory.iterdir())
+        if len(self.batches) + 1 == self.n:
+            raise self.error
+        return super().run(items)
+
+
+def many_requests(n):
+    return [{"id": f"r{i}", "inputs": "w " * (i % 5 + 1)} if i % 7 else {"inputs": "no id"} for i in range(n)]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+@pytest.mark.parametrize("error", [RuntimeError("the model broke"), KeyboardInterrupt()])  # a second Ctrl-C
+def test_a_run_that_fails_part_way_leaves_the_previous_output_as_it_was_and_no_partial_file(tmp_path, suffix, error):
+    source, target = tmp_path / f"in{suffix}", tmp_path / f"out{suffix}"
+    write_requests(source, many_requests(100))
+    target.write_bytes(b"the replies of yesterday")
+    runner = FailingOnBatch(5, tmp_path, error)
+    with pytest.raises(type(error)):
+        score_file(runner, source, target, SETTINGS, progress=False, chunk_rows=4)
+    partial = f".out{suffix}.partial-{os.getpid()}"
+    assert {partial, f".out{suffix}.deadletter.jsonl.partial-{os.getpid()}"} <= runner.seen  # written meanwhile
+    assert target.read_bytes() == b"the replies of yesterday"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [source.name, target.name]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_stop_asked_for_ends_the_run_between_batches_saying_how_far_it_got_and_writes_nothing(tmp_path, suffix):
+    source, target = tmp_path / f"in{suffix}", tmp_path / "out.parquet"
+    write_requests(source, many_requests(100))
+    runner = WordCounter()
+    with pytest.raises(ScoringStopped) as stopped:
+        score_file(runner, source, target, SETTINGS, progress=False, chunk_rows=4,
+                   stop=lambda: len(runner.batches) == 3)
+    assert len(runner.batches) == 3  # no batch after the stop
+    summary = stopped.value.summary
+    # The stop is seen before the record after the third batch: 12 requests batched, 2 dead letters among them.
+    assert (summary.read, summary.lines, summary.ok, summary.dead_letters) == (14, 14, 12, 2)
+    assert summary.total == (100 if suffix == ".parquet" else None)  # known without a pass over a JSONL file
+    assert sorted(path.name for path in tmp_path.iterdir()) == [source.name]
+
+
+def test_a_stop_asked_for_after_the_last_batch_still_writes_nothing(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, many_requests(10))
+    runner = WordCounter()
+    with pytest.raises(ScoringStopped) as stopped:
+        score_file(runner, source, target, SETTINGS, progress=False, stop=lambda: sum(map(len, runner.batches)) == 8)
+    assert stopped.value.summary.lines == 10
+    assert sorted(path.name for path in tmp_path.iterdir()) == [source.name]
+
+
+def test_through_a_symlink_the_file_it_names_is_replaced_and_the_link_kept(tmp_path):
+    source, real, link = tmp_path / "in.jsonl", tmp_path / "real.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, [{"id": "a", "inputs": "one"}])
+    real.write_bytes(b"old")
+    link.symlink_to(real)
+    score_file(WordCounter(), source, link, SETTINGS, progress=False)
+    assert link.is_symlink() and [r["id"] for r in read_replies(real)] == ["a"]
+
+
+def test_an_output_replaced_keeps_its_mode(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, [{"id": "a", "inputs": "one"}])
+    target.write_bytes(b"old")
+    target.chmod(0o640)
+    score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert [r["id"] for r in read_replies(target)] == ["a"] and target.stat().st_mode & 0o777 == 0o640
+
+
+def test_a_dead_letter_file_of_an_earlier_run_goes_when_this_run_has_none(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_requests(source, [{"id": "a", "inputs": "one"}])
+    (tmp_path / "out.jsonl.deadletter.jsonl").write_bytes(b"an old dead letter\n")
+    score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
+
+
+# Deadlines: a request whose deadline_ms has passed when its batch is scored is answered expired, as by the stream.
+
+class TakingTenMs(WordCounter):
+    """Each batch takes 10 ms of ``clock``."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def run(self, items: Sequence[Any]) -> list[Outcome]:
+        self.clock.advance(0.010)
+        return super().run(items)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_request_whose_deadline_passed_when_its_batch_is_scored_is_answered_expired(tmp_path, suffix):
+    clock = FakeClock()
+    now = clock.wall_ms()
+    cases = {"a": (None, "ok"), "b": (now - 1, "expired"), "c": (now + 5, "ok"), "d": (now, "expired"),  # at now
+             "e": (now + 5, "expired"), "f": (now + 100, "ok"), "g": (now + 10, "expired"), "h": (None, "ok"),  # +10 ms
+             "i": (now + 15, "expired"), "j": (now + 19, "expired")}  # at now + 20 ms: all expired, nothing to run
+    source, target = tmp_path / "in.jsonl", tmp_path / f"out{suffix}"
+    write_lines(source, [{"id": i, "inputs": i} | ({"deadline_ms": d} if d else {}) for i, (d, _) in cases.items()])
+    runner = TakingTenMs(clock)
+    summary = score_file(runner, source, target, SETTINGS, progress=False, clock=clock)
+    expired = {"code": "deadline_exceeded", "message": "the deadline passed before scoring"}
+    assert [(r["id"], r["status"], r.get("error")) for r in read_replies(target)] == [
+        (i, status, expired if status == "expired" else None) for i, (_, status) in cases.items()]
+    assert runner.batches == [["a", "c"], ["f", "h"]]
+    assert (summary.ok, summary.errors, summary.expired, summary.dead_letters) == (4, 0, 6, 0)
+
+
+# A line over the size limit is answered when its id can be read; only one without is a dead letter.
+
+BIG = "w " * 100
+TOO_LARGE = [{"id": "small", "inputs": "one"}, {"id": "big", "inputs": BIG}, {"inputs": BIG}]
+TOO_LARGE_LINES = [{"id": "no inputs", "padding": BIG},  # a readable id, and another error: the size is reported
+                   {"id": 7, "inputs": BIG},  # an id, but not a usable one
+                   b'{"id": "cut", "inputs": "' + b"w" * 200]  # not JSON: no id to read
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_request_over_the_size_limit_is_answered_record_too_large_when_its_id_can_be_read(tmp_path, suffix):
+    source, target = tmp_path / f"in{suffix}", tmp_path / "out.jsonl"
+    write_requests(source, TOO_LARGE + (TOO_LARGE_LINES if suffix == ".jsonl" else []))
+    summary = score_file(WordCounter(), source, target, replace(SETTINGS, max_record_bytes=100), progress=False)
+    replies = read_replies(target)
+    assert [(r["id"], r["status"], r.get("error", {}).get("code")) for r in replies] == [
+        ("small", "ok", None), ("big", "error", "record_too_large"),
+        *([("no inputs", "error", "record_too_large")] if suffix == ".jsonl" else [])]
+    assert re.fullmatch(r"record value is \d+ bytes, the limit is 100", replies[1]["error"]["message"])
+    assert dead_letters(target) == [(3, "record_too_large")] + (
+        [(5, "record_too_large"), (6, "record_too_large")] if suffix == ".jsonl" else [])
+    assert (summary.errors, summary.dead_letters) == ((2, 3) if suffix == ".jsonl" else (1, 1))
+
+
+# A Parquet file without a string id column would dead-letter every row: it is refused at start.
+
+@pytest.mark.parametrize("columns, refused", [
+    ({"request_id": ["a"], "inputs": ['"one"']},
+     r"in.parquet has no 'id' column: score-file needs each row's request id in a string column named 'id' "
+     r"\(the file's columns: request_id, inputs\)"),
+    ({"tenure": [3], "plan_price": [19.9]}, r"\(the file's columns: tenure, plan_price\)"),
+    ({"id": [1], "inputs": ['"one"']}, r"in.parquet: column 'id' is int64; score-file needs strings .* cast it"),
+    ({"id": pa.array([None], pa.null()), "inputs": ['"one"']}, r"column 'id' is null"),
+])
+def test_a_parquet_file_without_a_string_id_column_is_refused_at_start_naming_its_columns(tmp_path, columns, refused):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table(columns), source)
+    with pytest.raises(ConfigError, match=refused):
+        check_files(source, target)  # what the command line asks before the model loads
+    with pytest.raises(ConfigError, match=refused):
+        score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.parquet"]
+
+
+@pytest.mark.parametrize("ids", [pa.array(["a", "b"], pa.large_string()), pa.array(["a", "b"]).dictionary_encode()])
+def test_an_id_column_of_any_string_type_is_taken(tmp_path, ids):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.jsonl"
+    pq.write_table(pa.table({"id": ids, "inputs": ['"one"', '"two words"']}), source)
+    assert [(r["id"], r["outputs"]) for r in score_without_dead_letters(WordCounter(), source, target)] == [
+        ("a", 1), ("b", 2)]

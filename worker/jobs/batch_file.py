@@ -7,42 +7,72 @@ would publish for it, in input order. Requests without a readable id go to
 stream's own Batcher, so the size limit and the token budget
 (``max_batch_tokens``) hold here too; memory holds one batch of requests and
 one chunk of rows (``chunk_rows``) each way.
+
+Both outputs are written beside their paths and renamed onto them once every
+request is answered (worker.jobs.file_outputs): a run that stops early, asked
+to or by an error, leaves no output and what was there before as it was.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 from tqdm import tqdm
 
 from worker.core.batcher import Batcher, request_batcher
-from worker.core.errors import ConfigError
+from worker.core.clock import Clock, SystemClock
+from worker.core.errors import ConfigError, WorkerError
 from worker.core.messages import InvalidRecord, RawRecord, Reply, Request
 from worker.core.settings import Settings
-from worker.core.wire import decode_request
-from worker.jobs.tables import ReplyWriter, count_requests, file_format, open_replies, read_requests
+from worker.core.wire import ERR_RECORD_TOO_LARGE, decode_request
+from worker.jobs.file_outputs import StagedFile, refuse_the_input_as_output
+from worker.jobs.tables import (
+    ReplyWriter,
+    check_requests,
+    count_requests,
+    file_format,
+    open_replies,
+    read_requests,
+)
 from worker.ports import ModelRunner
-from worker.stream.replies import reply_to_invalid, reply_to_request, too_many_tokens
+from worker.stream.replies import EXPIRED, reply_to_invalid, reply_to_request, too_many_tokens
 
 
 @dataclass
 class FileSummary:
+    """How far a run got. ``read``: the last line or row read (blank lines count, as in ``total``);
+    ``lines``: the requests answered or dead-lettered, in order; ``total``: the input's lines or rows, when
+    known (always for Parquet, whose footer says; for JSONL only with the progress bar, a pass of its own)."""
+
+    read: int = 0
     lines: int = 0
     ok: int = 0
     errors: int = 0
+    expired: int = 0
     dead_letters: int = 0
+    total: int | None = None
+
+
+class ScoringStopped(WorkerError):
+    """``score_file`` stopped when asked to, before its outputs were published: none was written."""
+
+    def __init__(self, summary: FileSummary) -> None:
+        of = f" of {summary.total}" if summary.total is not None else ""
+        super().__init__(f"stopped after reading {summary.read}{of} requests ({summary.lines} answered): "
+                         "no output written")
+        self.summary = summary
 
 
 class _OrderedWriter:
     """Writes each request's answer in input order, as soon as every one before it is answered."""
 
     def __init__(self, out: ReplyWriter, dead: IO[bytes], summary: FileSummary) -> None:
-        self._out, self._dead, self._summary = out, dead, summary
+        self._out, self._dead, self.summary = out, dead, summary
         self._lines: deque[Request | InvalidRecord] = deque()
         self._replies: dict[int, Reply] = {}
 
@@ -64,76 +94,158 @@ class _OrderedWriter:
             self._lines.popleft()
 
     def _write(self, reply: Reply) -> None:
-        self._summary.lines += 1
-        self._summary.ok += reply.status == "ok"
-        self._summary.errors += reply.status != "ok"
+        self.summary.lines += 1
+        self.summary.ok += reply.status == "ok"
+        self.summary.errors += reply.status == "error"
+        self.summary.expired += reply.status == "expired"
         self._out.write(reply)
 
     def _write_dead_letter(self, entry: InvalidRecord) -> None:
-        self._summary.lines += 1
-        self._summary.dead_letters += 1
+        self.summary.lines += 1
+        self.summary.dead_letters += 1
         raw = (entry.value or b"").decode("utf-8", "replace")
         self._dead.write(orjson.dumps({"line": entry.position.offset,
                                        "error": {"code": entry.code, "message": entry.message}, "raw": raw}) + b"\n")
 
 
 def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settings, progress: bool = True,
-               chunk_rows: int = 10_000) -> FileSummary:
+               chunk_rows: int = 10_000, *, stop: Callable[[], bool] = lambda: False,
+               clock: Clock | None = None) -> FileSummary:
     """Score every request of ``source`` into ``target`` with the batch limits of ``settings``.
 
     Formats follow the suffixes (worker.jobs.tables); ``chunk_rows`` Parquet
-    rows are read, and written as one row group, at a time. Blocks; raises
-    ConfigError for an unknown suffix, a ``.parquet`` input that is not
-    Parquet, a ``chunk_rows`` below 1 or a token budget the model cannot
-    cost, OSError for file problems.
+    rows are read, and written as one row group, at a time. A request whose
+    ``deadline_ms`` has passed on ``clock`` (the system's by default) when
+    its batch is scored is answered ``expired``, as the stream does. Blocks until
+    done, or until ``stop()`` is true: it is asked before each request and
+    each batch, and once more before the outputs are published. Raises
+    ScoringStopped then; ConfigError for what ``check_files`` refuses or a
+    token budget the model cannot cost; OSError for file problems. Whatever
+    it raises, the outputs are left as they were.
     """
-    if chunk_rows < 1:
-        raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
-    for path in (source, target):
-        file_format(path)  # raises for an unknown suffix before either file is touched
-    summary = FileSummary()
+    check_files(source, target, chunk_rows)
     batcher = request_batcher(settings, getattr(runner, "cost", None))
-    dead_path = target.with_name(target.name + ".deadletter.jsonl")
-    total = count_requests(source) if progress else None
+    known = progress or file_format(source) == "parquet"  # a JSONL total costs a pass over the file
+    summary = FileSummary(total=count_requests(source) if known else None)
     records = read_requests(source, chunk_rows)
-    out = open_replies(target, chunk_rows)
+    replies, dead_letters = StagedFile(target), StagedFile(dead_letter_path(target))
     try:
-        with dead_path.open("wb") as dead:
-            writer = _OrderedWriter(out, dead, summary)
-            with tqdm(total=total, unit="req", desc="scoring", disable=not progress) as bar:
-                _score_records(runner, records, writer, bar, settings, batcher)
-    finally:
-        out.close()
-    if summary.dead_letters == 0:
-        dead_path.unlink()
+        out = open_replies(replies.partial, chunk_rows, file_format(target))
+        try:
+            with dead_letters.partial.open("wb") as dead, \
+                    tqdm(total=summary.total, unit="req", desc="scoring", disable=not progress) as bar:
+                writer = _OrderedWriter(out, dead, summary)
+                _FileScoring(runner, settings, batcher, writer, bar, stop, clock or SystemClock()).run(records)
+        finally:
+            out.close()
+        if stop():
+            raise ScoringStopped(summary)
+    except BaseException:  # KeyboardInterrupt too: never leave a partial file behind
+        replies.discard()
+        dead_letters.discard()
+        raise
+    if summary.dead_letters:
+        dead_letters.publish()
+    else:
+        dead_letters.withdraw()
+    replies.publish()  # last: a replies file newer than the run's start means the run completed
     return summary
 
 
-def _score_records(runner: ModelRunner, records: Iterable[RawRecord], writer: _OrderedWriter, bar: tqdm,
-                   settings: Settings, batcher: Batcher[Request]) -> None:
-    def score(batch: list[Request]) -> None:
-        for request, outcome in zip(batch, runner.run([r.item for r in batch]), strict=True):
-            writer.answer(reply_to_request(request, "ok" if outcome.ok else "error", outcome, runner.name,
-                                           runner.version, batch_size=len(batch)))
-        writer.flush()
-        bar.update(len(batch))
+def check_files(source: Path, target: Path, chunk_rows: int = 10_000) -> None:
+    """ConfigError for files ``score_file`` would refuse, before either is touched: an unknown suffix, a
+    ``chunk_rows`` below 1, an output (or its dead-letter file) that is the input, an output directory that
+    does not exist, a Parquet input that is not Parquet or has no string ``id`` column. Cheap: reads no
+    request (a Parquet footer only)."""
+    if chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
+    for path in (source, target):
+        file_format(path)
+    dead_path = dead_letter_path(target)
+    refuse_the_input_as_output(source, {f"the output {target}": target,
+                                        f"the dead-letter file {dead_path} of output {target}": dead_path})
+    if not target.resolve().parent.is_dir():  # else the error would name the partial file, after the model loads
+        raise ConfigError(f"the output {target} cannot be written: no directory {target.parent}")
+    check_requests(source)
 
-    for record in records:
-        entry = decode_request(record, runner.prepare, settings.max_record_bytes)
-        writer.expect(entry)
+
+def dead_letter_path(target: Path) -> Path:
+    """Where the requests without a readable id go: ``<OUT>.deadletter.jsonl``, whatever OUT's format."""
+    return target.with_name(target.name + ".deadletter.jsonl")
+
+
+def with_id_if_too_large(entry: InvalidRecord) -> InvalidRecord:
+    """A record refused for its size, with the id its value names when the value is JSON that names one.
+
+    The stream refuses to parse a value over ``max_record_bytes``; a file's
+    line is in memory already, so it is parsed anyway and the request is
+    answered ``record_too_large`` rather than dead-lettered. Any other record
+    is returned as it is. Pure.
+    """
+    if entry.code != ERR_RECORD_TOO_LARGE or entry.request_id is not None or entry.value is None:
+        return entry
+    record = RawRecord(entry.position, entry.key, entry.value, entry.headers, 0, 0.0)
+    named = decode_request(record, _as_it_is, len(entry.value))
+    request_id = named.id if isinstance(named, Request) else named.request_id
+    return entry if request_id is None else replace(entry, request_id=request_id)
+
+
+def _as_it_is(inputs: Any) -> Any:
+    return inputs
+
+
+class _FileScoring:
+    """One pass over the records: each decoded, batched, scored and answered through the ordered writer."""
+
+    def __init__(self, runner: ModelRunner, settings: Settings, batcher: Batcher[Request], writer: _OrderedWriter,
+                 bar: tqdm, stop: Callable[[], bool], clock: Clock) -> None:
+        self._runner, self._settings, self._batcher = runner, settings, batcher
+        self._writer, self._bar, self._stop, self._clock = writer, bar, stop, clock
+
+    def run(self, records: Iterable[RawRecord]) -> None:
+        """Raises ScoringStopped when ``stop()`` is true before a record or a batch."""
+        for record in records:
+            self._stop_if_asked()
+            self._writer.summary.read = record.position.offset
+            self._admit(decode_request(record, self._runner.prepare, self._settings.max_record_bytes))
+            # No waiting offline: a batch goes when it is full (by count or by tokens), the rest at the end.
+            while self._batcher.full():
+                self._score(self._batcher.drain())
+            self._writer.flush()
+        while self._batcher.pending:
+            self._score(self._batcher.drain())
+
+    def _stop_if_asked(self) -> None:
+        if self._stop():
+            raise ScoringStopped(self._writer.summary)
+
+    def _admit(self, entry: Request | InvalidRecord) -> None:
+        runner = self._runner
+        if isinstance(entry, InvalidRecord):
+            entry = with_id_if_too_large(entry)
+        self._writer.expect(entry)
         if isinstance(entry, InvalidRecord):
             if entry.request_id is not None:
-                writer.answer(reply_to_invalid(entry, runner.name, runner.version))
-            bar.update(1)
-        elif not batcher.fits(entry):
-            writer.answer(reply_to_request(entry, "error", too_many_tokens(settings.max_batch_tokens),
-                                           runner.name, runner.version))
-            bar.update(1)
+                self._writer.answer(reply_to_invalid(entry, runner.name, runner.version))
+            self._bar.update(1)
+        elif not self._batcher.fits(entry):
+            self._writer.answer(reply_to_request(entry, "error", too_many_tokens(self._settings.max_batch_tokens),
+                                                 runner.name, runner.version))
+            self._bar.update(1)
         else:
-            batcher.add(entry, 0.0)
-        # No clock offline: a batch goes when it is full (by count or by tokens), the rest at the end.
-        while batcher.full():
-            score(batcher.drain())
-        writer.flush()
-    while batcher.pending:
-        score(batcher.drain())
+            self._batcher.add(entry, 0.0)
+
+    def _score(self, batch: list[Request]) -> None:
+        """Answer what expired while it waited, as the stream does when it submits a batch; run the rest."""
+        self._stop_if_asked()
+        runner, now_ms = self._runner, self._clock.wall_ms()
+        live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
+        for request in batch:
+            if request.deadline_ms is not None and request.deadline_ms <= now_ms:
+                self._writer.answer(reply_to_request(request, "expired", EXPIRED, runner.name, runner.version))
+        if live:
+            for request, outcome in zip(live, runner.run([r.item for r in live]), strict=True):
+                self._writer.answer(reply_to_request(request, "ok" if outcome.ok else "error", outcome, runner.name,
+                                                     runner.version, batch_size=len(live)))
+        self._writer.flush()
+        self._bar.update(len(batch))

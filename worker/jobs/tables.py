@@ -9,8 +9,9 @@ reply value per line.
 
 Parquet requests (``.parquet``), one request per row, by column name:
 
-- ``id``: the request id, a string (1-256 characters). A row without a usable
-  id (null, empty, too long, not a string) is a dead letter, as in JSONL.
+- ``id``: the request id, a string (1-256 characters). A file without a
+  string ``id`` column is refused (every row would be a dead letter); a row
+  without a usable id (null, empty, too long) is a dead letter, as in JSONL.
 - ``inputs``: a string column holds JSON text (``[0.1, 0.2]``, ``"some
   text"`` with its quotes); a column of any other type (a list of numbers, a
   struct) is the value itself. Without an ``inputs`` column, every column
@@ -41,7 +42,7 @@ import pyarrow.parquet as pq
 
 from worker.core.errors import ConfigError
 from worker.core.messages import Position, RawRecord, Reply
-from worker.core.wire import encode_reply
+from worker.core.wire import MAX_ID_LENGTH, encode_reply
 
 Format = Literal["jsonl", "parquet"]
 SUFFIXES: dict[str, Format] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
@@ -74,15 +75,43 @@ def count_requests(path: Path) -> int:
         return sum(1 for _ in lines)
 
 
+def check_requests(path: Path) -> None:
+    """ConfigError now for an input ``read_requests`` would refuse; for Parquet, reads the footer only."""
+    if file_format(path) == "parquet":
+        with _open_parquet(path) as table:
+            _require_id_column(path, table.schema_arrow)
+
+
 def read_requests(path: Path, chunk_rows: int) -> Iterator[RawRecord]:
     """The records of ``path`` in order, positioned at (``path``, 0, line or row number from 1).
 
     Opens ``path`` now, so OSError, or ConfigError for a ``.parquet`` file
-    that is not Parquet, come before any record. Blank JSONL lines are skipped.
+    that is not Parquet or has no string ``id`` column, come before any
+    record. Blank JSONL lines are skipped.
     """
     if file_format(path) == "parquet":
-        return _parquet_requests(path, _open_parquet(path), chunk_rows)
+        table = _open_parquet(path)
+        try:
+            _require_id_column(path, table.schema_arrow)
+        except ConfigError:
+            table.close()
+            raise
+        return _parquet_requests(path, table, chunk_rows)
     return _jsonl_requests(path, path.open("rb"))
+
+
+def _require_id_column(path: Path, schema: pa.Schema) -> None:
+    if "id" not in schema.names:
+        raise ConfigError(f"{path} has no 'id' column: score-file needs each row's request id in a string column "
+                          f"named 'id' (the file's columns: {', '.join(schema.names) or 'none'})")
+    kind = schema.field("id").type
+    if not (_is_text(kind) or (pa.types.is_dictionary(kind) and _is_text(kind.value_type))):
+        raise ConfigError(f"{path}: column 'id' is {kind}; score-file needs strings (1-{MAX_ID_LENGTH} characters), "
+                          "every row would be a dead letter: cast it to string")
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind))
 
 
 def _open_parquet(path: Path) -> pq.ParquetFile:
@@ -152,9 +181,10 @@ class ReplyWriter(Protocol):
     def close(self) -> None: ...
 
 
-def open_replies(path: Path, chunk_rows: int) -> ReplyWriter:
-    """A writer for ``path`` in the format of its suffix (ConfigError for another); creates or truncates it."""
-    if file_format(path) == "parquet":
+def open_replies(path: Path, chunk_rows: int, fmt: Format | None = None) -> ReplyWriter:
+    """A writer for ``path`` in ``fmt``, by default the format of its suffix (ConfigError for another);
+    creates or truncates it."""
+    if (fmt or file_format(path)) == "parquet":
         return ParquetReplies(path, chunk_rows)
     return JsonlReplies(path)
 
