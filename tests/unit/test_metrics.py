@@ -90,3 +90,19 @@ def test_before_the_model_is_warm_there_is_no_model_info_and_every_counter_is_ze
 
 def test_process_metrics_come_along():
     assert "process_cpu_seconds" in scrape(WorkerStats())
+
+
+def test_errors_by_code_step_times_and_records_in_hand():
+    stats = counted_stats()
+    stats.error_codes.update({"model_error": 2, "invalid_json": 1})
+    for seconds in (0.002, 0.004, 3.0):  # two quick steps, one that blocked on something
+        stats.step_seconds.observe(seconds)
+    stats.holding = 5
+    families = scrape(stats)
+    assert families["streamscore_errors"]["samples"] == {
+        ("streamscore_errors_total", (("code", "invalid_json"),)): 1,
+        ("streamscore_errors_total", (("code", "model_error"),)): 2}
+    steps = families["streamscore_step_seconds"]["samples"]
+    assert steps[("streamscore_step_seconds_count", ())] == 3
+    assert steps[("streamscore_step_seconds_bucket", (("le", "0.005"),))] == 2
+    assert families["streamscore_records_in_hand"]["samples"] == {("streamscore_records_in_hand", ()): 5}

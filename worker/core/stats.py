@@ -81,6 +81,7 @@ class WorkerStats:
     last_iteration: float | None = None  # monotonic time of the loop's last poll; None before the first
     rebalancing_since: float | None = None  # monotonic time a still unfinished rebalance began; None when none
     model: tuple[str, str, str] | None = None  # (name, version, device) once loaded and warmed
+    step_seconds: Histogram = field(default_factory=lambda: Histogram(STAGE_SECONDS_BUCKETS))  # loop steps
     holding: int = 0  # records in hand at the last step: batched, claiming, scoring, sent and unacknowledged
     progress_at: float | None = None  # monotonic time the loop last finished a record, retried the store, or held none
     _progress_seen: tuple[int, int] = (0, 0)  # (records finished, store retries) at progress_at

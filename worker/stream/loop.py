@@ -114,6 +114,7 @@ class Worker:
         """One poll-score-settle round; blocks at most until the next batch deadline (or, while the
         scorer works, until it is done or SCORING_WAIT_S passed)."""
         self._warn_if_slow()
+        began = self._clock.monotonic()
         records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
         self._backlog = len(records) >= self._settings.max_poll_records
         self._last_poll = self.stats.last_iteration = self._clock.monotonic()
@@ -131,7 +132,9 @@ class Worker:
         self._source.pause(self.stats.record_pause(
             dedup_outage=self._gate.blocked, backlog=self._batcher.pending >= self._settings.max_poll_records))
         self._refresh_lag()
-        self.stats.record_progress(self._holding(), self._gate.failed_calls, self._clock.monotonic())
+        now = self._clock.monotonic()
+        self.stats.record_progress(self._holding(), self._gate.failed_calls, now)
+        self.stats.step_seconds.observe(now - began)
         self._log_stats_if_due()
 
     def _holding(self) -> int:

@@ -48,6 +48,17 @@ class StatsCollector(Collector):
         for stage, histogram in s.stage_seconds.items():
             stages.add_metric([stage], *_buckets(histogram))
         yield stages
+        errors = CounterMetricFamily("streamscore_errors", "Error replies and dead letters, by error code "
+                                     "(model_error: the model's own code raised).", labels=["code"])
+        for code, count in sorted(s.error_codes.items()):
+            errors.add_metric([code], count)
+        yield errors
+        steps = HistogramMetricFamily("streamscore_step_seconds", "Each loop step, poll to settle, the time it "
+                                      "blocks included (a slow broker, Redis or model shows here first).")
+        steps.add_metric([], *_buckets(s.step_seconds))
+        yield steps
+        yield GaugeMetricFamily("streamscore_records_in_hand", "Records held at the last step: batched, waiting "
+                                "on the dedup store, being scored, sent and unacknowledged.", value=s.holding)
         lag = GaugeMetricFamily("streamscore_consumer_lag", "Records behind the end of each assigned partition "
                                 "(refreshed at most once a second).", labels=["topic", "partition"])
         for (topic, partition), behind in sorted(s.lag.items()):
