@@ -60,7 +60,7 @@ def check_poll_interval(settings: Settings, batch_s: float) -> None:
     a step that long is not a stuck loop, and must not get the worker restarted.
     """
     batches = math.ceil(settings.max_poll_records / settings.max_batch_size)
-    worst_s = settings.max_wait_ms / 1000 + batches * batch_s
+    worst_s = max(settings.max_wait_ms, settings.latency_target_ms) / 1000 + batches * batch_s
     if 2 * worst_s * 1000 > settings.max_poll_interval_ms:
         raise ConfigError(
             f"a poll's worth of records (max_poll_records={settings.max_poll_records}: {batches} batches of "

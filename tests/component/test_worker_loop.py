@@ -29,6 +29,31 @@ def test_a_partial_batch_waits_for_max_wait_then_goes():
     assert [r["id"] for r in h.replies()] == ["only"]
 
 
+def test_with_a_latency_target_a_batch_goes_once_nothing_more_arrives_while_the_model_is_idle():
+    h = Harness(max_batch_size=8, latency_target_ms=500)
+    for i in range(3):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS})
+    h.worker.step()
+    assert h.replies() == []  # polled, batched: perhaps more are coming
+    started = h.clock.monotonic()
+    h.worker.step()  # a short poll finds nothing more: the idle model takes what there is
+    assert sorted(r["id"] for r in h.replies()) == ["r0", "r1", "r2"]
+    assert h.clock.monotonic() - started < 0.01  # far sooner than the 500 ms target or max_wait_ms
+    assert h.worker.stats.batch_sizes == {3: 1}
+
+
+def test_with_a_latency_target_records_still_arriving_join_the_batch_until_the_target_says_go():
+    h = Harness(max_batch_size=64, latency_target_ms=100)
+    for step in range(6):
+        for i in range(4):
+            h.source.produce({"id": f"s{step}-{i}", "inputs": INPUTS})
+        h.worker.step()  # every poll finds more: keep filling
+        h.clock.advance(0.01)
+    assert h.replies() == []
+    h.steps(3)  # nothing more: the batch goes
+    assert h.worker.stats.batch_sizes == {24: 1}
+
+
 def test_a_poll_that_came_back_full_sends_its_partial_batch_at_once():
     h = Harness(max_batch_size=8, max_wait_ms=10_000, max_poll_records=10)
     for i in range(13):

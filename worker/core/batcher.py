@@ -1,7 +1,8 @@
 """Micro-batching by size, waiting time and (optionally) cost. Pure: no I/O, no sleeping.
 
 A batch is ready when the pending items fill it (by count or by cost), when
-the oldest pending item has waited ``max_wait_s``, or at once while a backlog
+the oldest pending item has waited ``max_wait_s`` (or what its ``wait`` policy
+allows: core/batch_wait.py), or at once while a backlog
 waits behind them (the caller says so): the wait is for requests not sent
 yet, pointless when more are already in line. Items leave in the order
 they arrived; an item that would overflow the cost budget waits for the next
@@ -14,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from worker.core.batch_wait import BatchWait, FixedWait, LatencyTarget
 from worker.core.errors import ConfigError
 from worker.core.messages import Request
 from worker.core.settings import Settings
@@ -36,7 +38,9 @@ class Batcher(Generic[T]):
         *,
         cost: Callable[[T], int] | None = None,
         max_batch_cost: int | None = None,
+        wait: BatchWait | None = None,
     ) -> None:
+        """``wait``: how long the oldest item may wait (default: ``max_wait_s`` after it was added)."""
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if max_wait_s < 0:
@@ -45,6 +49,7 @@ class Batcher(Generic[T]):
             raise ValueError("cost and max_batch_cost go together: give both or neither")
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_s
+        self.wait: BatchWait = wait or FixedWait(max_wait_s)
         self._cost = cost
         self._max_batch_cost = max_batch_cost
         self._items: deque[tuple[float, T]] = deque()
@@ -67,13 +72,14 @@ class Batcher(Generic[T]):
         """When the oldest pending item will have waited long enough; None if empty."""
         if not self._items:
             return None
-        return self._items[0][0] + self.max_wait_s
+        return self._items[0][0] + self.wait.wait_s(self._next_batch_len())
 
     def ready(self, now: float, backlog: bool = False) -> bool:
-        """Whether a batch should be drained now; ``backlog``: more items are waiting to be added."""
+        """Whether a batch should be drained now; ``backlog``: more items are waiting to be added (or, with
+        a latency target, none is arriving while the model is idle: send what there is)."""
         if not self._items:
             return False
-        return backlog or now >= self._items[0][0] + self.max_wait_s or self.full()
+        return backlog or self.full() or now >= self._items[0][0] + self.wait.wait_s(self._next_batch_len())
 
     def full(self) -> bool:
         """Whether the next batch is complete without waiting: it is at the size limit, or the item
@@ -116,12 +122,15 @@ class Batcher(Generic[T]):
 
 
 def request_batcher(settings: Settings, cost: Callable[[Any], int] | None) -> Batcher[Request]:
-    """Size and wait limits, plus a token budget when asked for (the model must say what an item costs)."""
+    """Size and wait limits (or a latency target), plus a token budget when asked for (the model must say what
+    an item costs)."""
+    wait: BatchWait = (LatencyTarget(settings.latency_target_ms / 1000) if settings.latency_target_ms
+                       else FixedWait(settings.max_wait_ms / 1000))
     if not settings.max_batch_tokens:
-        return Batcher(settings.max_batch_size, settings.max_wait_ms / 1000)
+        return Batcher(settings.max_batch_size, settings.max_wait_ms / 1000, wait=wait)
     if cost is None:
         raise ConfigError("max_batch_tokens is set, but the model has no cost function (only text models do); "
                           "unset STREAMSCORE_MAX_BATCH_TOKENS / --max-batch-tokens")
     item_cost = cost
     return Batcher(settings.max_batch_size, settings.max_wait_ms / 1000,
-                   cost=lambda request: item_cost(request.item), max_batch_cost=settings.max_batch_tokens)
+                   cost=lambda request: item_cost(request.item), max_batch_cost=settings.max_batch_tokens, wait=wait)

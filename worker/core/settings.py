@@ -82,6 +82,10 @@ class Settings:
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
     max_batch_size: int = _setting(64, "score a batch once it has this many requests")
     max_wait_ms: int = _setting(10, "... or once its oldest request has waited this long")
+    latency_target_ms: int = _setting(
+        0, "instead of max_wait_ms: a target for queue wait + batch wait + compute, from each record's Kafka "
+        "timestamp; a batch waits only while its oldest request still meets it after the batch's compute "
+        "(learned online), and goes at once when the model is idle and nothing more arrives; 0: off")
     max_batch_tokens: int = _setting(0, "text models: cap a batch's summed token count too; 0 means no cap")
     max_poll_records: int = _setting(500, "records fetched per poll")
     max_record_bytes: int = _setting(1_048_576, "larger request values are refused (record_too_large)")
@@ -202,7 +206,8 @@ def _validate(s: Settings) -> None:
     for name in ("processes", "max_batch_size", "max_poll_records", "max_record_bytes", "max_poll_interval_ms",
                  "session_timeout_ms", "dedup_ttl_s", "dedup_lease_ms"):
         need(getattr(s, name) >= 1, f"{name} must be >= 1, got {getattr(s, name)}")
-    for name in ("max_wait_ms", "max_batch_tokens", "commit_interval_ms", "torch_threads", "stats_interval_s"):
+    for name in ("max_wait_ms", "latency_target_ms", "max_batch_tokens", "commit_interval_ms", "torch_threads",
+                 "stats_interval_s"):
         need(getattr(s, name) >= 0, f"{name} must be >= 0, got {getattr(s, name)}")
     need(s.shutdown_timeout_s > 0, f"shutdown_timeout_s must be > 0, got {s.shutdown_timeout_s}")
     need(0 <= s.http_port <= 65535, f"http_port must be 0 (off) or a TCP port up to 65535, got {s.http_port}")
@@ -233,8 +238,12 @@ def _validate(s: Settings) -> None:
         check_amp(s.amp, "cpu")
     need(s.max_wait_ms < s.max_poll_interval_ms,
          f"max_wait_ms ({s.max_wait_ms}) must be well below max_poll_interval_ms ({s.max_poll_interval_ms})")
-    need(s.dedup_lease_ms > 2 * s.max_wait_ms,
-         f"dedup_lease_ms ({s.dedup_lease_ms}) must exceed twice max_wait_ms ({s.max_wait_ms}): "
+    need(s.latency_target_ms < s.max_poll_interval_ms,
+         f"latency_target_ms ({s.latency_target_ms}) must be well below max_poll_interval_ms "
+         f"({s.max_poll_interval_ms})")
+    need(s.dedup_lease_ms > 2 * max(s.max_wait_ms, s.latency_target_ms),
+         f"dedup_lease_ms ({s.dedup_lease_ms}) must exceed twice the batch wait (max_wait_ms {s.max_wait_ms}, "
+         f"latency_target_ms {s.latency_target_ms}): "
          "a lease shorter than a batch's life lets two workers score one request")
     if s.redis_url:
         need(urlsplit(s.redis_url).scheme in ("redis", "rediss", "unix", "memory"),

@@ -64,13 +64,14 @@ class Admission:
 
     def take_claimed(self, new: Sequence[Request] = ()) -> None:
         """Claim ids (new ones and any still waiting); batch what is fresh, count duplicates."""
-        for request, fresh in self._gate.claim(new, self._clock.monotonic()):
+        now, wall_ms = self._clock.monotonic(), self._clock.wall_ms()
+        for request, fresh in self._gate.claim(new, now):
             if fresh and isinstance(request, Refused):
                 self._responder.reject(request.refusal, claimed=True)
             elif fresh and not self._batcher.fits(request):
                 self._responder.answer(request, "error", too_many_tokens(self._max_batch_tokens))
             elif fresh:
-                self._batcher.add(request, request.received_at)
+                self._batcher.add(request, self._batcher.wait.arrival(request, now, wall_ms))
             else:
                 self._stats.duplicates += 1
                 self._offsets.ack((request.position.topic, request.position.partition), request.position.offset)

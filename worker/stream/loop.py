@@ -53,6 +53,9 @@ log = structlog.get_logger(__name__)
 REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
 SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
 IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
+# With a latency target and the model idle: a poll this short that finds nothing means nothing more is
+# arriving now, and the batch in hand goes (bench/latency_target.py measured the gap).
+ARRIVAL_GAP_S = 0.002
 LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
 
 
@@ -87,6 +90,8 @@ class Worker:
         self._last_stats = self._last_poll = now
         self._lag_at = now - LAG_REFRESH_S
         self._backlog = False  # the last poll came back full: more records are waiting
+        self._opportunistic = settings.latency_target_ms > 0
+        self._send_now = False  # the batch in hand goes now: a backlog, or (with a target) nothing arriving
 
     def stop(self) -> None:
         """Ask the loop to finish the work in hand and return. Safe from a signal handler or thread."""
@@ -117,12 +122,14 @@ class Worker:
         began = self._clock.monotonic()
         records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
         self._backlog = len(records) >= self._settings.max_poll_records
+        # With a latency target, an idle model and a poll that found nothing send the batch in hand at once.
+        self._send_now = self._backlog or (self._opportunistic and not records and not self._scorer.busy)
         self._last_poll = self.stats.last_iteration = self._clock.monotonic()
         self.stats.record_rebalancing(self._source.rebalancing(), self._last_poll)
         if self._membership.polled():
             records = []  # an aborted transaction: the source gives these again from the committed offsets
         self._admission.admit(records)
-        if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic(), self._backlog)):
+        if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic(), self._send_now)):
             # Nothing came in, or the next batch is ready already: wait on the model, not the network.
             self._scorer.wait(SCORING_WAIT_S)
         self._score_ready()
@@ -148,7 +155,7 @@ class Worker:
         """
         while not self._source.rebalancing():
             self._answer_scored()
-            if self._scorer.busy or not self._batcher.ready(self._clock.monotonic(), self._backlog):
+            if self._scorer.busy or not self._batcher.ready(self._clock.monotonic(), self._send_now):
                 return
             self._submit(self._batcher.drain())
 
@@ -165,7 +172,8 @@ class Worker:
         deadline = self._batcher.deadline()
         if deadline is None:
             return IDLE_POLL_S
-        return max(0.0, deadline - self._clock.monotonic())
+        wait_s = max(0.0, deadline - self._clock.monotonic())
+        return min(wait_s, ARRIVAL_GAP_S) if self._opportunistic else wait_s
 
     def _submit(self, batch: list[Request]) -> None:
         """Answer what expired while it waited; give the rest to the scorer."""
@@ -181,6 +189,7 @@ class Worker:
     def _answer_scored(self, settle_s: float = SETTLE_S) -> None:
         scored = self._scorer.take()
         if scored is not None:
+            self._batcher.wait.observe(len(scored.batch), scored.compute_s)
             left = self._membership.left_while_scoring(len(scored.batch), settle_s)
             self._responder.answer_scored(scored, self._submitted_ms, left)
 
