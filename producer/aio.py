@@ -4,7 +4,10 @@ It wraps a thread-based ScoringClient (one producer, one reply-reader thread):
 replies resolve concurrent futures on that thread, and asyncio awaits them
 through ``asyncio.wrap_future``. Opening and closing, which block on the
 broker, run in a worker thread; ``submit`` returns at once (it blocks only
-when the producer's send buffer is full).
+when the producer's send buffer is full). Cancelling an awaited request
+(``task.cancel()``, ``asyncio.wait_for``) cancels its concurrent future,
+which forgets the request: the same id can be sent again, and a late reply
+for it is dropped and counted (``sync.late_replies``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ worker's dedup makes that safe) and fails the ones out of retries with
 ReplyTimeout, so every future resolves: with the reply, ReplyTimeout, the
 send's error (kafka-python's KafkaError, confluent-kafka's KafkaException), or
 cancellation at ``close()``.
+
+A request given up on (cancelled, timed out, abandoned, failed) leaves the
+in-flight table at once (producer/inflight.py): its id can be sent again,
+and a reply that comes for it later is dropped and counted
+(``late_replies``).
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import CancelledError, Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from producer.inflight import InFlight, Pending
@@ -119,9 +125,15 @@ class ScoringClient:
 
     @property
     def in_flight(self) -> int:
-        """Requests sent and not yet answered, timed out or failed."""
+        """Requests sent and not yet answered, timed out, cancelled or failed."""
         with self._lock:
             return len(self._inflight)
+
+    @property
+    def late_replies(self) -> int:
+        """Replies that came for requests given up on (timed out, cancelled, abandoned), dropped."""
+        with self._lock:
+            return self._inflight.late_replies
 
     def submit(self, inputs: Any, request_id: str | None = None, deadline_ms: int | None = None,
                timeout_s: float | None = None) -> Future[Reply]:
@@ -129,22 +141,29 @@ class ScoringClient:
 
         The future raises ReplyTimeout when no reply came within the timeout,
         or the error of a failed send. Submitting an id that is in flight
-        sends it again and returns the same future. Blocks only when the
-        producer's buffer is full. Raises RuntimeError after ``close()``.
+        sends it again and returns the same future; one given up on (its
+        future cancelled, say) is a new request. Blocks only when the
+        producer's buffer is full. Cancelling the future forgets the request.
+        Raises RuntimeError after ``close()``.
         """
         if self._closing.is_set():
             raise RuntimeError(f"the client is closed{self._why_closed()}")
         request_id = request_id or new_request_id()
         value = encode_request(inputs, request_id, self.reply_topic, deadline_ms)
         with self._lock:
+            now = time.monotonic()
             pending = self._inflight.get(request_id)
+            if pending is not None and pending.waiter.done():  # cancelled on another thread, not yet forgotten
+                self._inflight.forget(request_id, pending.waiter, now)
+                pending = None
             if pending is None:
                 future: Future[Reply] = Future()
-                self._inflight.add(request_id, future, value, time.monotonic(), timeout_s or self.timeout_s,
-                                   self.retries)
+                self._inflight.add(request_id, future, value, now, timeout_s or self.timeout_s, self.retries)
             else:
                 future = pending.waiter
-        self._send(request_id, value)
+        if pending is None:
+            future.add_done_callback(partial(self._forget_if_cancelled, request_id))
+        self._send(request_id, value, future)
         return future
 
     def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
@@ -158,6 +177,7 @@ class ScoringClient:
         except ReplyTimeout:
             raise
         except FutureTimeout:
+            future.cancel()
             raise ReplyTimeout(f"no reply for request {request_id} within {timeout_s:g} s") from None
 
     def score_many(self, items: Iterable[Any], *, max_in_flight: int = 1000,
@@ -193,11 +213,11 @@ class ScoringClient:
         return request_id
 
     def abandon(self, request_ids: Iterable[str]) -> None:
-        """Stop waiting for these requests (no more resends) and cancel their futures."""
+        """Stop waiting for these requests (no more resends) and cancel their futures, which forgets them."""
         with self._lock:
-            abandoned = [p for p in (self._inflight.pop(i) for i in request_ids) if p is not None]
-        for pending in abandoned:
-            pending.waiter.cancel()
+            abandoned = [p.waiter for p in (self._inflight.get(i) for i in request_ids) if p is not None]
+        for waiter in abandoned:
+            waiter.cancel()
 
     def close(self) -> None:
         """Stop reading replies, cancel the futures still waiting, close the Kafka clients. Idempotent."""
@@ -218,18 +238,22 @@ class ScoringClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _send(self, request_id: str, value: bytes) -> None:
+    def _send(self, request_id: str, value: bytes, future: Future[Reply]) -> None:
         def on_done(_partition: int | None, error: BaseException | None) -> None:
-            if error is not None:
-                self._fail(request_id, error)
+            if error is not None and self._forget(request_id, future) is not None:
+                _resolve(future, error=error)
 
         self._publisher.publish(self.requests_topic, request_id.encode(), value, on_done)
 
-    def _fail(self, request_id: str, error: BaseException) -> None:
+    def _forget(self, request_id: str, future: Future[Reply]) -> float | None:
+        """Stop tracking this request (not a newer one with its id); its timeout if it was tracked."""
         with self._lock:
-            pending = self._inflight.pop(request_id)
-        if pending is not None:
-            _resolve(pending.waiter, error=error)
+            pending = self._inflight.forget(request_id, future, time.monotonic())
+        return None if pending is None else pending.interval_s * pending.sends_allowed
+
+    def _forget_if_cancelled(self, request_id: str, future: Future[Reply]) -> None:
+        if future.cancelled():
+            self._forget(request_id, future)
 
     def _follow_reply_topic(self) -> None:
         partitions = self._replies.partitions(self.reply_topic)
@@ -256,7 +280,7 @@ class ScoringClient:
         if key is None or value is None:
             return
         with self._lock:
-            pending = self._inflight.pop(key.decode("utf-8", "replace"))
+            pending = self._inflight.answer(key.decode("utf-8", "replace"), time.monotonic())
         if pending is not None:
             try:
                 _resolve(pending.waiter, reply=decode_reply(value))
@@ -266,8 +290,9 @@ class ScoringClient:
     def _resend_or_expire(self) -> None:
         with self._lock:
             due = self._inflight.take_due(time.monotonic())
-        for request_id, value in due.resend:
-            self._send(request_id, value)
+            resend = [(i, v, p.waiter) for i, v in due.resend if (p := self._inflight.get(i)) is not None]
+        for request_id, value, future in resend:
+            self._send(request_id, value, future)
         for request_id, pending in due.expired:
             _resolve(pending.waiter, error=self._timeout(request_id, pending))
 
@@ -305,10 +330,13 @@ class Outstanding:
 def _resolve(future: Future[Reply], reply: Reply | None = None, error: BaseException | None = None) -> None:
     if future.done():
         return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(reply or {})
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(reply or {})
+    except InvalidStateError:  # cancelled on another thread since
+        pass
 
 
 def _result(index: int, request_id: str, future: Future[Reply]) -> ScoreResult:
