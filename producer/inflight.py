@@ -37,6 +37,11 @@ class Pending(Generic[F]):
     sends_allowed: int = 1
     due_at: float = 0.0  # next resend, or the give-up time after the last send
     started_at: float = 0.0
+    queued: int = 0  # sends the client library took (the table counts the sends due in ``sends``)
+
+    @property
+    def gives_up_at(self) -> float:
+        return self.started_at + self.interval_s * self.sends_allowed
 
 
 @dataclass
