@@ -2,7 +2,9 @@
 
 Imported only when that client is chosen (producer/transport.py); needs the
 ``confluent`` extra. The connection and security settings are the worker's
-(worker/kafka/confluent/connection.py), from the same KafkaSecurity.
+(worker/kafka/confluent/connection.py), from the same KafkaSecurity; their
+log lines and errors go through a QuietClientLog (producer/transport_logs.py)
+each, which leaves out the repeats of a broker that does not answer.
 """
 
 from __future__ import annotations
@@ -15,12 +17,19 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from producer.transport import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
+from producer.transport_logs import QuietClientLog
 from worker.core.security import KafkaSecurity
 from worker.kafka.confluent.connection import client_config
 from worker.kafka.confluent.sink import MAX_BLOCK_S, QUEUE_FULL_WAIT_S
 
 MAX_RECORDS = 5000  # per poll
 METADATA_TIMEOUT_S = 10.0
+
+
+def quiet_config(config: dict[str, Any], quiet: QuietClientLog) -> dict[str, Any]:
+    """``config`` with its log lines and errors through ``quiet``. A broker closing an idle connection is
+    routine, not worth a line (``log.connection.close``); a failed connection is still reported."""
+    return {**config, "logger": quiet, "error_cb": quiet.error, "log.connection.close": False}
 
 
 def publisher_config(bootstrap_servers: str, security: KafkaSecurity, linger_ms: int,
@@ -57,7 +66,9 @@ class ConfluentPublisher:
 
     def __init__(self, bootstrap_servers: str, security: KafkaSecurity, linger_ms: int,
                  batch_bytes: int | None) -> None:
-        self._producer = Producer(publisher_config(bootstrap_servers, security, linger_ms, batch_bytes))
+        self._quiet = QuietClientLog("streamscore-producer")
+        self._producer = Producer(quiet_config(publisher_config(bootstrap_servers, security, linger_ms, batch_bytes),
+                                               self._quiet))
 
     def prepare(self, topic: str, timeout_s: float) -> None:
         """Nothing to wait for: librdkafka fetches the metadata while records wait in its queue."""
@@ -97,6 +108,7 @@ class ConfluentPublisher:
         close = getattr(self._producer, "close", None)  # not in the oldest confluent-kafka we take
         if close is not None:
             close()
+        self._quiet.close()
         return unanswered
 
 
@@ -109,7 +121,9 @@ def _delivered(on_done: OnDone, error: KafkaError | None, message: Message) -> N
 
 class ConfluentReplyReader:
     def __init__(self, bootstrap_servers: str, security: KafkaSecurity, read_committed: bool) -> None:
-        self._consumer = Consumer(reader_config(bootstrap_servers, security, read_committed))
+        self._quiet = QuietClientLog("streamscore-reply-reader")
+        self._consumer = Consumer(quiet_config(reader_config(bootstrap_servers, security, read_committed),
+                                               self._quiet))
 
     def partitions(self, topic: str) -> list[int]:
         """Raises KafkaException when the metadata says something other than "no such topic" (not authorised)."""
@@ -147,3 +161,4 @@ class ConfluentReplyReader:
 
     def close(self) -> None:
         self._consumer.close()
+        self._quiet.close()

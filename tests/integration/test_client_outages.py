@@ -8,6 +8,7 @@ publisher is pointed elsewhere: that is the state of a client whose broker went 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -80,10 +81,10 @@ def test_a_kafka_python_client_that_gets_no_metadata_for_its_topic_fails_after_c
     assert 0.9 < time.monotonic() - started < 3
 
 
-def test_with_its_broker_gone_confluent_times_out_within_timeout_s_and_closes_at_once(
-        bootstrap, topics, publisher_nowhere):
+def test_with_its_broker_gone_confluent_times_out_within_timeout_s_logs_each_error_once_and_closes_at_once(
+        bootstrap, topics, publisher_nowhere, caplog):
     pytest.importorskip("confluent_kafka")
-    with capture_logs() as events:
+    with capture_logs() as events, caplog.at_level(logging.INFO, logger="librdkafka"):
         client = ScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=3.0, retries=2,
                                kafka_client="confluent")
         started = time.monotonic()
@@ -97,6 +98,11 @@ def test_with_its_broker_gone_confluent_times_out_within_timeout_s_and_closes_at
     assert closing < 1.5
     assert unsent == 3  # three sends, none taken
     assert [e["count"] for e in events if e["event"] == "requests_not_sent"] == [3]
+    lines = [r.getMessage() for r in caplog.records] + [e["reason"] for e in events
+                                                        if e["event"] == "kafka_client_error"]
+    refused = [line for line in lines if "Connection refused" in line]
+    assert 1 <= len(refused) <= 2, lines  # one line, or its twin from the other client when a window passed
+    assert len(lines) <= 6, lines  # 827 lines in 15 s before: one per reconnect, twice
 
 
 class StalledPublisher:
