@@ -3,8 +3,13 @@
 It wraps a thread-based ScoringClient (one producer, one reply-reader thread):
 replies resolve concurrent futures on that thread, and asyncio awaits them
 through ``asyncio.wrap_future``. Opening and closing, which block on the
-broker, run in a worker thread; ``submit`` returns at once (it blocks only
-when the producer's send buffer is full).
+broker, run in a worker thread; ``submit`` returns at once: it blocks the
+event loop only while the producer's send buffer is full (or kafka-python
+lost the requests topic's metadata), and never past the request's timeout.
+Cancelling an awaited request (``task.cancel()``, ``asyncio.wait_for``)
+cancels its concurrent future, which forgets the request: the same id can be
+sent again, and a late reply for it is dropped and counted
+(``sync.late_replies``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,16 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
-from producer.client import ClientRequest, Outstanding, Reply, ReplyTimeout, ScoreResult, ScoringClient
+from producer.client import (
+    CONNECT_TIMEOUT_S,
+    ClientRequest,
+    Outstanding,
+    Reply,
+    ReplyTimeout,
+    ScoreResult,
+    ScoringClient,
+)
+from producer.transport import CLOSE_TIMEOUT_S
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import new_request_id
 
@@ -23,28 +37,34 @@ __all__ = ["AsyncScoringClient", "ClientRequest", "ReplyTimeout", "ScoreResult"]
 class AsyncScoringClient:
     """Use as ``async with AsyncScoringClient(...) as client:``, or ``await open()`` / ``await close()``.
 
-    Takes the same arguments as ScoringClient (``kafka_client`` too). Use from one event loop.
+    Takes the same arguments as ScoringClient (``kafka_client`` and ``connect_timeout_s`` too). Use from one
+    event loop.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
                  timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
-                 read_committed: bool = False, kafka_client: str = "kafka-python") -> None:
+                 read_committed: bool = False, kafka_client: str = "kafka-python",
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         self._args = (bootstrap_servers, requests_topic, reply_topic)
         self._options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "security": security,
-                                         "read_committed": read_committed, "kafka_client": kafka_client}
+                                         "read_committed": read_committed, "kafka_client": kafka_client,
+                                         "connect_timeout_s": connect_timeout_s}
         self._client: ScoringClient | None = None
 
     async def open(self) -> AsyncScoringClient:
-        """Connect and position the reply reader. Raises LookupError if a topic does not exist."""
+        """Connect and position the reply reader, as ScoringClient's constructor does: raises LookupError if a
+        topic does not exist, ServiceUnavailable when no broker answers (within ``connect_timeout_s``)."""
         if self._client is None:
             self._client = await asyncio.to_thread(ScoringClient, *self._args, **self._options)
         return self
 
-    async def close(self) -> None:
-        """Cancel what is still waiting and close the Kafka clients."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await asyncio.to_thread(client.close)
+    async def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> int:
+        """Cancel what is still waiting and close the Kafka clients, within about ``timeout_s``; returns how
+        many requests were not sent (see ScoringClient.close)."""
+        if self._client is None:
+            return 0
+        client, self._client = self._client, None
+        return await asyncio.to_thread(client.close, timeout_s)
 
     async def __aenter__(self) -> AsyncScoringClient:
         return await self.open()
@@ -66,7 +86,8 @@ class AsyncScoringClient:
 
     async def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
                     deadline_ms: int | None = None) -> Reply:
-        """Send a request and await its reply. Raises ReplyTimeout, or the send's error."""
+        """Send a request and await its reply. Raises ReplyTimeout (at the timeout, with no reply or when the
+        request could not be sent), or the send's error."""
         return await self.submit(inputs, request_id or new_request_id(), deadline_ms, timeout_s)
 
     async def score_many(self, items: Iterable[Any] | AsyncIterable[Any], *, max_in_flight: int = 1000,

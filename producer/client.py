@@ -14,27 +14,46 @@ worker's dedup makes that safe) and fails the ones out of retries with
 ReplyTimeout, so every future resolves: with the reply, ReplyTimeout, the
 send's error (kafka-python's KafkaError, confluent-kafka's KafkaException), or
 cancellation at ``close()``.
+
+Every wait is bounded by the request's timeout, the broker away or not: a
+send that cannot be queued in that time (kafka-python without the topic's
+metadata, librdkafka's queue full) fails the request with ReplyTimeout, and
+resends never wait. A request given up on (cancelled, timed out, abandoned,
+failed) leaves the in-flight table at once (producer/inflight.py): its id
+can be sent again, and a reply that comes for it later is dropped and
+counted (``late_replies``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import CancelledError, Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+import structlog
+
 from producer.inflight import InFlight, Pending
-from producer.transport import open_publisher, open_reply_reader
+from producer.transport import CLOSE_TIMEOUT_S, PublishTimeout, open_publisher, open_reply_reader
+from worker.core.errors import ServiceUnavailable
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.settings import check_kafka_client
 from worker.core.wire import decode_reply, encode_request, new_request_id
 from worker.kafka.preflight import check_kafka
 
+log = structlog.get_logger(__name__)
+
 Reply = dict[str, Any]
+
+CONNECT_TIMEOUT_S = 10.0
+POLL_S = 0.1  # the reply reader's wait for replies, between checks for resends and timeouts
+RESULT_MARGIN_S = 1.0  # score() waits this much past the timeout for the reader to fail the request
 
 
 class ReplyTimeout(TimeoutError):
@@ -74,9 +93,13 @@ class ScoringClient:
     ``KafkaSecurity.from_sources()`` reads the conventional ``KAFKA_SECURITY_*``,
     ``KAFKA_SASL_*`` and ``KAFKA_SSL_*`` variables. The constructor first
     checks that one broker takes the connection and the credentials (a
-    ConfigError says what was refused), then blocks until the reply consumer
-    is positioned at the end of the reply topic; raises LookupError if a topic
-    does not exist. ``read_committed`` reads only replies of committed
+    ConfigError says what was refused), then fetches the requests topic's
+    metadata for the producer and blocks until the reply consumer is
+    positioned at the end of the reply topic; raises LookupError if a topic
+    does not exist. With no broker answering it raises ServiceUnavailable: at
+    once when the connection is refused, after ``connect_timeout_s`` (10 s)
+    when a broker takes it but does not answer or the producer gets no
+    metadata for the requests topic. ``read_committed`` reads only replies of committed
     transactions: set it when the workers run ``--delivery exactly-once``, so
     that a reply of an aborted transaction (which the worker sends again) is
     never taken for the answer. ``kafka_client`` is the client library:
@@ -87,11 +110,13 @@ class ScoringClient:
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
                  timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
-                 read_committed: bool = False, kafka_client: str = "kafka-python") -> None:
-        if timeout_s <= 0 or retries < 0:
-            raise ValueError(f"need timeout_s > 0 and retries >= 0, got {timeout_s} and {retries}")
+                 read_committed: bool = False, kafka_client: str = "kafka-python",
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+        if timeout_s <= 0 or retries < 0 or connect_timeout_s <= 0:
+            raise ValueError(f"need timeout_s > 0, retries >= 0 and connect_timeout_s > 0, got {timeout_s}, "
+                             f"{retries} and {connect_timeout_s}")
         check_kafka_client(kafka_client)
-        check_kafka(bootstrap_servers, security)
+        check_kafka(bootstrap_servers, security, timeout_s=connect_timeout_s)
         self.requests_topic = requests_topic
         self.reply_topic = reply_topic or f"{requests_topic}.replies"
         self.timeout_s = timeout_s
@@ -110,6 +135,7 @@ class ScoringClient:
         try:
             if not self._replies.partitions(requests_topic):
                 raise LookupError(f"requests topic {requests_topic!r} does not exist; create it first")
+            self._prepare_publisher(connect_timeout_s)
             self._follow_reply_topic()
         except BaseException:
             self._shut_down()
@@ -119,45 +145,68 @@ class ScoringClient:
 
     @property
     def in_flight(self) -> int:
-        """Requests sent and not yet answered, timed out or failed."""
+        """Requests sent and not yet answered, timed out, cancelled or failed."""
         with self._lock:
             return len(self._inflight)
+
+    @property
+    def late_replies(self) -> int:
+        """Replies that came for requests given up on (timed out, cancelled, abandoned), dropped."""
+        with self._lock:
+            return self._inflight.late_replies
 
     def submit(self, inputs: Any, request_id: str | None = None, deadline_ms: int | None = None,
                timeout_s: float | None = None) -> Future[Reply]:
         """Send a request without waiting (no flush); the future resolves to its reply.
 
-        The future raises ReplyTimeout when no reply came within the timeout,
-        or the error of a failed send. Submitting an id that is in flight
-        sends it again and returns the same future. Blocks only when the
-        producer's buffer is full. Raises RuntimeError after ``close()``.
+        The future raises ReplyTimeout when no reply came within the timeout
+        or the request could not be sent in that time, or the error of a failed
+        send. Submitting an id that is in flight sends it again and returns the
+        same future; one given up on (its future cancelled, say) is a new
+        request. Blocks, at most for the timeout, only while the producer's
+        buffer is full or kafka-python has no metadata for the requests topic
+        (fetched at construction). Cancelling the future forgets the request.
+        Raises RuntimeError after ``close()``, and a send refused at once (a
+        record too large) as it comes.
         """
         if self._closing.is_set():
             raise RuntimeError(f"the client is closed{self._why_closed()}")
         request_id = request_id or new_request_id()
+        timeout_s = timeout_s or self.timeout_s
         value = encode_request(inputs, request_id, self.reply_topic, deadline_ms)
         with self._lock:
+            now = time.monotonic()
             pending = self._inflight.get(request_id)
+            if pending is not None and pending.waiter.done():  # cancelled on another thread, not yet forgotten
+                self._inflight.forget(request_id, pending.waiter, now)
+                pending = None
             if pending is None:
                 future: Future[Reply] = Future()
-                self._inflight.add(request_id, future, value, time.monotonic(), timeout_s or self.timeout_s,
-                                   self.retries)
+                self._inflight.add(request_id, future, value, now, timeout_s, self.retries)
+                gives_up_at = now + timeout_s
             else:
-                future = pending.waiter
-        self._send(request_id, value)
+                future, gives_up_at = pending.waiter, pending.gives_up_at
+        if pending is None:
+            future.add_done_callback(partial(self._forget_if_cancelled, request_id))
+        self._send_first(request_id, value, future, gives_up_at - now, is_new=pending is None)
         return future
 
     def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
               deadline_ms: int | None = None) -> Reply:
-        """Send a request and block for its reply (a dict). Raises ReplyTimeout, or the send's error."""
+        """Send a request and block for its reply (a dict), at most ``timeout_s`` and a fraction of a second.
+
+        Raises ReplyTimeout (no reply, or the request could not be sent in time), or the send's error.
+        """
         timeout_s = timeout_s or self.timeout_s
         request_id = request_id or new_request_id()
+        started = time.monotonic()
         future = self.submit(inputs, request_id, deadline_ms, timeout_s)
-        try:
-            return future.result(timeout=timeout_s + 5.0)  # the reader gives up first; this is a backstop
-        except ReplyTimeout:
+        try:  # the reader gives up at the timeout; this is a backstop
+            return future.result(timeout=max(started + timeout_s + RESULT_MARGIN_S - time.monotonic(), 0.0))
+        except ReplyTimeout:  # a TimeoutError, as FutureTimeout is since Python 3.11
             raise
         except FutureTimeout:
+            future.cancel()
             raise ReplyTimeout(f"no reply for request {request_id} within {timeout_s:g} s") from None
 
     def score_many(self, items: Iterable[Any], *, max_in_flight: int = 1000,
@@ -193,24 +242,33 @@ class ScoringClient:
         return request_id
 
     def abandon(self, request_ids: Iterable[str]) -> None:
-        """Stop waiting for these requests (no more resends) and cancel their futures."""
+        """Stop waiting for these requests (no more resends) and cancel their futures, which forgets them."""
         with self._lock:
-            abandoned = [p for p in (self._inflight.pop(i) for i in request_ids) if p is not None]
-        for pending in abandoned:
-            pending.waiter.cancel()
+            abandoned = [p.waiter for p in (self._inflight.get(i) for i in request_ids) if p is not None]
+        for waiter in abandoned:
+            waiter.cancel()
 
-    def close(self) -> None:
-        """Stop reading replies, cancel the futures still waiting, close the Kafka clients. Idempotent."""
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> int:
+        """Stop reading replies, cancel the futures still waiting, close the Kafka clients. Idempotent.
+
+        Gives the producer what is left of ``timeout_s`` (1 s) to deliver the requests sent, then drops the
+        rest: returns how many requests were not sent (0 when the broker took all; logged as
+        ``requests_not_sent`` otherwise). Returns within about ``timeout_s`` even when no broker answers.
+        """
         if self._closed:
-            return
+            return 0
         self._closed = True
+        deadline = time.monotonic() + timeout_s
         self._closing.set()
-        self._reader.join(timeout=10)
+        self._reader.join(timeout=timeout_s)
         with self._lock:
             abandoned = self._inflight.drain()
         for _, pending in abandoned:
             pending.waiter.cancel()
-        self._shut_down()
+        unsent = self._shut_down(max(deadline - time.monotonic(), 0.0))
+        if unsent:
+            log.warning("requests_not_sent", count=unsent, topic=self.requests_topic, waited_s=timeout_s)
+        return unsent
 
     def __enter__(self) -> ScoringClient:
         return self
@@ -218,18 +276,54 @@ class ScoringClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _send(self, request_id: str, value: bytes) -> None:
+    def _prepare_publisher(self, timeout_s: float) -> None:
+        try:
+            self._publisher.prepare(self.requests_topic, timeout_s)
+        except PublishTimeout as exc:
+            raise ServiceUnavailable(f"cannot send to the requests topic: {exc}") from None
+
+    def _send_first(self, request_id: str, value: bytes, future: Future[Reply], timeout_s: float,
+                    is_new: bool) -> None:
+        """The caller's send: waits at most ``timeout_s``, then fails the request (ReplyTimeout)."""
+        try:
+            self._publish(request_id, value, future, max(timeout_s, 0.0))
+        except PublishTimeout as exc:
+            total = self._forget(request_id, future)
+            waited = f"{total:g} s" if total is not None else "its timeout"
+            _resolve(future, error=ReplyTimeout(f"request {request_id} could not be sent within {waited}: {exc}"))
+            return
+        except BaseException:
+            if is_new:  # nobody gets this future: the request is gone with the error
+                self._forget(request_id, future)
+            raise
+
+    def _resend(self, request_id: str, value: bytes, future: Future[Reply]) -> None:
+        """On the reader's thread: never waits; a resend that cannot be queued at once is skipped (the request
+        still ends at its timeout)."""
+        with contextlib.suppress(PublishTimeout):
+            self._publish(request_id, value, future, 0.0)
+
+    def _publish(self, request_id: str, value: bytes, future: Future[Reply], timeout_s: float) -> None:
+        """One send of the request, counted in its ``queued`` once the producer took it."""
         def on_done(_partition: int | None, error: BaseException | None) -> None:
-            if error is not None:
-                self._fail(request_id, error)
+            if error is not None and self._forget(request_id, future) is not None:
+                _resolve(future, error=error)
 
-        self._publisher.publish(self.requests_topic, request_id.encode(), value, on_done)
-
-    def _fail(self, request_id: str, error: BaseException) -> None:
+        self._publisher.publish(self.requests_topic, request_id.encode(), value, on_done, timeout_s)
         with self._lock:
-            pending = self._inflight.pop(request_id)
-        if pending is not None:
-            _resolve(pending.waiter, error=error)
+            pending = self._inflight.get(request_id)
+            if pending is not None and pending.waiter is future:
+                pending.queued += 1
+
+    def _forget(self, request_id: str, future: Future[Reply]) -> float | None:
+        """Stop tracking this request (not a newer one with its id); its timeout if it was tracked."""
+        with self._lock:
+            pending = self._inflight.forget(request_id, future, time.monotonic())
+        return None if pending is None else pending.interval_s * pending.sends_allowed
+
+    def _forget_if_cancelled(self, request_id: str, future: Future[Reply]) -> None:
+        if future.cancelled():
+            self._forget(request_id, future)
 
     def _follow_reply_topic(self) -> None:
         partitions = self._replies.partitions(self.reply_topic)
@@ -240,7 +334,7 @@ class ScoringClient:
     def _read_replies(self) -> None:
         try:
             while not self._closing.is_set():
-                for record in self._replies.poll(0.1):
+                for record in self._replies.poll(POLL_S):
                     self._deliver(record.key, record.value)
                 self._resend_or_expire()
                 self._publisher.serve()  # confluent-kafka reports failed sends only from inside a call
@@ -256,7 +350,7 @@ class ScoringClient:
         if key is None or value is None:
             return
         with self._lock:
-            pending = self._inflight.pop(key.decode("utf-8", "replace"))
+            pending = self._inflight.answer(key.decode("utf-8", "replace"), time.monotonic())
         if pending is not None:
             try:
                 _resolve(pending.waiter, reply=decode_reply(value))
@@ -266,13 +360,17 @@ class ScoringClient:
     def _resend_or_expire(self) -> None:
         with self._lock:
             due = self._inflight.take_due(time.monotonic())
-        for request_id, value in due.resend:
-            self._send(request_id, value)
+            resend = [(i, v, p.waiter) for i, v in due.resend if (p := self._inflight.get(i)) is not None]
+        for request_id, value, future in resend:
+            self._resend(request_id, value, future)
         for request_id, pending in due.expired:
             _resolve(pending.waiter, error=self._timeout(request_id, pending))
 
     def _timeout(self, request_id: str, pending: Pending[Future[Reply]]) -> ReplyTimeout:
         waited = pending.interval_s * pending.sends_allowed
+        if not pending.queued:  # the caller's send is still waiting (kafka-python without metadata)
+            return ReplyTimeout(f"request {request_id} could not be sent within {waited:g} s: the producer took "
+                                f"none of its {pending.sends} sends; is a broker reachable?")
         return ReplyTimeout(f"no reply for request {request_id} on {self.reply_topic} within {waited:g} s "
                             f"({pending.sends} sends); is a worker consuming {self.requests_topic}?")
 
@@ -280,9 +378,11 @@ class ScoringClient:
         error = self._reader_error
         return "" if error is None else f" (its reply reader failed: {type(error).__name__}: {error})"
 
-    def _shut_down(self) -> None:
-        self._publisher.close()
-        self._replies.close()
+    def _shut_down(self, timeout_s: float = CLOSE_TIMEOUT_S) -> int:
+        try:
+            return self._publisher.close(timeout_s)
+        finally:
+            self._replies.close()
 
 
 class Outstanding:
@@ -305,10 +405,13 @@ class Outstanding:
 def _resolve(future: Future[Reply], reply: Reply | None = None, error: BaseException | None = None) -> None:
     if future.done():
         return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(reply or {})
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(reply or {})
+    except InvalidStateError:  # cancelled on another thread since
+        pass
 
 
 def _result(index: int, request_id: str, future: Future[Reply]) -> ScoreResult:

@@ -16,10 +16,18 @@ from typing import NamedTuple, Protocol
 from worker.core.security import KafkaSecurity
 from worker.core.settings import KAFKA_CLIENTS, check_kafka_client
 
-__all__ = ["KAFKA_CLIENTS", "OnDone", "Publisher", "Record", "ReplyReader", "open_publisher", "open_reply_reader"]
+__all__ = ["CLOSE_TIMEOUT_S", "KAFKA_CLIENTS", "OnDone", "PublishTimeout", "Publisher", "Record", "ReplyReader",
+           "open_publisher", "open_reply_reader"]
 
 # What a publish comes to: (partition, None) once the broker took the record, (None, error) if it was lost.
 OnDone = Callable[[int | None, BaseException | None], None]
+
+CLOSE_TIMEOUT_S = 1.0  # how long close() waits for the broker to take what was published
+
+
+class PublishTimeout(TimeoutError):
+    """A record could not be queued in the time given: no metadata for its topic (kafka-python, when no
+    broker answers), or no room in the send buffer (librdkafka). Nothing was sent."""
 
 
 class Record(NamedTuple):
@@ -38,14 +46,24 @@ class Publisher(Protocol):
     Java client's murmur2 partitioner), so switching clients keeps per-key order.
     """
 
-    def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone) -> None:
+    def prepare(self, topic: str, timeout_s: float) -> None:
+        """Get what publishing to ``topic`` needs before the first record, so that ``publish`` does not wait
+        for it later (kafka-python: the topic's metadata; librdkafka needs nothing). Raises PublishTimeout
+        after ``timeout_s``."""
+        ...
+
+    def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone,
+                timeout_s: float | None = None) -> None:
         """Queue one record; ``on_done`` runs exactly once with its partition or the error that lost it.
 
-        Blocks while the client's send buffer is full. ``on_done`` runs on
-        kafka-python's IO thread, or, on confluent-kafka, inside a later
-        ``publish``, ``serve`` or ``flush`` on the thread that called it: keep
-        it short and do not publish from it. A record refused at once (larger
-        than the broker takes, say) raises here instead.
+        Blocks while kafka-python has no metadata for the topic (see ``prepare``)
+        or librdkafka's send buffer is full, at most ``timeout_s`` (None: the
+        library's own limit, 60 s on kafka-python, 15 s on librdkafka; 0: one
+        try), then raises PublishTimeout and ``on_done`` never runs. It runs
+        on kafka-python's IO thread, or, on confluent-kafka, inside a later
+        ``publish``, ``serve``, ``flush`` or ``close`` on the thread that
+        called it: keep it short and do not publish from it. A record refused
+        at once (larger than the broker takes, say) raises here instead.
         """
         ...
 
@@ -54,12 +72,15 @@ class Publisher(Protocol):
         call; kafka-python has its own thread)."""
         ...
 
-    def flush(self) -> None:
-        """Block until the broker answered every record published so far."""
+    def flush(self, timeout_s: float | None = None) -> int:
+        """Block until the broker answered every record published so far, or ``timeout_s`` passed (None: no
+        limit but the records' own delivery timeout). Returns how many are still unanswered."""
         ...
 
-    def close(self) -> None:
-        """Flush for up to a few seconds, then let go of the connections."""
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> int:
+        """Flush for up to ``timeout_s``, drop what the broker has not taken by then (their ``on_done`` may
+        run with an error, or never), and let go of the connections. Returns how many records were dropped.
+        Returns within about ``timeout_s`` even when no broker answers."""
         ...
 
 

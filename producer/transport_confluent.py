@@ -2,7 +2,9 @@
 
 Imported only when that client is chosen (producer/transport.py); needs the
 ``confluent`` extra. The connection and security settings are the worker's
-(worker/kafka/confluent/connection.py), from the same KafkaSecurity.
+(worker/kafka/confluent/connection.py), from the same KafkaSecurity; their
+log lines and errors go through a QuietClientLog (producer/transport_logs.py)
+each, which leaves out the repeats of a broker that does not answer.
 """
 
 from __future__ import annotations
@@ -14,14 +16,20 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from producer.transport import OnDone, Record
+from producer.transport import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
+from producer.transport_logs import QuietClientLog
 from worker.core.security import KafkaSecurity
 from worker.kafka.confluent.connection import client_config
 from worker.kafka.confluent.sink import MAX_BLOCK_S, QUEUE_FULL_WAIT_S
 
 MAX_RECORDS = 5000  # per poll
 METADATA_TIMEOUT_S = 10.0
-CLOSE_FLUSH_S = 10.0
+
+
+def quiet_config(config: dict[str, Any], quiet: QuietClientLog) -> dict[str, Any]:
+    """``config`` with its log lines and errors through ``quiet``. A broker closing an idle connection is
+    routine, not worth a line (``log.connection.close``); a failed connection is still reported."""
+    return {**config, "logger": quiet, "error_cb": quiet.error, "log.connection.close": False}
 
 
 def publisher_config(bootstrap_servers: str, security: KafkaSecurity, linger_ms: int,
@@ -54,34 +62,54 @@ def reader_config(bootstrap_servers: str, security: KafkaSecurity, read_committe
 
 
 class ConfluentPublisher:
+    """librdkafka's producer: it is built without a broker and queues records while it connects."""
+
     def __init__(self, bootstrap_servers: str, security: KafkaSecurity, linger_ms: int,
                  batch_bytes: int | None) -> None:
-        self._producer = Producer(publisher_config(bootstrap_servers, security, linger_ms, batch_bytes))
+        self._quiet = QuietClientLog("streamscore-producer")
+        self._producer = Producer(quiet_config(publisher_config(bootstrap_servers, security, linger_ms, batch_bytes),
+                                               self._quiet))
 
-    def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone) -> None:
-        """Also serves the delivery reports due; waits (serving them) up to MAX_BLOCK_S for room in a full queue,
-        then raises BufferError."""
+    def prepare(self, topic: str, timeout_s: float) -> None:
+        """Nothing to wait for: librdkafka fetches the metadata while records wait in its queue."""
+
+    def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone,
+                timeout_s: float | None = None) -> None:
+        """Also serves the delivery reports due; waits (serving them) up to ``timeout_s`` (None: MAX_BLOCK_S)
+        for room in a full queue."""
         delivered = partial(_delivered, on_done)
         deadline: float | None = None
+        limit = MAX_BLOCK_S if timeout_s is None else timeout_s
         while True:
             try:
                 self._producer.produce(topic, value, key, on_delivery=delivered)
                 break
             except BufferError:  # the queue is full: let acknowledgements free room
-                deadline = deadline if deadline is not None else time.monotonic() + MAX_BLOCK_S
-                if time.monotonic() >= deadline:
-                    raise
-                self._producer.poll(QUEUE_FULL_WAIT_S)
+                deadline = deadline if deadline is not None else time.monotonic() + limit
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PublishTimeout(f"librdkafka's send queue stayed full for {limit:g} s (is the broker "
+                                         "taking records?)") from None
+                self._producer.poll(min(QUEUE_FULL_WAIT_S, left))
         self._producer.poll(0)
 
     def serve(self) -> None:
         self._producer.poll(0)
 
-    def flush(self) -> None:
-        self._producer.flush()
+    def flush(self, timeout_s: float | None = None) -> int:
+        return self._producer.flush(-1 if timeout_s is None else timeout_s)
 
-    def close(self) -> None:
-        self._producer.flush(CLOSE_FLUSH_S)  # Producer.close() is newer than the oldest confluent-kafka we take
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> int:
+        """What is left after the flush is purged: its delivery reports (errors) are served here."""
+        unanswered = self._producer.flush(timeout_s)
+        if unanswered:
+            self._producer.purge()
+            self._producer.poll(0)
+        close = getattr(self._producer, "close", None)  # not in the oldest confluent-kafka we take
+        if close is not None:
+            close()
+        self._quiet.close()
+        return unanswered
 
 
 def _delivered(on_done: OnDone, error: KafkaError | None, message: Message) -> None:
@@ -93,7 +121,9 @@ def _delivered(on_done: OnDone, error: KafkaError | None, message: Message) -> N
 
 class ConfluentReplyReader:
     def __init__(self, bootstrap_servers: str, security: KafkaSecurity, read_committed: bool) -> None:
-        self._consumer = Consumer(reader_config(bootstrap_servers, security, read_committed))
+        self._quiet = QuietClientLog("streamscore-reply-reader")
+        self._consumer = Consumer(quiet_config(reader_config(bootstrap_servers, security, read_committed),
+                                               self._quiet))
 
     def partitions(self, topic: str) -> list[int]:
         """Raises KafkaException when the metadata says something other than "no such topic" (not authorised)."""
@@ -131,3 +161,4 @@ class ConfluentReplyReader:
 
     def close(self) -> None:
         self._consumer.close()
+        self._quiet.close()

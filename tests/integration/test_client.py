@@ -197,3 +197,53 @@ def test_a_read_committed_client_takes_each_reply_of_an_exactly_once_worker_on_t
     for result in results:
         assert result.ok, result.error
         assert result.reply["outputs"]["churn_probability"] == pytest.approx(expected[result.index], abs=1e-6)
+
+
+def test_requests_given_up_on_are_forgotten_their_ids_work_again_and_late_replies_are_counted(
+        bootstrap, redis_url, topics, tmp_path, kafka_client):
+    """Cancelled (an asyncio task, a concurrent future) or timed out, a request leaves the in-flight table: the
+    same id sent again waits for its reply like a new request, and a reply for one nobody waits for is
+    dropped and counted. The worker starts only after the client gave up on each."""
+    rows = churn_inputs(3, seed=8)
+    expected = expected_scores(rows)
+
+    async def scenario():
+        async with AsyncScoringClient(bootstrap, topics.requests, topics.replies, timeout_s=120, retries=0,
+                                      kafka_client=kafka_client) as client:
+            cancelled = asyncio.create_task(client.score(rows[0], request_id="again-async"))
+            await until(lambda: client.sync.in_flight == 1, "the request in flight")
+            cancelled.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await cancelled
+            assert client.sync.in_flight == 0
+            again_async = client.submit(rows[0], request_id="again-async")
+
+            first = client.sync.submit(rows[1], request_id="again-sync")
+            assert first.cancel()
+            assert client.sync.in_flight == 1  # again-async only
+            again_sync = client.sync.submit(rows[1], request_id="again-sync")
+            assert again_sync is not first and not again_sync.done()
+
+            with pytest.raises(ReplyTimeout):
+                await client.score(rows[2], request_id="late-1", timeout_s=0.5)
+            assert client.sync.in_flight == 2 and client.sync.late_replies == 0
+
+            worker = start_worker(bootstrap, redis_url, topics, tmp_path)
+            replies = await asyncio.wait_for(asyncio.gather(again_async, asyncio.wrap_future(again_sync)), 120)
+            await until(lambda: client.sync.late_replies == 1, "late-1's reply, counted")
+            assert client.sync.in_flight == 0
+            return worker, replies
+
+    worker, replies = asyncio.run(scenario())
+    assert worker.stop() == 0
+    assert [r["id"] for r in replies] == ["again-async", "again-sync"]
+    for reply, score in zip(replies, expected[:2], strict=True):
+        assert reply["outputs"]["churn_probability"] == pytest.approx(score, abs=1e-6)
+
+
+async def until(condition, what, timeout_s=60.0):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.01)
