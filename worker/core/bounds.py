@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from worker.core.settings import Settings
 
 # Each call's ceiling, when the poll interval and liveness timeout leave room for it.
-METADATA_S = 5.0  # one metadata request: a topic lookup, committed offsets
+METADATA_S = 5.0  # one metadata request (committed offsets), or the loop waiting for a reply topic's lookup
 SEND_BLOCK_S = 10.0  # a send waiting for room in a full queue, or for its topic's metadata
 SETTLE_S = 30.0  # waiting for the broker's acknowledgements of a step's sends
 TRANSACTION_S = 30.0  # one transactional call (commit, abort, offsets) on librdkafka
@@ -28,7 +28,6 @@ STORE_CONNECT_S = 1.0  # a dedup store connection
 STORE_READ_S = 2.0  # a dedup store answer
 STORE_RETRIES = 1  # more tries of one store command after a connection error or a timeout
 STORE_RETRY_GAP_S = 0.05
-LOOKUP_WAIT_S = 0.5  # the loop waiting for a lookup of a reply topic it does not know (worker/core/topics.py)
 SHARE = 0.25  # of the smaller of max.poll.interval.ms and the liveness timeout, for any one call
 
 
@@ -59,7 +58,7 @@ class StepBounds:
     def worst_step_s(self, exactly_once: bool) -> float:
         """A step's blocking calls at their bounds: a reply-topic lookup, a claim, a send, the settle, the done
         marks, and with exactly-once the transaction's commit."""
-        return (LOOKUP_WAIT_S + 2 * self.store_call_s + self.send_block_s + self.settle_s
+        return (self.metadata_s + 2 * self.store_call_s + self.send_block_s + self.settle_s
                 + (self.transaction_s if exactly_once else 0.0))
 
 

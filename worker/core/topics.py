@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import structlog
 
-from worker.core.bounds import LOOKUP_WAIT_S
+from worker.core.bounds import METADATA_S
 from worker.core.clock import Clock
 
 log = structlog.get_logger(__name__)
@@ -31,7 +31,7 @@ class TopicDirectory:
     """``list_topics`` must be safe to call from another thread than the loop's. Thread-safe."""
 
     def __init__(self, list_topics: Callable[[], set[str]], clock: Clock, refresh_s: float = REFRESH_S,
-                 wait_s: float = LOOKUP_WAIT_S) -> None:
+                 wait_s: float = METADATA_S) -> None:
         self._list_topics = list_topics
         self._clock = clock
         self._refresh_s = refresh_s

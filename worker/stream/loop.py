@@ -79,9 +79,10 @@ class Worker:
         self._gate = gate
         self._responder = Responder(sink, settings.reply_topic, settings.dead_letter_topic, runner.name,
                                     runner.version, self.stats)
-        self._admission = Admission(prepare, settings.max_record_bytes, settings.max_batch_tokens,
-                                    TopicDirectory(source.list_topics, clock), gate, self._batcher, offsets,
-                                    self._responder, self.stats, clock, frozenset([settings.requests_topic]))
+        topics = TopicDirectory(source.list_topics, clock, wait_s=self._bounds.metadata_s)
+        self._admission = Admission(prepare, settings.max_record_bytes, settings.max_batch_tokens, topics, gate,
+                                    self._batcher, offsets, self._responder, self.stats, clock,
+                                    frozenset([settings.requests_topic]))
         now = clock.monotonic()
         self._commits = commit_policy(source, transactions, offsets, gate, settings.commit_interval_ms / 1000, now)
         self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self._commits, self.stats)
