@@ -181,7 +181,7 @@ def _drive(scenario: Scenario, context: Context, bootstrap: str, security: Kafka
     finally:
         reader.close()
     # A broker outage disrupts the replies in flight during it: an ack may come only after the group
-    # moved the partition, and the new owner answers the record again (README, Guarantees).
+    # moved the partition, and the new owner answers the record again (docs/guarantees.md).
     disruptions_ms = [(int(e.at * 1000), int(e.at * 1000)) for e in fleet.exits if e.how in ("killed", "crashed")]
     disruptions_ms += [(int(stopped * 1000), int(back * 1000) + SESSION_TIMEOUT_MS)
                        for stopped, back in context.broker_outages]

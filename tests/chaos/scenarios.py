@@ -1,7 +1,7 @@
 """The chaos scenarios: what each one breaks while the load runs, and what it promises.
 
 Every scenario promises that no request ID the broker acknowledged goes
-unanswered. Duplicate replies are allowed only where the README documents
+unanswered. Duplicate replies are allowed only where docs/guarantees.md documents
 them: a worker that dies after the broker acknowledged a reply and before the
 ID's done mark was written re-scores it on redelivery (scenarios a and c), and
 so does a broker that stops while a reply's acknowledgement is outstanding, if

@@ -1,0 +1,66 @@
+"""docs/configuration.md's table of settings is the one `python -m worker.settings_doc` writes from Settings."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+import pytest
+
+from worker.core.errors import ConfigError
+from worker.core.settings import Settings, add_flags
+from worker.settings_doc import BEGIN, COMMAND, DOC, END, main, render, rows, update
+
+
+def test_the_committed_table_is_the_one_the_script_writes():
+    text = DOC.read_text(encoding="utf-8")
+    assert update(text) == text, f"docs/configuration.md is stale: run `{COMMAND}` and commit the result"
+
+
+def test_every_flag_of_the_worker_has_a_row_with_its_flag_and_variable():
+    parser = argparse.ArgumentParser(add_help=False)
+    add_flags(parser)
+    flags = {a.option_strings[0] for a in parser._actions if a.option_strings}
+    table = rows()
+    assert {r.flag for r in table} == flags
+    by_setting = {r.setting: r for r in table}
+    assert (by_setting["max_batch_size"].flag, by_setting["max_batch_size"].env) == (
+        "--max-batch-size", "STREAMSCORE_MAX_BATCH_SIZE")
+    assert (by_setting["kafka_bootstrap_servers"].flag, by_setting["kafka_bootstrap_servers"].env) == (
+        "--bootstrap-servers", "KAFKA_BOOTSTRAP_SERVERS")
+    assert by_setting["kafka_security.sasl_password_file"].env == "KAFKA_SASL_PASSWORD_FILE"
+    assert len(table) == len(fields(Settings)) - 1 + 10  # kafka_security stands for its ten settings
+
+
+def test_every_variable_in_the_table_is_one_the_settings_read():
+    bogus = "bogus-value-7"
+    for row in rows():
+        try:
+            settings = Settings.from_sources(None, {row.env: bogus})
+        except ConfigError as exc:  # read, and refused: but never as a variable the settings do not know
+            assert "unknown" not in str(exc), row
+            continue
+        value = settings
+        for name in row.setting.split("."):
+            value = getattr(value, name)
+        assert value == bogus, row
+
+
+def test_help_text_cannot_break_the_table():
+    assert "\\<requests-topic\\>.replies" in render()  # not an HTML tag
+    assert all(line.count(" | ") >= 4 for line in render().splitlines() if line.startswith("| `"))
+
+
+def test_a_page_without_the_markers_is_refused():
+    with pytest.raises(ValueError, match="marker"):
+        update("# Configuration\n")
+
+
+def test_check_reports_a_stale_page_and_writing_fixes_it(tmp_path, capsys):
+    page = tmp_path / "configuration.md"
+    page.write_text(f"# Configuration\n\n{BEGIN}\n| stale |\n{END}\n\nAfter.\n", encoding="utf-8")
+    assert main(["--check", "--path", str(page)]) == 1
+    assert "stale" in capsys.readouterr().err
+    assert main(["--path", str(page)]) == 0
+    assert main(["--check", "--path", str(page)]) == 0
+    assert page.read_text(encoding="utf-8").endswith(f"{END}\n\nAfter.\n")

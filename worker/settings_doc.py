@@ -1,0 +1,108 @@
+"""The table of settings in docs/configuration.md, written from ``Settings`` so that it cannot drift.
+
+    python -m worker.settings_doc           # rewrite the table in docs/configuration.md
+    python -m worker.settings_doc --check   # exit 1, changing nothing, if the table there is stale
+
+One row per setting of ``python -m worker run``: each field of ``Settings``
+(worker/core/settings.py) and of its nested groups (the Kafka security
+settings, worker/core/security.py), with the flag ``add_flags`` gives it, the
+environment variable it is read from, its default and its help text. Only the
+lines between BEGIN and END are written; the prose around them is edited by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import MISSING, Field, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from worker.core.settings import ENV_PREFIX, PLAIN_ENV, Settings, add_flags
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+COMMAND = "python -m worker.settings_doc"
+BEGIN = f"<!-- BEGIN settings table: written by `{COMMAND}` from worker/core/settings.py; do not edit -->"
+END = "<!-- END settings table -->"
+
+
+@dataclass(frozen=True)
+class Row:
+    setting: str
+    flag: str
+    env: str
+    default: str
+    help: str
+
+
+def rows() -> list[Row]:
+    """Every setting, in the order of the dataclasses. Raises KeyError for a field that has no flag."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_flags(parser)
+    actions = [a for a in parser._actions if a.option_strings]
+    by_dest = {a.dest: a.option_strings[0] for a in actions}
+    by_metavar = {a.metavar: a.option_strings[0] for a in actions if isinstance(a.metavar, str)}
+    table: list[Row] = []
+    for f in fields(Settings):
+        if not f.metadata.get("nested"):
+            env = PLAIN_ENV.get(f.name, ENV_PREFIX + f.name.upper())
+            table.append(Row(f.name, by_dest[f.name], env, _shown(_default(f)), f.metadata["help"]))
+            continue
+        for sub in fields(_default(f)):  # a nested group names its own variables; its flags are named after them
+            env = sub.metadata["env"]
+            table.append(Row(f"{f.name}.{sub.name}", by_metavar[env], env, _shown(_default(sub)), sub.metadata["help"]))
+    return table
+
+
+def render() -> str:
+    """The table, markers included."""
+    lines = [BEGIN, "", "| setting | flag | environment variable | default | meaning |", "|---|---|---|---|---|"]
+    lines += [f"| `{r.setting}` | `{r.flag}` | `{r.env}` | {r.default} | {_escape(r.help)} |" for r in rows()]
+    return "\n".join([*lines, "", END])
+
+
+def update(text: str) -> str:
+    """``text`` with the part from BEGIN to END replaced by ``render()``. Raises ValueError without both markers."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"the page needs the two marker lines, {BEGIN!r} and then {END!r}")
+    return text[:start] + render() + text[end + len(END):]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description="Write docs/configuration.md's table of settings.")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the table is stale; write nothing")
+    parser.add_argument("--path", type=Path, default=DOC, help=f"the page (default: {DOC})")
+    args = parser.parse_args(argv)
+    text = args.path.read_text(encoding="utf-8")
+    fresh = update(text)
+    if args.check:
+        if fresh != text:
+            print(f"{args.path}: the settings table is stale; run `{COMMAND}`", file=sys.stderr)
+            return 1
+        return 0
+    if fresh != text:
+        args.path.write_text(fresh, encoding="utf-8")
+    print(f"{args.path}: {'written' if fresh != text else 'up to date'}", file=sys.stderr)
+    return 0
+
+
+def _default(f: Field[Any]) -> Any:
+    return f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
+
+
+def _shown(value: Any) -> str:
+    text = str(value).lower() if isinstance(value, bool) else str(value)  # a Secret's str is "" or "***"
+    return f"`{text}`" if text else ""
+
+
+def _escape(text: str) -> str:
+    """Markdown-safe help text: a cell ends at `|`; outside code spans, `<`, `>` and `*` are markup."""
+    parts = text.replace("|", "\\|").split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("*", "\\*").replace("<", "\\<").replace(">", "\\>")
+    return "`".join(parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
