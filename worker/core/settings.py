@@ -113,9 +113,10 @@ class Settings:
                               "port; 0 serves nothing. With --processes N, child i serves on this port + i "
                               "(0 .. N-1), the supervisor on none")
     liveness_timeout_s: float = _setting(
-        60.0, "/healthz answers 503 once the loop has not polled for this long. It must exceed the longest a "
-        "healthy step blocks: a broker outage holds one for up to 30 s (the sink's settle), and a poll's worth of "
-        "batches at the speed measured in warmup is checked against it at start")
+        60.0, "/healthz answers 503 once the loop has not polled for this long, or has held records without "
+        "finishing any for this long. Each blocking call of a step gets at most a quarter of it (worker/core/"
+        "bounds.py: with the defaults a broker outage holds a step's settle 15 s), and a poll's worth of batches "
+        "at the speed measured in warmup is checked against it at start")
 
     def __post_init__(self) -> None:
         _validate(self)
