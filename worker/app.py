@@ -27,7 +27,7 @@ from worker.kafka.sink import KafkaSink
 from worker.kafka.source import KafkaSource
 from worker.kafka.transactions import TransactionalSink
 from worker.models import load_model
-from worker.models.runner import TorchRunner
+from worker.models.runner import TorchRunner, pick_device
 from worker.ports import DedupStore, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.loop import Worker
 from worker.stream.scoring import InlineScorer, ThreadScorer
@@ -199,6 +199,7 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     that points at a service that does not answer.
     """
     require_services(settings)
+    pick_device(settings.device)  # a GPU this machine lacks: said before any service is contacted
     clock = SystemClock()
     # The services first: a wrong password should stop the worker in seconds, not after the model's load.
     check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)

@@ -24,6 +24,7 @@ from worker.inspect_model import add_inspect_parser, run_inspect
 from worker.jobs.backfill import add_backfill_parser, run_backfill
 from worker.jobs.batch_file import FileSummary, ScoringStopped, check_files, dead_letter_path, score_file
 from worker.logs import configure_logging, renders_json
+from worker.models.runner import pick_device
 from worker.signals import stop_on_signals
 from worker.supervisor import child_commands, supervise
 
@@ -197,6 +198,7 @@ def _exit_now_if_threads_linger(code: int, log: structlog.typing.FilteringBoundL
 
 
 def _run_processes(settings: Settings, argv: list[str]) -> int:
+    pick_device(settings.device)  # one clear message here rather than a child failing again and again
     commands = child_commands(argv, settings.processes, settings.client_id, settings.device,
                               torch.cuda.device_count(), settings.transactional_id, settings.http_port)
     return supervise(commands)

@@ -7,14 +7,15 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from tests.integration.kit import REPO
 
 
-def run_worker(*args, **env):
+def run_worker(*args, cwd=REPO, **env):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")}
     full_env.update(env, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "worker", *args], cwd=REPO, env=full_env,
+    return subprocess.run([sys.executable, "-m", "worker", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -67,3 +68,39 @@ def test_score_file_reads_and_writes_parquet(tmp_path):
     replies = pq.read_table(target).to_pylist()
     assert [(r["id"], r["status"], r["error_code"]) for r in replies] == [
         ("a", "ok", None), ("b", "error", "wrong_input_length")]
+
+
+def _one_error_line(result):
+    """The command's one ``error: ...`` line (console logs); fails on a traceback or more than one."""
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+ABSENT_GPU = f"cuda:{torch.cuda.device_count()}"  # one past the last: absent on any machine
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--requests-topic", "t"],
+    ["run", "--requests-topic", "t", "--processes", "2"],  # refused once, by the supervisor, not by every child
+    ["score-file", "in.jsonl", "out.jsonl", "--no-progress"],
+    ["inspect-model"],
+])
+def test_a_gpu_the_machine_lacks_stops_every_command_naming_the_device_setting(tmp_path, command):
+    (tmp_path / "in.jsonl").write_text('{"id": "a", "inputs": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}\n')
+    # No broker at that address: the device is checked before the services are.
+    result = run_worker(*command, "--device", ABSENT_GPU, "--log-format", "console", cwd=tmp_path,
+                        KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1", REDIS_URL="memory://")
+    assert result.returncode == 2
+    line = _one_error_line(result)
+    assert f"device={ABSENT_GPU} (--device, STREAMSCORE_DEVICE): this machine has " in line
+    assert "valid here: auto, cpu" in line
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: --device cuda is valid here")
+def test_device_cuda_without_a_gpu_says_to_use_the_cpu():
+    result = run_worker("inspect-model", "--device", "cuda", "--log-format", "console")
+    assert result.returncode == 2
+    assert _one_error_line(result).endswith("valid here: auto, cpu")

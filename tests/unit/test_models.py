@@ -6,7 +6,7 @@ import torch
 from worker.core.errors import ConfigError, InvalidInput, ModelError
 from worker.models import load_model
 from worker.models.base import DeclaredModel
-from worker.models.runner import TorchRunner
+from worker.models.runner import TorchRunner, pick_device
 from worker.models.spec import VectorInputs
 
 
@@ -40,6 +40,31 @@ def test_amp_bf16_on_cpu_stays_close_to_float32_and_replies_in_float32():
     assert bf16 != exact  # autocast did run in bfloat16 ...
     assert bf16 == pytest.approx(exact, abs=1e-2)  # ... with bfloat16's 8 significant bits
     assert all(type(p) is float for p in bf16)
+
+
+@pytest.mark.parametrize("setting, cuda_devices, message", [
+    ("cuda", 0, r"^device=cuda \(--device, STREAMSCORE_DEVICE\): this machine has no CUDA device .*; "
+                r"valid here: auto, cpu$"),
+    ("cuda:0", 0, r"^device=cuda:0 \(--device, STREAMSCORE_DEVICE\): this machine has no CUDA device"),
+    ("cuda:7", 2, r"^device=cuda:7 \(--device, STREAMSCORE_DEVICE\): this machine has 2 CUDA devices; "
+                  r"valid here: auto, cpu, cuda, cuda:0, cuda:1$"),
+    ("cuda:1", 1, r"has 1 CUDA device; valid here: auto, cpu, cuda, cuda:0$"),
+])
+def test_a_cuda_device_the_machine_lacks_is_refused_naming_the_setting_and_what_is_there(
+        monkeypatch, setting, cuda_devices, message):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_devices > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: cuda_devices)
+    with pytest.raises(ConfigError, match=message):
+        pick_device(setting)
+
+
+def test_a_cuda_device_the_machine_has_is_taken_as_it_is(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert (pick_device("cuda:1"), pick_device("cuda"), pick_device("auto")) == (
+        torch.device("cuda:1"), torch.device("cuda"), torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pick_device("auto") == torch.device("cpu")
 
 
 def test_amp_fp16_is_refused_when_the_device_resolves_to_cpu():

@@ -28,6 +28,9 @@ def test_env_then_flags_then_derived_defaults():
     ({"STREAMSCORE_MAX_BATCH_SIZE": "0"}, "max_batch_size"),
     ({"STREAMSCORE_AUTO_OFFSET_RESET": "middle"}, "auto_offset_reset"),
     ({"STREAMSCORE_DEVICE": "tpu"}, "device"),
+    ({"STREAMSCORE_DEVICE": "cudax"}, r"device must be auto, cpu, cuda or cuda:N \(--device, STREAMSCORE_DEVICE\), "
+                                      r"got 'cudax'"),
+    ({"STREAMSCORE_DEVICE": "cuda:-1"}, "device must be"),
     ({"STREAMSCORE_DELIVERY": "at-most-once"}, "delivery"),
     ({"STREAMSCORE_TRANSACTIONAL_ID": "w1"}, "transactional_id"),
     ({"STREAMSCORE_DELIVERY": "exactly-once", "STREAMSCORE_COMMIT_INTERVAL_MS": "20000"},

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from importlib.util import find_spec
@@ -174,6 +175,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add_security_flags(parser)
 
 
+def setting_names(name: str) -> str:
+    """How a user sets the setting ``name``: its flag and its variable, e.g. ``--device, STREAMSCORE_DEVICE``."""
+    (f,) = [f for f in _own_fields() if f.name == name]
+    return f"{f.metadata['flag'] or '--' + name.replace('_', '-')}, {PLAIN_ENV.get(name, ENV_PREFIX + name.upper())}"
+
+
 def _own_fields() -> list[Any]:
     """The settings defined here, not those of a nested group such as kafka_security."""
     return [f for f in fields(Settings) if not f.metadata.get("nested")]
@@ -232,8 +239,8 @@ def _validate(s: Settings) -> None:
     need(s.log_format in ("auto", "json", "console"), f"log_format must be auto, json or console, got {s.log_format!r}")
     need(s.log_level in ("debug", "info", "warning", "error"),
          f"log_level must be debug, info, warning or error, got {s.log_level!r}")
-    need(s.device == "auto" or s.device == "cpu" or s.device.startswith("cuda"),
-         f"device must be auto, cpu, cuda or cuda:N, got {s.device!r}")
+    need(re.fullmatch(r"auto|cpu|cuda(:\d+)?", s.device) is not None,
+         f"device must be auto, cpu, cuda or cuda:N ({setting_names('device')}), got {s.device!r}")
     need(s.amp in AMP_MODES, f"amp must be off, bf16 or fp16, got {s.amp!r}")
     if s.device == "cpu":  # "auto" is resolved, and checked again, when the runner picks its device
         check_amp(s.amp, "cpu")

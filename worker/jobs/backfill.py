@@ -44,6 +44,7 @@ from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
 from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
+from worker.models.runner import pick_device
 from worker.ports import Delivery, SendTag, Sink
 from worker.signals import stop_on_signals
 from worker.stream.loop import Worker
@@ -186,6 +187,7 @@ def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested:
     if settings.delivery != "at-least-once":
         raise ConfigError("backfill supports delivery=at-least-once only (its resume plan lives in the "
                           "consumer group's commit metadata); unset STREAMSCORE_DELIVERY / --delivery")
+    pick_device(settings.device)  # a GPU this machine lacks: said before the job's plan is made
     clock = SystemClock()
     check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
     source, sink = build_backfill_kafka(settings, clock, time_range, keep_deadlines=keep_deadlines,

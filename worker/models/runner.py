@@ -27,7 +27,7 @@ import torch
 
 from worker.core.errors import ConfigError, InvalidInput, ModelError
 from worker.core.faults import FaultLog, ModelCodeFailure, describe
-from worker.core.settings import check_amp
+from worker.core.settings import check_amp, setting_names
 from worker.core.wire import ERR_MODEL_ERROR, ERR_OUT_OF_MEMORY
 from worker.models.base import Servable, eval_mode
 from worker.models.spec import ModelInput, call_module
@@ -40,9 +40,31 @@ MEMORY_SHARE = 0.8  # at most this share of the GPU memory still available may g
 
 
 def pick_device(setting: str) -> torch.device:
+    """The torch device the ``device`` setting names (auto: the first GPU if there is one, else the CPU).
+
+    Raises ConfigError when it names a CUDA device this machine does not have, saying which devices it has.
+    """
+    cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if setting == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(setting)
+        return torch.device("cuda" if cuda_devices else "cpu")
+    device = torch.device(setting)
+    if device.type == "cuda" and (device.index or 0) >= cuda_devices:
+        raise ConfigError(f"device={setting} ({setting_names('device')}): {_cuda_devices_here(cuda_devices)}; "
+                          f"valid here: {', '.join(['auto', 'cpu', *_cuda_names(cuda_devices)])}")
+    return device
+
+
+def _cuda_devices_here(count: int) -> str:
+    if count:
+        return f"this machine has {count} CUDA device{'s' if count > 1 else ''}"
+    if torch.version.cuda is None:
+        return f"this machine has no CUDA device (this torch build, {torch.__version__}, has no CUDA support)"
+    return ("this machine has no CUDA device (torch sees none: no GPU, no NVIDIA driver, or "
+            "CUDA_VISIBLE_DEVICES hides them)")
+
+
+def _cuda_names(count: int) -> list[str]:
+    return ["cuda", *(f"cuda:{index}" for index in range(count))] if count else []
 
 
 def autocast(device: torch.device, amp: str) -> torch.autocast:
