@@ -31,6 +31,11 @@ def run_worker(*args, cwd=REPO, **env):
      "no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"),
     (["--requests-topic", "t", "--amp", "fp16", "--device", "cpu"],
      {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"}, "amp=fp16 needs a CUDA device"),
+    (["backfill", "--requests-topic", "t", "--reply-topic", "r", "--from-time", "99999999999999999999"],
+     {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"},
+     "--from-time '99999999999999999999' is out of range: give a time from 1970-01-01T00:00:00Z"),
+    (["backfill", "--requests-topic", "t", "--reply-topic", "r", "--from-time", "0", "--until-time", "10000-01-01"],
+     {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"}, "--until-time '10000-01-01' is neither ISO 8601"),
 ])
 def test_bad_setting_stops_the_worker_with_a_message_naming_it(args, env, named):
     result = run_worker(*args, **env)

@@ -34,6 +34,9 @@ from worker.core.errors import ConfigError
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Digit strings below this (3 March 1973, in ms) are more likely seconds or a compact date.
 _PLAUSIBLE_EPOCH_MS = 100_000_000_000
+# The last millisecond ISO 8601 can write (9999-12-31T23:59:59.999Z). Nothing before 1970: Kafka's
+# offsets-for-times lookup reads the negative timestamps -1 and -2 as "latest" and "earliest".
+MAX_MS = 253_402_300_799_999
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ def parse_time(text: str, flag: str = "time") -> int:
     ISO 8601 without an offset is taken as UTC; a bare date is its midnight UTC.
     ``0`` means the beginning of time; other digit strings must be plausible
     epoch milliseconds (13 digits), since seconds would silently mean 1970.
+    Times before 1970 and after the year 9999 (``MAX_MS``) are out of range.
     ``flag`` names the option the text came from, in the error message.
     """
     text = text.strip()
@@ -70,7 +74,7 @@ def parse_time(text: str, flag: str = "time") -> int:
         if 0 < value < _PLAUSIBLE_EPOCH_MS:
             raise ConfigError(f"{flag} {text!r} looks like seconds or a compact date; give Unix time in "
                               f"milliseconds (13 digits) or ISO 8601, e.g. 2026-11-29T00:00:00Z")
-        return value
+        return _in_range(value, text, flag)
     try:
         # Python before 3.11 does not read a trailing Z.
         moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
@@ -79,7 +83,14 @@ def parse_time(text: str, flag: str = "time") -> int:
                           "in milliseconds") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
+    return _in_range((moment - _EPOCH) // timedelta(milliseconds=1), text, flag)
+
+
+def _in_range(ms: int, text: str, flag: str) -> int:
+    if not 0 <= ms <= MAX_MS:
+        raise ConfigError(f"{flag} {text!r} is out of range: give a time from 1970-01-01T00:00:00Z to "
+                          f"{format_ms(MAX_MS)} (Unix time in milliseconds 0 to {MAX_MS})")
+    return ms
 
 
 def format_ms(ms: int) -> str:
