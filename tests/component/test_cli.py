@@ -109,3 +109,18 @@ def test_device_cuda_without_a_gpu_says_to_use_the_cpu():
     result = run_worker("inspect-model", "--device", "cuda", "--log-format", "console")
     assert result.returncode == 2
     assert _one_error_line(result).endswith("valid here: auto, cpu")
+
+
+@pytest.mark.parametrize("kafka_client", ["kafka-python", "confluent"])
+@pytest.mark.parametrize("flag, named", [("--reply-topic", "reply_topic (--reply-topic, STREAMSCORE_REPLY_TOPIC)"),
+                                         ("--dead-letter-topic",
+                                          "dead_letter_topic (--dead-letter-topic, STREAMSCORE_DEAD_LETTER_TOPIC)")])
+def test_a_worker_answering_into_its_own_requests_topic_is_refused_at_start(kafka_client, flag, named):
+    if kafka_client == "confluent":
+        pytest.importorskip("confluent_kafka")
+    # No broker at that address: the settings alone say no, whichever client would have run.
+    result = run_worker("run", "--requests-topic", "requests", flag, "requests", "--kafka-client", kafka_client,
+                        "--log-format", "console", KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1", REDIS_URL="memory://")
+    assert result.returncode == 2
+    line = _one_error_line(result)
+    assert f"{named} must differ from requests_topic (--requests-topic, STREAMSCORE_REQUESTS_TOPIC)" in line

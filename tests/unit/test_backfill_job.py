@@ -43,7 +43,9 @@ def test_the_live_workers_names_in_the_environment_are_ignored_flags_and_job_are
 
 @pytest.mark.parametrize("argv, says", [
     (["--requests-topic", "requests", *RANGE], "needs --reply-topic"),
-    (["--requests-topic", "requests", "--reply-topic", "requests", *RANGE], "must differ"),
+    (["--requests-topic", "requests", "--reply-topic", "requests", *RANGE], "reply_topic .* must differ"),
+    (["--requests-topic", "requests", "--reply-topic", "bf", "--dead-letter-topic", "requests", *RANGE],
+     "dead_letter_topic .* must differ from requests_topic"),
     (["--requests-topic", "requests", "--reply-topic", "bf", "--processes", "2", *RANGE], "one process"),
     (["--requests-topic", "requests", "--reply-topic", "bf", "--from-time", "2025-11-30",
       "--until-time", "2025-11-29"], "must be after"),

@@ -40,6 +40,12 @@ def test_env_then_flags_then_derived_defaults():
     ({"REDIS_URL": "http://nope"}, "REDIS_URL"),
     ({"STREAMSCORE_MAX_WAIT_MS": "400000"}, "max_poll_interval_ms"),
     ({"STREAMSCORE_DEDUP_LEASE_MS": "10", "STREAMSCORE_MAX_WAIT_MS": "10"}, "dedup_lease_ms"),
+    ({"STREAMSCORE_REQUESTS_TOPIC": "t", "STREAMSCORE_REPLY_TOPIC": "t"},
+     r"^reply_topic \(--reply-topic, STREAMSCORE_REPLY_TOPIC\) must differ from requests_topic \(--requests-topic, "
+     r"STREAMSCORE_REQUESTS_TOPIC\): both are 't', and the worker would consume its own replies as requests"),
+    ({"STREAMSCORE_REQUESTS_TOPIC": "t", "STREAMSCORE_DEAD_LETTER_TOPIC": "t"},
+     r"^dead_letter_topic \(--dead-letter-topic, STREAMSCORE_DEAD_LETTER_TOPIC\) must differ from requests_topic "
+     r"\(--requests-topic, STREAMSCORE_REQUESTS_TOPIC\): both are 't'"),
     ({"STREAMSCORE_KAFKA_CLIENT": "librdkafka"}, "kafka_client must be kafka-python or confluent"),
     ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "share"}, "kafka_group_protocol must be classic or consumer"),
     ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "consumer"},

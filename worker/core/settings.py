@@ -242,6 +242,7 @@ def _validate(s: Settings) -> None:
     need(re.fullmatch(r"auto|cpu|cuda(:\d+)?", s.device) is not None,
          f"device must be auto, cpu, cuda or cuda:N ({setting_names('device')}), got {s.device!r}")
     need(s.amp in AMP_MODES, f"amp must be off, bf16 or fp16, got {s.amp!r}")
+    _validate_topics(s)
     if s.device == "cpu":  # "auto" is resolved, and checked again, when the runner picks its device
         check_amp(s.amp, "cpu")
     need(s.max_wait_ms < s.max_poll_interval_ms,
@@ -257,6 +258,17 @@ def _validate(s: Settings) -> None:
         need(urlsplit(s.redis_url).scheme in ("redis", "rediss", "unix", "memory"),
              f"REDIS_URL must start with redis://, rediss://, unix:// or memory://, got {redact_url(s.redis_url)!r}")
     _validate_redis_secrets(s)
+
+
+def _validate_topics(s: Settings) -> None:
+    """Nothing the worker writes may go to the topic it reads: it would consume it again, without end."""
+    consequence = {"reply_topic": "the worker would consume its own replies as requests, and answer each again",
+                   "dead_letter_topic": "every dead letter would be consumed again as a request, and dead-lettered "
+                                        "again"}
+    for name, why in consequence.items():
+        if s.requests_topic and getattr(s, name) == s.requests_topic:
+            raise ConfigError(f"{name} ({setting_names(name)}) must differ from requests_topic "
+                              f"({setting_names('requests_topic')}): both are {s.requests_topic!r}, and {why}")
 
 
 def check_kafka_client(name: str) -> None:

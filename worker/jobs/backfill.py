@@ -117,8 +117,6 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
                           "live one (create it with `python -m producer create-topic NAME`)")
     if settings.processes != 1:
         raise ConfigError("a backfill runs in one process (it assigns itself every partition); drop --processes")
-    if args.reply_topic == settings.requests_topic:
-        raise ConfigError(f"--reply-topic must differ from --requests-topic ({args.reply_topic!r})")
     job = args.job or f"{settings.requests_topic}.{time_range.label()}"
     return replace(settings, group=args.group or f"streamscore-backfill.{job}",
                    dedup_namespace=args.dedup_namespace or f"backfill.{job}",
