@@ -45,31 +45,35 @@ def build_runner(settings: Settings) -> TorchRunner:
     """
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
+    log.debug("model_loading", model=settings.model)
     model = load_model(settings.model, settings.model_config, settings.weights, settings.allow_pickle)
     runner = TorchRunner(model, settings.device, settings.max_batch_size, settings.amp)
-    check_poll_interval(settings, runner.warmup(settings.max_batch_size))
+    warmup = runner.warmup(settings.max_batch_size)
+    check_poll_interval(settings, warmup.batch_s, warmup.warmed_size if warmup.estimated else None)
     return runner
 
 
-def check_poll_interval(settings: Settings, batch_s: float) -> None:
+def check_poll_interval(settings: Settings, batch_s: float, estimated_from: int | None = None) -> None:
     """The time between two polls is at most one poll's worth of batches plus the wait limit.
 
     Past max_poll_interval_ms the broker takes the worker's partitions away, so
     insist on a margin of two (batches of real inputs may be slower than warmup's).
     With the HTTP surface on, insist on the same margin below liveness_timeout_s:
     a step that long is not a stuck loop, and must not get the worker restarted.
+    ``estimated_from``: the size of the warmup batch a full batch's ``batch_s`` was scaled from, if any.
     """
     batches = math.ceil(settings.max_poll_records / settings.max_batch_size)
     worst_s = max(settings.max_wait_ms, settings.latency_target_ms) / 1000 + batches * batch_s
+    timed = "in warmup" if estimated_from is None else f"estimated from warmup batches of {estimated_from}"
     if 2 * worst_s * 1000 > settings.max_poll_interval_ms:
         raise ConfigError(
             f"a poll's worth of records (max_poll_records={settings.max_poll_records}: {batches} batches of "
-            f"max_batch_size={settings.max_batch_size} at {batch_s:.2f} s each in warmup) needs about "
+            f"max_batch_size={settings.max_batch_size} at {batch_s:.2f} s each {timed}) needs about "
             f"{worst_s:.1f} s, more than half of max_poll_interval_ms={settings.max_poll_interval_ms}: lower "
             "max_poll_records or max_batch_size, or raise max_poll_interval_ms")
     if settings.http_port and 2 * worst_s > settings.liveness_timeout_s:
         raise ConfigError(
-            f"a poll's worth of records ({batches} batches at {batch_s:.2f} s each in warmup) needs about "
+            f"a poll's worth of records ({batches} batches at {batch_s:.2f} s each {timed}) needs about "
             f"{worst_s:.1f} s, more than half of liveness_timeout_s={settings.liveness_timeout_s:g}: /healthz "
             "would fail while the loop works; raise --liveness-timeout-s, or lower max_poll_records or "
             "max_batch_size")

@@ -31,6 +31,8 @@ def run_worker(*args, cwd=REPO, **env):
      "no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"),
     (["--requests-topic", "t", "--amp", "fp16", "--device", "cpu"],
      {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"}, "amp=fp16 needs a CUDA device"),
+    (["inspect-model", "--max-batch-size", "100000000"], {},
+     "max_batch_size (--max-batch-size, STREAMSCORE_MAX_BATCH_SIZE) must be at most 65536, got 100000000"),
     (["backfill", "--requests-topic", "t", "--reply-topic", "r", "--from-time", "99999999999999999999"],
      {"KAFKA_BOOTSTRAP_SERVERS": "x:1", "REDIS_URL": "memory://"},
      "--from-time '99999999999999999999' is out of range: give a time from 1970-01-01T00:00:00Z"),

@@ -188,3 +188,55 @@ def test_a_torchscript_linear_model_is_served_at_its_own_width(tmp_path):
 def test_bad_model_specs_say_what_is_wrong(spec, message):
     with pytest.raises(ModelError, match=message):
         load_model(spec)
+
+
+class Timed(torch.nn.Module):
+    """Records each batch's size; each batch "takes" ``per_item_s`` per item of a fake clock."""
+
+    def __init__(self, clock: list[float], per_item_s: float) -> None:
+        super().__init__()
+        self.clock, self.per_item_s = clock, per_item_s
+        self.sizes: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.sizes.append(len(x))
+        self.clock[0] += len(x) * self.per_item_s
+        return x[:, :1]
+
+
+def timed_runner(width: int, per_item_s: float, batch_size: int) -> tuple[TorchRunner, Timed]:
+    clock = [0.0]
+    module = Timed(clock, per_item_s)
+    runner = TorchRunner(DeclaredModel(module, "timed", "1", VectorInputs(width)), "cpu", batch_size,
+                         timer=lambda: clock[0])
+    return runner, module
+
+
+def test_a_small_batch_is_warmed_up_whole_and_timed():
+    runner, module = timed_runner(width=16, per_item_s=0.001, batch_size=64)
+    warmup = runner.warmup(64)
+    assert module.sizes == [64, 64, 64, 64]  # one untimed (the first call initialises lazily), three timed
+    assert (warmup.warmed_size, warmup.batch_size) == (64, 64)
+    assert warmup.batch_s == pytest.approx(0.064) and warmup.warmed_s == pytest.approx(0.064)
+
+
+def test_warmup_never_collates_more_than_its_input_budget_and_extrapolates_the_rest():
+    from worker.models.runner import WARMUP_INPUT_BYTES
+
+    width = 2**14  # 64 KiB of float32 per item: the budget holds 256 of them
+    runner, module = timed_runner(width=width, per_item_s=0.001, batch_size=65_536)
+    warmup = runner.warmup(65_536)
+    assert max(module.sizes) * width * 4 <= WARMUP_INPUT_BYTES
+    assert module.sizes == [64, 64, 256, 256, 256]  # the sizes climbed to the budget, then timed three times
+    assert warmup.warmed_size == 256 and warmup.warmed_s == pytest.approx(0.256)
+    assert warmup.batch_s == pytest.approx(65.536)  # in proportion: a full batch costs 256 times as much
+
+
+def test_warmup_stops_climbing_once_a_batch_is_slow():
+    from worker.models.runner import WARMUP_SLOW_S
+
+    per_item_s = WARMUP_SLOW_S / 512  # a batch of 512 takes WARMUP_SLOW_S
+    runner, module = timed_runner(width=16, per_item_s=per_item_s, batch_size=65_536)
+    warmup = runner.warmup(65_536)
+    assert module.sizes == [64, 64, 512, 512, 512]  # 64, then 8 times as many: slow, so no further
+    assert warmup.batch_s == pytest.approx(65_536 * per_item_s)

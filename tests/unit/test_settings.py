@@ -26,6 +26,8 @@ def test_env_then_flags_then_derived_defaults():
     ({"STREAMSCORE_MAX_BATCH_SIZE": "lots"}, "STREAMSCORE_MAX_BATCH_SIZE"),
     ({"STREAMSCORE_MAX_BACH_SIZE": "3"}, "STREAMSCORE_MAX_BACH_SIZE"),
     ({"STREAMSCORE_MAX_BATCH_SIZE": "0"}, "max_batch_size"),
+    ({"STREAMSCORE_MAX_BATCH_SIZE": "100000000"},
+     r"^max_batch_size \(--max-batch-size, STREAMSCORE_MAX_BATCH_SIZE\) must be at most 65536, got 100000000"),
     ({"STREAMSCORE_AUTO_OFFSET_RESET": "middle"}, "auto_offset_reset"),
     ({"STREAMSCORE_DEVICE": "tpu"}, "device"),
     ({"STREAMSCORE_DEVICE": "cudax"}, r"device must be auto, cpu, cuda or cuda:N \(--device, STREAMSCORE_DEVICE\), "
@@ -64,6 +66,10 @@ def test_streaming_needs_services_and_a_topic(missing):
         require_services(Settings.from_sources(None, env))
 
 
+def test_the_largest_batch_size_allowed_is_accepted():
+    assert Settings.from_sources(None, {"STREAMSCORE_MAX_BATCH_SIZE": "65536"}).max_batch_size == 65_536
+
+
 def test_amp_is_off_by_default_and_bf16_is_allowed_on_cpu():
     assert Settings.from_sources(None, {}).amp == "off"
     assert Settings.from_sources(parse(["--amp", "bf16", "--device", "cpu"]), {}).amp == "bf16"
@@ -89,6 +95,8 @@ def test_a_poll_worth_of_batches_must_fit_in_max_poll_interval():
     check_poll_interval(settings, batch_s=0.4)  # 10 batches: 4 s, within half of 10 s
     with pytest.raises(ConfigError, match="max_poll_records=500: 10 batches"):
         check_poll_interval(settings, batch_s=0.6)
+    with pytest.raises(ConfigError, match=r"at 0.60 s each estimated from warmup batches of 8\)"):
+        check_poll_interval(settings, batch_s=0.6, estimated_from=8)
 
 
 def test_exactly_once_derives_a_transactional_id_per_worker():

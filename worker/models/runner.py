@@ -19,7 +19,8 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -37,6 +38,15 @@ log = structlog.get_logger(__name__)
 
 AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 MEMORY_SHARE = 0.8  # at most this share of the GPU memory still available may go to one batch
+# Warmup's bounds, whatever max_batch_size is: its batches grow from WARMUP_FIRST_SIZE by WARMUP_GROWTH while a
+# batch takes less than WARMUP_SLOW_S, and never collate more than WARMUP_INPUT_BYTES of input tensors (the
+# prepared Python items behind them take several times that). 16 MiB holds a full batch of the largest allowed
+# size (65,536) for a model of 64 float32 inputs; a batch of 100,000,000 churn requests had taken 19.7 GB.
+WARMUP_PROBE_SIZE = 8  # items collated first, to learn how many bytes one item's inputs take
+WARMUP_FIRST_SIZE = 64
+WARMUP_GROWTH = 8
+WARMUP_SLOW_S = 2.0
+WARMUP_INPUT_BYTES = 16 * 2**20
 
 
 def pick_device(setting: str) -> torch.device:
@@ -72,15 +82,34 @@ def autocast(device: torch.device, amp: str) -> torch.autocast:
     return torch.autocast(device.type, dtype=AMP_DTYPES[amp], enabled=amp != "off")
 
 
+@dataclass(frozen=True)
+class Warmup:
+    """What warmup measured: ``warmed_s`` for a batch of ``warmed_size``, and what a full batch of
+    ``batch_size`` costs (``batch_s``: the same when the whole batch was warmed, else scaled in proportion)."""
+
+    batch_size: int
+    warmed_size: int
+    warmed_s: float
+
+    @property
+    def batch_s(self) -> float:
+        return self.warmed_s * self.batch_size / self.warmed_size
+
+    @property
+    def estimated(self) -> bool:
+        return self.warmed_size < self.batch_size
+
+
 class TorchRunner:
     """Runs a ``Servable`` under ``torch.inference_mode()`` on one device. Not thread-safe."""
 
     def __init__(self, model: Servable, device: str = "auto", max_batch_size: int = 64, amp: str = "off",
-                 pinned: bool = True) -> None:
-        """Raises ConfigError when ``amp`` does not suit the device (fp16 off CUDA).
+                 pinned: bool = True, timer: Callable[[], float] = time.perf_counter) -> None:
+        """Raises ConfigError when ``amp`` does not suit the device (fp16 off CUDA) or the device is not there.
 
         ``pinned=False`` copies batches to a CUDA device from pageable memory
         (what bench/gpu.py compares against); it changes nothing on CPU.
+        ``timer`` times warmup's batches (seconds, monotonic).
         """
         self.model = model
         self.faults = FaultLog()
@@ -94,6 +123,8 @@ class TorchRunner:
         # driver stages it through a pinned buffer of its own, synchronously. Pinning exists only with CUDA.
         self.pins_batches = pinned and self.device.type == "cuda"
         self.safe_batch_size = max_batch_size
+        self.last_warmup: Warmup | None = None
+        self._timer = timer
         self._module = eval_mode(model.module.to(self.device))
 
     def prepare(self, inputs: Any) -> Any:
@@ -107,30 +138,68 @@ class TorchRunner:
             self.faults.record("prepare", exc)
             raise
 
-    def warmup(self, batch_size: int, rounds: int = 3) -> float:
-        """Run a few batches of sample inputs so that the first real batch is not slow.
+    def warmup(self, batch_size: int, rounds: int = 3) -> Warmup:
+        """Run batches of sample inputs so that the first real batch is not slow, and time them.
 
-        On CUDA, then lowers ``safe_batch_size`` if a batch of this size leaves
-        too little memory to spare. Returns the seconds the last round took:
-        what a full batch costs on this device. Raises ConfigError when a batch
-        of this size runs out of memory outright.
+        The batches grow from 64 items by factors of 8 up to ``batch_size``, but
+        never collate more than WARMUP_INPUT_BYTES of inputs (per item as in a
+        batch of 8), and stop growing once a batch takes WARMUP_SLOW_S: so
+        warmup's memory and time stay bounded whatever ``batch_size`` is. The
+        largest batch runs ``rounds`` times; its last time, scaled in
+        proportion to ``batch_size``, is the cost of a full batch (an upper
+        bound: per item, larger batches cost no more). On CUDA, then lowers
+        ``safe_batch_size`` if a full batch would leave too little memory to
+        spare. Raises ConfigError when a batch runs out of memory outright,
+        ModelError when the model does not take its own sample inputs.
         """
         rng = random.Random(0)
-        items = [self.model.prepare(self.model.sample_inputs(rng)) for _ in range(batch_size)]
-        took = 0.0
+        items: list[Any] = []
         try:
-            for _ in range(rounds):
-                started = time.perf_counter()
-                self._forward(items)
-                took = time.perf_counter() - started
+            self._grow(items, min(batch_size, WARMUP_PROBE_SIZE), rng)
+            limit = min(batch_size, max(1, WARMUP_INPUT_BYTES // self._input_bytes(items)))
+            size = min(limit, WARMUP_FIRST_SIZE)
+            del items[size:]
+            self._grow(items, size, rng)
+            log.debug("warmup_started", model=self.name, device=str(self.device), batch_size=batch_size,
+                      largest_warmup_batch=limit)
+            self._forward(items)  # untimed: the first call initialises lazily
+            took = self._timed(items)
+            while size < limit and took < WARMUP_SLOW_S:
+                size = min(limit, size * WARMUP_GROWTH)
+                self._grow(items, size, rng)
+                took = self._timed(items)
+            for _ in range(rounds - 1):
+                took = self._timed(items)
             if self.device.type == "cuda":
                 self._fit_in_memory(items)
         except torch.cuda.OutOfMemoryError as exc:
-            raise ConfigError(f"a batch of {batch_size} sample inputs runs out of memory on {self.device} in "
+            raise ConfigError(f"a batch of {len(items)} sample inputs runs out of memory on {self.device} in "
                               "warmup: lower max_batch_size") from exc
         except ModelCodeFailure as exc:  # the model does not take what its spec says it takes
             raise ModelError(self._warmup_failure(items, exc.cause)) from exc.cause
-        return took
+        self.last_warmup = Warmup(batch_size, len(items), took)
+        log.debug("warmup_finished", batch_size=batch_size, warmed_size=len(items),
+                  warmed_ms=round(took * 1000, 3), batch_ms=round(self.last_warmup.batch_s * 1000, 3))
+        return self.last_warmup
+
+    def _grow(self, items: list[Any], size: int, rng: random.Random) -> None:
+        items.extend(self.model.prepare(self.model.sample_inputs(rng)) for _ in range(size - len(items)))
+
+    def _input_bytes(self, items: Sequence[Any]) -> int:
+        """Bytes per item of a collated batch of ``items`` (at least 1). Raises ModelCodeFailure."""
+        try:
+            batch = ModelInput.of(self.model.collate(items))
+        except (InvalidInput, torch.cuda.OutOfMemoryError):
+            raise
+        except Exception as exc:
+            raise ModelCodeFailure("collate", exc) from exc
+        total = sum(t.numel() * t.element_size() for t in (*batch.args, *batch.kwargs.values()))
+        return max(1, -(-total // len(items)))
+
+    def _timed(self, items: Sequence[Any]) -> float:
+        started = self._timer()
+        self._forward(items)
+        return self._timer() - started
 
     def _warmup_failure(self, items: Sequence[Any], exc: Exception) -> str:
         shapes = ModelInput.of(self.model.collate(items)).shapes()
@@ -143,7 +212,8 @@ class TorchRunner:
     def _fit_in_memory(self, items: Sequence[Any]) -> None:
         """Keep a batch's peak memory under MEMORY_SHARE of what this process could still get.
 
-        Measured on the warm model (weights and workspaces already resident),
+        Measured on the warm model (weights and workspaces already resident) with
+        ``items`` (fewer than a full batch when warmup's bounds stopped short),
         and scaled as if memory grew in proportion to batch size. The margin is
         for real inputs larger than the samples (longer texts) and for other
         processes on the same GPU; an out-of-memory batch is still split at run time.
