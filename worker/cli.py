@@ -25,7 +25,7 @@ from worker.jobs.backfill import add_backfill_parser, run_backfill
 from worker.jobs.batch_file import FileSummary, ScoringStopped, check_files, dead_letter_path, score_file
 from worker.logs import configure_logging, renders_json
 from worker.models.runner import pick_device
-from worker.signals import stop_on_signals
+from worker.signals import exit_if_signalled_while_starting, stop_on_signals
 from worker.supervisor import child_commands, supervise
 
 DESCRIPTION = """\
@@ -51,6 +51,8 @@ examples:
 
 exit codes:
   0  stopped cleanly (SIGTERM/SIGINT): everything consumed was answered and committed
+  143, 130  stopped by SIGTERM, SIGINT while starting (services checked, model loaded and
+     warmed up): nothing was consumed yet, and the start was cut short at once
   1  delivery or runtime failure; with --processes N, children kept failing fast and
      the supervisor gave up
   2  bad setting or missing service (the message names it)
@@ -138,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "backfill":
             return run_backfill(args)
         if args.command == "inspect-model":
-            return run_inspect(settings, args.json)
+            with exit_if_signalled_while_starting():  # all of it is the model's load and warmup
+                return run_inspect(settings, args.json)
         if settings.processes > 1:
             require_services(settings)  # one clear message here rather than one per child
             return _run_processes(settings, argv[1:])
@@ -172,7 +175,8 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
     stats = WorkerStats()
     surface = start_surface(settings, stats, stop_requested.is_set)  # answers /healthz while the model loads
     try:
-        worker = build_worker(settings, stop_requested, stats)
+        with exit_if_signalled_while_starting():
+            worker = build_worker(settings, stop_requested, stats)
         log.info("worker_started", settings=repr(settings))
         unfinished = worker.run()
     finally:
@@ -234,7 +238,8 @@ def _score_file(settings: Settings, args: argparse.Namespace) -> int:
     stop = _StopSignal()  # before the model loads: a stop asked for meanwhile is a clean one too
     try:
         check_files(args.input, args.output, args.chunk_rows)  # refused in a second, not after the model loads
-        runner = build_runner(settings)
+        with exit_if_signalled_while_starting():  # a stop during the model's load or warmup: at once (143/130)
+            runner = build_runner(settings)
         started = time.monotonic()
         # With JSON logs, stderr carries JSON lines only: no progress bar, and the summary is a log line.
         summary = score_file(runner, args.input, args.output, settings,

@@ -1,15 +1,17 @@
 """The command line as a user meets it: bad settings stop the worker at start, naming the setting."""
 
 import os
+import signal
 import subprocess
 import sys
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 
-from tests.integration.kit import REPO
+from tests.integration.kit import REPO, wait_until
 
 
 def run_worker(*args, cwd=REPO, **env):
@@ -126,3 +128,47 @@ def test_a_worker_answering_into_its_own_requests_topic_is_refused_at_start(kafk
     assert result.returncode == 2
     line = _one_error_line(result)
     assert f"{named} must differ from requests_topic (--requests-topic, STREAMSCORE_REQUESTS_TOPIC)" in line
+
+
+def start_stuck(tmp_path, *args):
+    """A command whose model never finishes loading or warming up; its JSON log lines go to a file (debug:
+    model_loading and warmup_started are debug lines)."""
+    log_path = tmp_path / "stderr.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")}
+    env.update(PYTHONPATH=str(REPO))
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "worker", *args, "--log-format", "json",
+                                    "--log-level", "debug"], cwd=REPO,
+                                   env=env, stdout=subprocess.DEVNULL, stderr=log_file)
+    return process, log_path
+
+
+def events(log_path):
+    return [orjson.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("command, model, waits_for, signum, code", [
+    (["inspect-model"], "stuck_in_load", "model_loading", signal.SIGTERM, 143),
+    (["inspect-model"], "stuck_in_warmup", "warmup_started", signal.SIGINT, 130),
+    (["score-file", "in.jsonl", "out.jsonl", "--no-progress"], "stuck_in_warmup", "warmup_started",
+     signal.SIGTERM, 143),
+])
+def test_a_signal_while_the_model_loads_or_warms_up_ends_the_command_at_once(tmp_path, command, model, waits_for,
+                                                                            signum, code):
+    (tmp_path / "in.jsonl").write_text('{"id": "a", "inputs": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}\n')
+    command = [str(tmp_path / arg) if arg.endswith(".jsonl") else arg for arg in command]
+    process, log_path = start_stuck(tmp_path, *command, "--model", f"tests.component.stuck_model:{model}")
+    try:
+        wait_until(lambda: any(e["event"] == waits_for for e in events(log_path)) or process.poll() is not None,
+                   120, waits_for)
+        assert process.poll() is None, log_path.read_text()
+        process.send_signal(signum)
+        # The model never returns: only an exit that does not wait for it ends the process.
+        assert process.wait(timeout=10) == code, log_path.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "Traceback" not in log_path.read_text()
+    (stopped,) = [e for e in events(log_path) if e["event"] == "stopped_while_starting"]
+    assert (stopped["signal"], stopped["exit_code"]) == (signal.Signals(signum).name, code)
+    assert not (tmp_path / "out.jsonl").exists()

@@ -199,3 +199,19 @@ def test_a_backfill_refuses_a_group_whose_offsets_it_did_not_commit(bootstrap, r
                                     "--from-time", "0", "--group", group, kafka_client=kafka_client)
     assert process.wait(timeout=60) == 2
     assert "no backfill committed" in log_path.read_text()
+
+
+def test_a_backfill_stopped_while_its_model_warms_up_exits_3_at_once(bootstrap, redis_url, tmp_path, kafka_client):
+    topic = f"it-{uuid.uuid4().hex[:10]}.history"
+    create_topics(bootstrap, {topic: 1})
+    replies = make_reply_topics(bootstrap, f"{topic}.bf")
+    process, log_path, _ = backfill(bootstrap, redis_url, tmp_path, topic, replies, "--from-time", "0",
+                                    "--model", "tests.component.stuck_model:stuck_in_warmup",  # never warm
+                                    "--log-level", "debug",  # warmup_started is a debug line
+                                    kafka_client=kafka_client)
+    wait_until(lambda: events(log_path, "warmup_started") or process.poll() is not None, 90, "the warmup to start")
+    assert process.poll() is None, log_path.read_text()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) == 3, log_path.read_text()  # interrupted: the same command goes on later
+    (stopped,) = events(log_path, "stopped_while_starting")
+    assert (stopped["signal"], stopped["exit_code"]) == ("SIGTERM", 3)

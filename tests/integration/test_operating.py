@@ -5,6 +5,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from tests.integration.kit import TopicReader, start_worker, wait_until
 from tests.integration.test_pipeline import churn_inputs
 
@@ -79,3 +81,20 @@ def test_a_child_killed_with_sigkill_is_restarted_and_replies_keep_coming(bootst
     wait_until(new_child_owns_partitions, 60, "the new child to own partitions")
     assert supervisor.stop() == 0
     assert sorted(reader.read(0.5).by_id()) == sorted(f"k{i}" for i in range(400))
+
+
+STUCK_IN_WARMUP = ("--model", "tests.component.stuck_model:stuck_in_warmup", "--log-level", "debug")
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_while_the_model_warms_up_ends_the_worker_at_once(bootstrap, redis_url, topics, tmp_path, signum,
+                                                                   code):
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, *STUCK_IN_WARMUP)  # its warmup never ends
+    wait_until(lambda: any(e.get("event") == "warmup_started" for e in worker.events())
+               or worker.process.poll() is not None, 90, "the warmup to start")
+    assert worker.process.poll() is None, worker.log()
+    worker.process.send_signal(signum)
+    assert worker.process.wait(timeout=10) == code, worker.log()
+    (stopped,) = [e for e in worker.events() if e.get("event") == "stopped_while_starting"]
+    assert (stopped["signal"], stopped["exit_code"]) == (signal.Signals(signum).name, code)
+    assert "Traceback" not in worker.log()

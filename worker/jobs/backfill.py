@@ -13,7 +13,9 @@ to its own reply topic whatever the request's ``reply_to``, dead letters to
 group, topics and namespace are ignored; only flags set them here.
 
 Stopped by SIGTERM or Ctrl-C, it finishes the batch in hand, commits, and
-exits 3; the same command again goes on from the committed offsets. Request
+exits 3; the same command again goes on from the committed offsets. Stopped
+while it starts (its plan made, its model loading or warming up), it exits 3
+at once. Request
 deadlines are ignored (old requests would all be expired) unless
 ``--keep-deadlines``.
 """
@@ -46,7 +48,7 @@ from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
 from worker.models.runner import pick_device
 from worker.ports import Delivery, SendTag, Sink
-from worker.signals import stop_on_signals
+from worker.signals import exit_if_signalled_while_starting, stop_on_signals
 from worker.stream.loop import Worker
 
 log = structlog.get_logger(__name__)
@@ -274,9 +276,10 @@ def run_backfill(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     stop_requested = StopRequest(SystemClock())
     stop_on_signals(stop_requested)
     progress = _ProgressBar(enabled=not args.no_progress)
-    worker, source = build_backfill(settings, time_range, stop_requested=stop_requested,
-                                    keep_deadlines=args.keep_deadlines, pacing=Pacing.from_args(args, settings),
-                                    on_progress=progress)
+    with exit_if_signalled_while_starting(lambda _signum: EXIT_INTERRUPTED):  # nothing read yet: go on later
+        worker, source = build_backfill(settings, time_range, stop_requested=stop_requested,
+                                        keep_deadlines=args.keep_deadlines, pacing=Pacing.from_args(args, settings),
+                                        on_progress=progress)
     progress.open(source.total, source.done_before, f"backfill {settings.requests_topic}")
     log.info("backfill_started", settings=repr(settings), from_ms=time_range.from_ms, until_ms=time_range.until_ms,
              offsets=source.total, done_before=source.done_before)
