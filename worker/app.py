@@ -11,6 +11,7 @@ import torch
 from kafka.errors import KafkaError
 
 from worker.core.bounds import step_bounds
+from worker.core.broker_fit import check_session_timeout, check_topics_exist
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.settings import Settings, require_services
@@ -21,6 +22,7 @@ from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
 from worker.jobs.bounded_source import BoundedSource
 from worker.kafka.bounded_source import bounded_kafka_source
+from worker.kafka.broker_facts import read_broker_facts
 from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.preflight import check_kafka
 from worker.kafka.sink import KafkaSink
@@ -194,6 +196,16 @@ def build_backfill_kafka(settings: Settings, clock: SystemClock, time_range: Tim
                                  f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
 
 
+def check_broker_fit(settings: Settings) -> None:
+    """Refuse, naming the setting, a session timeout the broker would refuse at the group join, and a
+    requests, reply or dead-letter topic it does not have (nothing creates them: see worker/core/broker_fit.py).
+    Blocks for a few seconds at most; raises ConfigError, or ServiceUnavailable when the broker does not answer."""
+    topics = [settings.requests_topic, settings.reply_topic, settings.dead_letter_topic]
+    facts = read_broker_facts(settings.kafka_bootstrap_servers, settings.kafka_security, expected_topics=topics)
+    check_session_timeout(settings, facts.session_timeouts)
+    check_topics_exist(settings, facts.topics)
+
+
 def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
                  stats: WorkerStats | None = None) -> Worker:
     """Everything the streaming worker needs; it counts in ``stats`` (default: its own), which notes
@@ -207,6 +219,7 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     clock = SystemClock()
     # The services first: a wrong password should stop the worker in seconds, not after the model's load.
     check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
+    check_broker_fit(settings)
     dedup = build_dedup(settings, clock)
     runner = build_runner(settings)
     stats = stats if stats is not None else WorkerStats()

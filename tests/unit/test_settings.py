@@ -48,6 +48,9 @@ def test_env_then_flags_then_derived_defaults():
     ({"STREAMSCORE_REQUESTS_TOPIC": "t", "STREAMSCORE_DEAD_LETTER_TOPIC": "t"},
      r"^dead_letter_topic \(--dead-letter-topic, STREAMSCORE_DEAD_LETTER_TOPIC\) must differ from requests_topic "
      r"\(--requests-topic, STREAMSCORE_REQUESTS_TOPIC\): both are 't'"),
+    ({"STREAMSCORE_SESSION_TIMEOUT_MS": "3000"},
+     r"^session_timeout_ms \(--session-timeout-ms, STREAMSCORE_SESSION_TIMEOUT_MS\) must be above 3000 with "
+     r"kafka_client=kafka-python, got 3000: kafka-python heartbeats every 3000 ms"),
     ({"STREAMSCORE_KAFKA_CLIENT": "librdkafka"}, "kafka_client must be kafka-python or confluent"),
     ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "share"}, "kafka_group_protocol must be classic or consumer"),
     ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "consumer"},

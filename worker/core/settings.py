@@ -36,6 +36,7 @@ GROUP_PROTOCOLS = ("classic", "consumer")
 # churn. 65,536 leaves eight times that of headroom; a typo (100,000,000) is refused instead of allocated.
 MAX_BATCH_SIZE = 65_536
 MAX_TRANSACTION_INTERVAL_MS = 10_000  # exactly-once: longest commit interval (a transaction stays open that long)
+KAFKA_PYTHON_HEARTBEAT_MS = 3_000  # kafka-python's heartbeat_interval_ms, which the worker keeps
 
 
 def _setting(default: Any, help: str, *, flag: str | None = None) -> Any:
@@ -293,6 +294,11 @@ def check_kafka_client(name: str) -> None:
 
 def _validate_kafka_client(s: Settings) -> None:
     check_kafka_client(s.kafka_client)
+    if s.kafka_client == "kafka-python" and s.session_timeout_ms <= KAFKA_PYTHON_HEARTBEAT_MS:
+        raise ConfigError(f"session_timeout_ms ({setting_names('session_timeout_ms')}) must be above "
+                          f"{KAFKA_PYTHON_HEARTBEAT_MS} with kafka_client=kafka-python, got {s.session_timeout_ms}: "
+                          f"kafka-python heartbeats every {KAFKA_PYTHON_HEARTBEAT_MS} ms and refuses a session "
+                          "timeout that is not longer")
     if (s.kafka_client == "confluent" and s.kafka_group_protocol == "classic"
             and s.max_poll_interval_ms < s.session_timeout_ms):
         raise ConfigError(f"max_poll_interval_ms ({s.max_poll_interval_ms}) must be at least session_timeout_ms "
