@@ -219,8 +219,8 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     clock = SystemClock()
     # The services first: a wrong password should stop the worker in seconds, not after the model's load.
     check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
-    check_broker_fit(settings)
     dedup = build_dedup(settings, clock)
+    check_broker_fit(settings)  # once both services answer: then whether the settings fit the broker
     runner = build_runner(settings)
     stats = stats if stats is not None else WorkerStats()
     stats.model = (runner.name, runner.version, str(runner.device))

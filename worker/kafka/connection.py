@@ -41,6 +41,16 @@ class FileTokenProvider(AbstractTokenProvider):  # type: ignore[misc]
             return self._token
 
 
+class Unprinted(str):
+    """A secret that is itself to the client but prints as ``'***'`` inside a container: kafka-python's admin
+    client logs its whole configuration at debug ("Starting KafkaAdminClient with configuration: ...")."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
 # kafka-python doubles the wait between reconnects up to 30 s by default: after a 15 s broker outage a
 # producer came back up to 30 s after the broker did, its replies unacknowledged meanwhile, and the group
 # moved its partitions (chaos scenario c). Retrying every second at most is cheap for a broker.
@@ -63,5 +73,6 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
         if security.sasl_mechanism == "OAUTHBEARER":
             config["sasl_oauth_token_provider"] = FileTokenProvider(security.sasl_oauth_token_file)
         else:
-            config.update(sasl_plain_username=security.sasl_username, sasl_plain_password=security.password())
+            config.update(sasl_plain_username=security.sasl_username,
+                          sasl_plain_password=Unprinted(security.password()))
     return config

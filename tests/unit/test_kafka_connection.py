@@ -1,0 +1,23 @@
+"""kafka-python's options from the security settings: the password works as itself and never prints."""
+
+import logging
+
+from kafka.net.sasl.plain import SaslMechanismPlain
+
+from worker.core.security import KafkaSecurity
+from worker.kafka.connection import client_config
+
+SECRET = "s3cret-pw"
+
+
+def test_the_sasl_password_authenticates_as_itself_but_a_logged_configuration_hides_it():
+    security = KafkaSecurity.from_sources(None, {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                                                 "KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_USERNAME": "u",
+                                                 "KAFKA_SASL_PASSWORD": SECRET})
+    config = client_config("k:9093", security)
+    # What kafka-python's admin client logs at debug, as logging formats it:
+    logged = logging.LogRecord("kafka.admin.client", logging.DEBUG, __file__, 1,
+                               "Starting KafkaAdminClient with configuration: %s", (config,), None).getMessage()
+    assert SECRET not in logged and "'sasl_plain_password': '***'" in logged
+    assert config["sasl_plain_password"] == SECRET
+    assert SECRET.encode() in SaslMechanismPlain(**config).auth_bytes()
