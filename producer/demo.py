@@ -63,7 +63,8 @@ def _start_worker(config: DemoConfig, topic: str, reply_topic: str,
     log_path = config.log_dir / f"demo-worker-{run_id}.log"
     env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=config.bootstrap_servers, REDIS_URL=config.redis_url)
     command = [sys.executable, "-m", "worker", "run", "--requests-topic", topic, "--reply-topic", reply_topic,
-               "--model", config.model, "--group", f"demo-{run_id}", "--dedup-namespace", f"demo-{run_id}",
+               "--dead-letter-topic", f"demo-{run_id}.dlq", "--model", config.model, "--group", f"demo-{run_id}",
+               "--dedup-namespace", f"demo-{run_id}",
                "--max-batch-size", str(config.max_batch_size), "--max-wait-ms", str(config.max_wait_ms),
                "--kafka-client", config.kafka_client, "--log-format", "json"]
     with log_path.open("wb") as log_file:
