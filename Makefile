@@ -39,7 +39,7 @@ test-unit: venv  ## unit and component tests only (no services, seconds)
 bench: venv  ## benchmarks: ceilings, naive baseline, streamscore grid -> bench/results/ (~8-10 min)
 	@$(WITH_SERVICES) $(PYTHON) -m bench $(BENCH_ARGS)
 
-chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario and client (CHAOS_SIZE=small|full, ~27 min full for both clients)
+chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario and client (CHAOS_SIZE=small|full, ~38 min full for both clients)
 	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos --size $(CHAOS_SIZE)
 
 lint: venv  ## ruff (rules in pyproject.toml) and mypy --strict on worker/ and producer/ (seconds)
