@@ -54,7 +54,7 @@ REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is 
 SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
 IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
 # With a latency target and the model idle: a poll this short that finds nothing means nothing more is
-# arriving now, and the batch in hand goes (bench/latency_target.py measured the gap).
+# arriving now, and the batch in hand goes. Chosen, not measured: the gap is not tuned yet.
 ARRIVAL_GAP_S = 0.002
 LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
 
