@@ -13,17 +13,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from worker.core.messages import Headers, Position, RawRecord, Request
+from worker.core.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request
 from worker.core.offsets import TopicPartition as TP
 
 T = TypeVar("T")
 
 # Request id, and its encoded reply to keep (None: release the claim only).
 Completed = tuple[str, bytes | None]
-# What a sent record stands for: its source record, and what to tell the dedup
+# What a sent record stands for: its source record; what to tell the dedup
 # store once the broker has it: (id, reply) marks it done, (id, None) releases
-# the claim, None means it was never claimed.
-SendTag = tuple[Position, Completed | None]
+# the claim, None means it was never claimed; and what was to be sent (a reply,
+# or the record a dead letter carries), to build what replaces it if its topic
+# refuses it for good (worker/core/refusals.py).
+SendTag = tuple[Position, Completed | None, Reply | InvalidRecord]
 
 
 @dataclass(slots=True)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import kafka.errors
 import orjson
 
 from worker.core.clock import FakeClock
 from worker.core.errors import CommitDeferred, TransactionAborted
 from worker.core.messages import Headers, Position, RawRecord
+from worker.core.wire import MAX_SEND_BYTES, send_size
 from worker.ports import Delivery, Scored
 
 
@@ -120,12 +122,17 @@ class Sent:
 
 class FakeSink:
     """A send is on its topic (``sent``) at once, as the broker has it; ``settle`` reports its outcome:
-    refused for ``fail_topics``, whose sends never land."""
+    refused for ``fail_topics``, whose sends never land, and refused for good, as a broker does (with
+    kafka-python's errors), for a record over a topic's ``max_bytes``, to a topic in ``denied_topics``,
+    and without a key to a topic in ``compacted``."""
 
     def __init__(self) -> None:
         self.sent: list[Sent] = []
-        self._pending: list[tuple[Sent, object]] = []
+        self._pending: list[tuple[Sent, object, Exception | None]] = []
         self.fail_topics: set[str] = set()
+        self.max_bytes: dict[str, int] = {}
+        self.denied_topics: set[str] = set()
+        self.compacted: set[str] = set()
         self.closed = False
 
     @property
@@ -134,16 +141,27 @@ class FakeSink:
 
     def send(self, topic, key, value, headers, tag) -> None:
         record = Sent(topic, key, value, headers)
-        self._pending.append((record, tag))
-        if topic not in self.fail_topics:
+        error = self._refusal(record)
+        self._pending.append((record, tag, error))
+        if error is None:
             self._land(record)
+
+    def _refusal(self, record: Sent) -> Exception | None:
+        if record.topic in self.fail_topics:
+            return RuntimeError("broker said no")
+        if record.topic in self.denied_topics:
+            return kafka.errors.TopicAuthorizationFailedError()
+        if record.topic in self.compacted and record.key is None:
+            return kafka.errors.InvalidRecordError()
+        if send_size(record.key, record.value, record.headers) > self.max_bytes.get(record.topic, MAX_SEND_BYTES):
+            return kafka.errors.MessageSizeTooLargeError()
+        return None
 
     def _land(self, record: Sent) -> None:
         self.sent.append(record)
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery]:
-        deliveries = [Delivery(tag, RuntimeError("broker said no") if record.topic in self.fail_topics else None)
-                      for record, tag in self._pending]
+        deliveries = [Delivery(tag, error) for _, tag, error in self._pending]
         self._pending = []
         return deliveries
 

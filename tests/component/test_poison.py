@@ -4,12 +4,14 @@ the worker never stops, and the good requests around them are answered."""
 
 from __future__ import annotations
 
+import kafka.errors
 import orjson
 import pytest
 from structlog.testing import capture_logs
 
 from tests.component.harness import INPUTS, Harness
 from tests.integration.faulty_model import STAGES, FaultyModel, expected_score
+from worker.core.errors import DeliveryError
 from worker.core.wire import MAX_SEND_BYTES, send_size
 from worker.models.runner import TorchRunner
 
@@ -136,3 +138,95 @@ def test_a_refused_id_is_released_so_that_a_corrected_retry_is_scored():
     h.source.produce({"id": "fixme", "inputs": INPUTS})
     h.steps()
     assert [r["status"] for r in h.replies()] == ["error", "ok"]
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_a_reply_its_topic_refuses_as_too_large_is_answered_reply_too_large_there(exactly_once):
+    h = faulty_harness(exactly_once)
+    h.sink.max_bytes["private"] = 2000  # a reply_to topic with a max.message.bytes far below the worker's
+    h.source.produce({"id": "big", "inputs": {"values": VALUES, "pad": 5000}, "reply_to": "private"})
+    h.source.produce({"id": "small", "inputs": {"values": VALUES}, "reply_to": "private"})
+    h.source.produce({"id": "big-elsewhere", "inputs": {"values": VALUES, "pad": 5000}})
+    with capture_logs() as logs:
+        h.steps(10)
+    replies = {s.json()["id"]: s.json() for s in h.sink.to("private")}
+    assert replies["small"]["status"] == "ok"
+    error = replies["big"]["error"]
+    assert error["code"] == "reply_too_large" and "private refused it for good: MESSAGE_TOO_LARGE" in error["message"]
+    assert [r["id"] for r in h.replies()] == ["big-elsewhere"]  # the default topic takes it
+    assert h.dedup.reply_for("big") is None  # released: a retry may be scored again
+    refused = [e for e in logs if e["event"] == "send_refused"]
+    assert refused[0]["topic"] == "private" and "max.message.bytes" in refused[0]["advice"]
+    assert h.source.committed == {("requests", 0): 3}
+    if not exactly_once:  # an aborted transaction's replies are sent, and counted, again
+        assert (h.worker.stats.replied_ok, h.worker.stats.replied_error) == (2, 1)
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_a_reply_its_topic_denies_becomes_a_dead_letter_that_carries_it(exactly_once):
+    h = faulty_harness(exactly_once)
+    h.sink.denied_topics.add("private")
+    h.source.produce({"id": "denied", "inputs": {"values": VALUES}, "reply_to": "private"})
+    h.source.produce({"id": "after", "inputs": {"values": VALUES}})
+    h.steps(10)
+    assert h.sink.to("private") == []
+    (letter,) = h.sink.to("requests.dlq")
+    got = dict(letter.headers)
+    assert got["dlq-error-code"] == b"reply_refused"
+    assert b"private refused it for good: TOPIC_AUTHORIZATION_FAILED" in got["dlq-error-message"]
+    assert letter.key == b"denied" and got["source-offset"] == b"0"
+    assert orjson.loads(letter.value)["outputs"]["score"] == pytest.approx(expected_score(VALUES), abs=1e-6)
+    assert [r["id"] for r in h.replies()] == ["after"]
+    assert h.dedup.reply_for("denied") is None
+    assert h.source.committed == {("requests", 0): 2}
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_a_dead_letter_its_topic_refuses_is_sent_cut_and_keyed(exactly_once):
+    h = Harness(exactly_once=exactly_once, max_wait_ms=0)
+    h.sink.max_bytes["requests.dlq"] = 20_000
+    h.sink.compacted.add("requests.dlq")  # a compacted topic: a key-less record is refused
+    h.source.produce(b"\xff" * 50_000)  # key-less, not JSON: refused as too large, then as key-less
+    h.source.produce(b"short garbage")  # key-less: refused by the compacted topic
+    h.source.produce({"id": "after", "inputs": INPUTS})
+    h.steps(10)
+    big, small = h.sink.to("requests.dlq")
+    assert big.key == b"requests/0/0" and send_size(big.key, big.value, big.headers) <= 4096
+    assert dict(big.headers)["dlq-original-bytes"] and big.value == b"\xff" * len(big.value)
+    assert small.key == b"requests/0/1" and small.value == b"short garbage"
+    assert [r["id"] for r in h.replies()] == ["after"]
+    assert h.source.committed == {("requests", 0): 3}
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_a_dead_letter_topic_that_takes_nothing_stops_the_worker_naming_it(exactly_once):
+    h = Harness(exactly_once=exactly_once, max_wait_ms=0)
+    h.sink.denied_topics.add("requests.dlq")
+    h.source.produce(b"garbage")
+    with pytest.raises(DeliveryError, match="dead-letter topic 'requests.dlq' refused even a cut dead letter"):
+        h.steps(10)
+    assert h.source.committed == {}
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_records_refused_together_are_sent_again_alone_and_only_the_culprit_goes_down_the_ladder(exactly_once):
+    h = faulty_harness(exactly_once)
+    h.sink.max_bytes["private"] = 2000
+    refuse_one = h.sink._refusal
+
+    def refuse_the_batch(record):  # as a broker does: one record too large, and its whole batch is refused
+        batch = [sent for sent, _, _ in h.sink._pending if sent.topic == "private"] + [record]
+        if record.topic == "private" and any(refuse_one(sent) for sent in batch):
+            return kafka.errors.MessageSizeTooLargeError()
+        return refuse_one(record)
+
+    h.sink._refusal = refuse_the_batch
+    h.source.produce({"id": "big", "inputs": {"values": VALUES, "pad": 5000}, "reply_to": "private"})
+    for n in range(3):
+        h.source.produce({"id": f"small-{n}", "inputs": {"values": VALUES}, "reply_to": "private"})
+    h.steps(12)
+    replies = {s.json()["id"]: s.json() for s in h.sink.to("private")}
+    assert sorted(replies) == ["big", "small-0", "small-1", "small-2"]
+    assert replies["big"]["error"]["code"] == "reply_too_large"
+    assert all(replies[f"small-{n}"]["status"] == "ok" for n in range(3))
+    assert h.source.committed == {("requests", 0): 4}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted
-from worker.core.messages import Position
+from worker.core.messages import InvalidRecord, Position
 from worker.core.offsets import OffsetTracker
 from worker.ports import Completed, Delivery, SendTag
 from worker.stream.commit import COMMIT_ANSWER_S, AtLeastOnce, CommitTimer, Transactional
@@ -83,7 +83,8 @@ def tracked(*offsets: int) -> OffsetTracker:
 
 def reply(offset: int, error: Exception | None = None, done: bool = True) -> Delivery[SendTag]:
     completed: Completed | None = (f"id-{offset}", b"{}") if done else None
-    return Delivery((Position(*TP, offset), completed), error)
+    position = Position(*TP, offset)
+    return Delivery((position, completed, InvalidRecord(position, "code", "message", None, b"")), error)
 
 
 def test_commit_timer_is_due_once_per_interval():

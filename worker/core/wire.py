@@ -80,6 +80,8 @@ ERR_DEADLINE_EXCEEDED = "deadline_exceeded"
 ERR_OUT_OF_MEMORY = "out_of_memory"
 ERR_MODEL_ERROR = "model_error"
 ERR_REPLY_TOO_LARGE = "reply_too_large"
+# A dead letter's H_DLQ_CODE only: a reply its topic refused for good (worker/core/refusals.py).
+ERR_REPLY_REFUSED = "reply_refused"
 
 Prepare = Callable[[Any], Any]
 

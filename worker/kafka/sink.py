@@ -65,7 +65,21 @@ class KafkaSink(Generic[T]):
                 error = future.exception
             deliveries.append(Delivery(tag, error))
         self._pending = still_out
+        self._replace_if_fatal()
         return deliveries
+
+    def _replace_if_fatal(self) -> None:
+        """kafka-python's idempotent (not transactional) producer turns fatal on any send the broker
+        refuses for good (a record too large for its topic, a topic it may not write to) and fails every
+        send after it with that refusal: replace it, so that the sends the Responder makes again, each
+        alone, can find which record was refused (worker/core/refusals.py)."""
+        manager = self._producer._transaction_manager  # kafka-python 3.x has no public accessor for it
+        if manager is None or manager.is_transactional() or not manager.has_fatal_error():
+            return
+        log.warning("producer_replaced", error=f"{type(manager.last_error).__name__}: {manager.last_error}")
+        with contextlib.suppress(KafkaTimeoutError):
+            self._producer.close(timeout=1)
+        self._producer = KafkaProducer(**self._config)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Close, waiting up to ``timeout_s`` for what is still out (its offsets were never committed)."""

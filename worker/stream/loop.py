@@ -78,12 +78,13 @@ class Worker:
         gate = DedupGate(dedup)
         self._gate = gate
         self._responder = Responder(sink, settings.reply_topic, settings.dead_letter_topic, runner.name,
-                                    runner.version, self.stats)
+                                    runner.version, self.stats, self._bounds.settle_s)
         topics = TopicDirectory(source.list_topics, clock, wait_s=self._bounds.metadata_s)
         self._admission = Admission(prepare, settings.max_record_bytes, settings.max_batch_tokens, topics, gate,
                                     self._batcher, offsets, self._responder, self.stats, clock,
                                     frozenset([settings.requests_topic]))
         now = clock.monotonic()
+        self._transactional = transactions is not None
         self._commits = commit_policy(source, transactions, offsets, gate, settings.commit_interval_ms / 1000, now)
         self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self._commits, self.stats)
         self._offsets = offsets
@@ -198,6 +199,7 @@ class Worker:
         """Waits up to ``timeout_s`` (default: the step's settle bound) for the step's acknowledgements."""
         wait_s = self._bounds.settle_s if timeout_s is None else timeout_s
         deliveries = self._sink.settle(wait_s) if self._sink.pending else []
+        deliveries = self._responder.take_refused(deliveries, resend=not self._transactional)
         try:
             self._commits.settle(deliveries, self._clock.monotonic(), force_commit)
         except TransactionAborted:

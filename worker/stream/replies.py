@@ -5,16 +5,37 @@ for a scored (or expired, or refused) request and for a record that could
 not be read but named its id. ``Responder`` sends them, and dead letters for
 records without an id, through the stream's sink, tagging each send with
 what the dedup store must learn once the broker has it, and counting every
-outcome in the stats.
+outcome in the stats. A send its topic refuses for good is replaced by the
+next step of worker/core/refusals.py's ladder (``take_refused``).
 """
 
 from __future__ import annotations
 
-from worker.core.messages import InvalidRecord, Reply, Request, Status, Timings
+from collections.abc import Callable
+from dataclasses import replace
+
+import structlog
+
+from worker.core.bounds import SETTLE_S
+from worker.core.errors import DeliveryError
+from worker.core.messages import InvalidRecord, Position, Reply, Request, Status, Timings
 from worker.core.offsets import TopicPartition as TP
+from worker.core.refusals import (
+    CUT_DEAD_LETTER,
+    CUT_DEAD_LETTER_BYTES,
+    DEAD_LETTER,
+    ERROR_REPLY,
+    GIVE_UP,
+    REPLY,
+    Refusals,
+    Refused,
+    next_step,
+    refusal,
+)
 from worker.core.stats import WorkerStats
 from worker.core.wire import (
     ERR_DEADLINE_EXCEEDED,
+    ERR_REPLY_REFUSED,
     ERR_REPLY_TOO_LARGE,
     ERR_TOO_MANY_TOKENS,
     MAX_SEND_BYTES,
@@ -22,7 +43,9 @@ from worker.core.wire import (
     encode_reply,
     send_size,
 )
-from worker.ports import Completed, Outcome, Scored, SendTag, Sink
+from worker.ports import Completed, Delivery, Outcome, Scored, SendTag, Sink
+
+log = structlog.get_logger(__name__)
 
 
 def reply_to_request(request: Request, status: Status, outcome: Outcome, model: str, version: str,
@@ -80,22 +103,28 @@ class Responder:
     """Sends every reply and dead letter of the stream. Not thread-safe."""
 
     def __init__(self, sink: Sink[SendTag], reply_topic: str, dead_letter_topic: str, model: str, version: str,
-                 stats: WorkerStats) -> None:
+                 stats: WorkerStats, settle_s: float = SETTLE_S) -> None:
+        """``settle_s``: the longest wait for a record sent alone (worker/core/refusals.py)."""
         self._sink = sink
         self._reply_topic = reply_topic
         self._dead_letter_topic = dead_letter_topic
         self._model = model
         self._version = version
         self._stats = stats
+        self._refusals = Refusals()
+        self._settle_s = settle_s
+        self._held: list[Delivery[SendTag]] = []  # deliveries of sends made alone, for the next take_refused
 
     def reject(self, record: InvalidRecord, claimed: bool = False) -> None:
         """An error reply when the record named its id, else a dead letter with its original bytes.
         ``claimed``: its id was claimed, and the reply releases the claim."""
         self._stats.error_codes[record.code] += 1
         if record.request_id is None:
-            self._stats.dead_lettered += 1
-            key, value, headers = encode_dead_letter(record)
-            self._sink.send(self._dead_letter_topic, key, value, headers, (record.position, None))
+            refused = self._refusals.get(record.position) if self._refusals else None
+            if refused is None:
+                self._dead_letter(record, None, record, cut=False)
+            else:  # consumed again after its refusal aborted a transaction
+                self._dead_letter_at(refused, record)
             return
         self._send(reply_to_invalid(record, self._model, self._version), claimed=claimed)
 
@@ -119,7 +148,111 @@ class Responder:
             self._stats.record_stages(timings)
             self.answer(request, "ok" if outcome.ok else "error", outcome, timings, len(pairs))
 
+    def take_refused(self, deliveries: list[Delivery[SendTag]], resend: bool) -> list[Delivery[SendTag]]:
+        """The deliveries left for the commit policy, those of sends made alone meanwhile first. A send
+        refused for good moves its record one step down the ladder (worker/core/refusals.py), or, refused
+        together with others, marks it to be sent again alone. With ``resend`` (at-least-once) that send
+        goes now and the refusal leaves the list; without (exactly-once, where the refusal aborts the
+        transaction) the refusal stays, and the record is sent so when it is consumed again.
+
+        Raises DeliveryError when the dead-letter topic refuses even a cut dead letter: it cannot take one.
+        """
+        if self._held:
+            deliveries, self._held = self._held + deliveries, []
+        if all(delivery.error is None for delivery in deliveries):
+            return deliveries
+        reasons = [refusal(d.error) if d.error is not None else None for d in deliveries]
+        together = sum(why is not None for why in reasons) > 1
+        left = []
+        for delivery, why in zip(deliveries, reasons, strict=True):
+            if why is None:
+                left.append(delivery)
+                continue
+            position, done, sent = delivery.tag
+            refused = self._refused(position, sent, why, together)
+            if not resend:
+                left.append(delivery)
+                continue
+            self._uncount(sent)
+            if isinstance(sent, Reply):
+                self._send_at(refused, sent, done is not None)
+            else:
+                self._dead_letter_at(refused, sent)
+        if self._held:  # what was sent alone just now: refused again, it is refused alone
+            left += self.take_refused([], resend)
+        return left
+
+    def _refused(self, position: Position, sent: Reply | InvalidRecord, why: str, together: bool) -> Refused:
+        """Remember the refusal of what was sent for ``position``; returns where the record stands now."""
+        before = self._refusals.get(position)
+        step = before.step if before else (REPLY if isinstance(sent, Reply) else DEAD_LETTER)
+        topic = self._topic_of(sent, step)
+        first_why = before.why if before else f"{topic} refused it for good: {why}"
+        if together and not (before and before.alone):
+            refused = Refused(step, first_why, alone=True)
+            log.info("send_refused_with_others", source=position.token(), topic=topic, error=why,
+                     next_try="the same record, sent alone")
+        else:
+            refused = Refused(next_step(step, why), first_why)
+            if refused.step == GIVE_UP:
+                raise DeliveryError(
+                    f"the dead-letter topic {self._dead_letter_topic!r} refused even a cut dead letter "
+                    f"({CUT_DEAD_LETTER_BYTES} bytes, keyed) of {position.token()}: {why}. Check the topic of "
+                    "--dead-letter-topic: the worker's write permission (ACL), its max.message.bytes, its "
+                    "cleanup.policy; exiting so that the record is consumed again")
+            self._stats.error_codes[ERR_REPLY_REFUSED if isinstance(sent, Reply) else "dead_letter_refused"] += 1
+            log.warning("send_refused", source=position.token(), topic=topic, error=why,
+                        next_try=_STEPS[refused.step],
+                        advice=_ADVICE.get(why, "check the topic's configuration and the worker's ACLs"))
+        self._refusals.remember(position, refused)
+        return refused
+
+    def _topic_of(self, sent: Reply | InvalidRecord, step: int) -> str:
+        if isinstance(sent, Reply) and step <= ERROR_REPLY:
+            return sent.reply_to or self._reply_topic
+        return self._dead_letter_topic
+
     def _send(self, reply: Reply, claimed: bool) -> None:
+        if self._refusals:
+            refused = self._refusals.get(reply.position)
+            if refused is not None:  # consumed again after its refusal aborted a transaction
+                self._send_at(refused, reply, claimed)
+                return
+        self._emit(reply, claimed, reply)
+
+    def _send_at(self, refused: Refused, reply: Reply, claimed: bool) -> None:
+        """Send what stands for ``reply`` at the record's step of the ladder (alone, if so marked)."""
+        if refused.alone:
+            self._sink_alone(lambda: self._send_at(replace(refused, alone=False), reply, claimed))
+        elif refused.step == REPLY:
+            self._emit(reply, claimed, reply)
+        elif refused.step == ERROR_REPLY:
+            smaller = replace(reply, status="error", outputs=None, error_code=ERR_REPLY_TOO_LARGE,
+                              error_message=f"the reply was not delivered: {refused.why} (larger than the "
+                                            "topic's max.message.bytes)")
+            self._emit(smaller, claimed, reply)
+        else:
+            _, value, _ = encode_reply(reply)
+            record = InvalidRecord(reply.position, ERR_REPLY_REFUSED, f"the reply was not delivered: {refused.why}",
+                                   reply.id.encode(), value)
+            self._dead_letter(record, (reply.id, None) if claimed else None, reply,
+                              cut=refused.step >= CUT_DEAD_LETTER)
+
+    def _dead_letter_at(self, refused: Refused, record: InvalidRecord) -> None:
+        if refused.alone:
+            self._sink_alone(lambda: self._dead_letter_at(replace(refused, alone=False), record))
+        else:
+            self._dead_letter(record, None, record, cut=refused.step >= CUT_DEAD_LETTER)
+
+    def _sink_alone(self, send: Callable[[], None]) -> None:
+        """Make ``send``'s record a batch of its own: settle what is out before it, and it after. The
+        deliveries are held for the next ``take_refused``."""
+        if self._sink.pending:
+            self._held += self._sink.settle(self._settle_s)
+        send()
+        self._held += self._sink.settle(self._settle_s)
+
+    def _emit(self, reply: Reply, claimed: bool, sent: Reply) -> None:
         reply, (key, value, headers) = encode_sendable(reply)
         if reply.error_code == ERR_REPLY_TOO_LARGE:
             self._stats.error_codes[ERR_REPLY_TOO_LARGE] += 1
@@ -132,4 +265,37 @@ class Responder:
         # Only a scored answer is remembered; an error or expiry releases the
         # claim so that a corrected retry with the same id is scored.
         done: Completed | None = (reply.id, value if reply.status == "ok" else None) if claimed else None
-        self._sink.send(reply.reply_to or self._reply_topic, key, value, headers, (reply.position, done))
+        self._sink.send(reply.reply_to or self._reply_topic, key, value, headers, (reply.position, done, sent))
+
+    def _dead_letter(self, record: InvalidRecord, done: Completed | None, sent: Reply | InvalidRecord,
+                     cut: bool) -> None:
+        """``cut``: the dead-letter topic refused it before; send the smallest form, keyed."""
+        self._stats.dead_lettered += 1
+        if cut:
+            keyed = record if record.key is not None else replace(record, key=record.position.token().encode())
+            key, value, headers = encode_dead_letter(keyed, CUT_DEAD_LETTER_BYTES)
+        else:
+            key, value, headers = encode_dead_letter(record)
+        self._sink.send(self._dead_letter_topic, key, value, headers, (record.position, done, sent))
+
+    def _uncount(self, sent: Reply | InvalidRecord) -> None:
+        """Take back what a refused send counted: its replacement counts itself."""
+        if isinstance(sent, InvalidRecord):
+            self._stats.dead_lettered -= 1
+        elif sent.status == "ok":
+            self._stats.replied_ok -= 1
+        elif sent.status == "expired":
+            self._stats.replied_expired -= 1
+        else:
+            self._stats.replied_error -= 1
+
+
+_STEPS = {ERROR_REPLY: "error reply reply_too_large", DEAD_LETTER: "dead letter",
+          CUT_DEAD_LETTER: "cut dead letter"}
+_ADVICE = {
+    "MESSAGE_TOO_LARGE": "raise the topic's max.message.bytes (the worker sends up to "
+                         f"{MAX_SEND_BYTES} bytes), or lower the producer's batch size below it",
+    "RECORD_LIST_TOO_LARGE": "raise the topic's max.message.bytes, or lower the producer's batch size",
+    "TOPIC_AUTHORIZATION_FAILED": "grant the worker's principal WRITE on the topic",
+    "INVALID_RECORD": "a compacted topic needs keyed records: check the topic's cleanup.policy",
+}

@@ -1,0 +1,103 @@
+"""Sends a topic refuses for good, and what the worker sends in their place.
+
+A send can fail for a while (the broker away, a leader moving: the worker
+retries by consuming the record again) or for good, whatever the retry: a
+record larger than the topic's ``max.message.bytes``, a topic the worker may
+not write to, a compacted topic given a key-less record. Retrying those would
+stop the partition for good, so each refused send is replaced by a smaller,
+plainer one, one step down a ladder:
+
+- a reply refused as too large becomes the error reply ``reply_too_large``
+  (a few hundred bytes) on the same topic;
+- any other refused reply, or that error reply refused too, becomes a dead
+  letter that carries the reply (cut to fit) and says which topic refused it
+  (``reply_refused``);
+- a dead letter refused becomes a cut one, of at most CUT_DEAD_LETTER_BYTES:
+  a key (the source position, when it had none: a compacted topic needs one),
+  the worker's headers and what room is left of the value;
+- a cut dead letter refused means the dead-letter topic cannot take anything:
+  the worker stops, naming the topic and what to change.
+
+A refusal tells which record only when it came alone: a broker refuses a
+whole batch for one record in it, and kafka-python's idempotent producer
+fails every send after one refusal with that same error. So records refused
+together are first sent again each on its own, at the same step; only a
+refusal of a record sent alone moves it down the ladder.
+
+``refusal`` reads both Kafka clients' errors without importing either: a
+kafka-python error carries the protocol's error code as ``errno``, a
+confluent-kafka one as its KafkaError's ``code()``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from worker.core.messages import Position
+
+# Kafka protocol error codes that mean "this record, never": retrying the same bytes gets the same answer.
+REFUSED_FOR_GOOD = {
+    10: "MESSAGE_TOO_LARGE",
+    18: "RECORD_LIST_TOO_LARGE",
+    29: "TOPIC_AUTHORIZATION_FAILED",
+    44: "POLICY_VIOLATION",
+    87: "INVALID_RECORD",
+}
+TOO_LARGE = frozenset({"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"})
+CUT_DEAD_LETTER_BYTES = 4096  # a refused dead letter's second try, all in
+REMEMBERED = 10_000  # refused records remembered (across aborted transactions), oldest forgotten first
+
+# The ladder's steps, from what was sent first to giving up.
+REPLY, ERROR_REPLY, DEAD_LETTER, CUT_DEAD_LETTER, GIVE_UP = range(5)
+
+
+def refusal(error: BaseException) -> str | None:
+    """The broker's name for a refusal for good (REFUSED_FOR_GOOD), or None for any other failure."""
+    code = getattr(type(error), "errno", None)  # kafka-python: the error class carries the protocol code
+    if not isinstance(code, int) and error.args:
+        kafka_error = error.args[0]  # confluent-kafka: KafkaException(KafkaError)
+        code = kafka_error.code() if callable(getattr(kafka_error, "code", None)) else None
+    return REFUSED_FOR_GOOD.get(code) if isinstance(code, int) else None
+
+
+def next_step(step: int, reason: str) -> int:
+    """Where a record sent at ``step`` goes when refused for ``reason``: a reply refused as too large
+    gets a small error reply first; everything else goes one step further, at least to a dead letter."""
+    if step == REPLY and reason in TOO_LARGE:
+        return ERROR_REPLY
+    return max(step + 1, DEAD_LETTER)
+
+
+class Refusals:
+    """What is known of each refused record: the step it is at, why it was refused first, and whether it
+    is to be sent alone. Bounded: past ``remembered`` records, the oldest start from the top again
+    (costing one more refusal each)."""
+
+    def __init__(self, remembered: int = REMEMBERED) -> None:
+        self._remembered = remembered
+        self._known: OrderedDict[tuple[str, int, int], Refused] = OrderedDict()
+
+    def __bool__(self) -> bool:
+        return bool(self._known)
+
+    def get(self, position: Position) -> Refused | None:
+        return self._known.get((position.topic, position.partition, position.offset))
+
+    def remember(self, position: Position, refused: Refused) -> None:
+        key = (position.topic, position.partition, position.offset)
+        self._known.pop(key, None)
+        self._known[key] = refused
+        while len(self._known) > self._remembered:
+            self._known.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A refused record: the ladder's ``step`` to send it at, ``why`` it was refused first, and ``alone``:
+    its refusal came with others, so it is sent again on its own (a broker refuses a whole batch for
+    one record in it, and kafka-python's idempotent producer fails every send after a refusal)."""
+
+    step: int
+    why: str
+    alone: bool = False
