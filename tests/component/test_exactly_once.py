@@ -82,3 +82,22 @@ def test_a_partition_leaving_an_open_transaction_aborts_it_and_each_id_is_answer
     h.steps(15)  # the fake gives everything again from the committed offsets (partition 1 came back)
     assert h.reply_ids() == [f"r{i}" for i in range(4)]
     assert h.source.committed == {("requests", 0): 2, ("requests", 1): 2}
+
+
+def test_no_transaction_commits_while_a_revocation_waits_for_its_assignment():
+    # librdkafka's eager protocol: every partition revoked in one poll, the assignment in a later one. The
+    # group may have given them to a member that has read their committed offsets already.
+    h = Harness(exactly_once=True, max_batch_size=4, max_wait_ms=5, commit_interval_ms=1000)
+    for i in range(4):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS})
+    h.steps(2)
+    assert h.sink.uncommitted and h.source.committed == {}  # sent, in a transaction still open
+    h.source.revocation_pending = True
+    h.clock.advance(2.0)  # the commit interval has passed
+    h.steps(3)
+    assert h.source.committed == {} and h.reply_ids() == []
+    h.source.revocation_pending = False
+    h.source.revoked = {("requests", 0)}  # the assignment: the partition went to another member
+    h.steps(1)
+    assert h.source.committed == {} and h.reply_ids() == []
+    assert len(h.transactions.aborts) == 1

@@ -40,6 +40,10 @@ class RecordingSource:
         self.commits: list[dict] = []
         self.deferring = False
         self.unanswered: list = []
+        self.revocation_pending = False
+
+    def rebalancing(self) -> bool:
+        return self.revocation_pending
 
     def commit(self, offsets):
         if self.deferring:
@@ -72,6 +76,12 @@ class RecordingTransactions:
 
     def abort(self, reason):
         self.log.append("abort")
+
+
+def transactional(transactions: RecordingTransactions, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
+                  now: float) -> Transactional:
+    """Over a source with no rebalance under way."""
+    return Transactional(transactions, RecordingSource(), offsets, gate, interval_s, now)
 
 
 def tracked(*offsets: int) -> OffsetTracker:
@@ -181,7 +191,7 @@ def test_transactional_writes_done_marks_only_after_the_commit():
     store = RecordingStore()
     store.complete = lambda done: log.append(f"done {len(done)}")  # type: ignore[method-assign]
     transactions = RecordingTransactions(log)
-    policy = Transactional(transactions, tracked(0, 1), DedupGate(store), 0.0, 0.0)
+    policy = transactional(transactions, tracked(0, 1), DedupGate(store), 0.0, 0.0)
     policy.settle([reply(0), reply(1, done=False)], now=0.0, force=False)
     assert log == ["commit", "done 1"]
     assert transactions.committed == [{TP: 2}]
@@ -190,7 +200,7 @@ def test_transactional_writes_done_marks_only_after_the_commit():
 def test_transactional_aborts_on_a_failed_send_and_marks_nothing_done():
     log: list[str] = []
     store = RecordingStore()
-    policy = Transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), 0.0, 0.0)
+    policy = transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), 0.0, 0.0)
     with pytest.raises(TransactionAborted):
         policy.settle([reply(0), reply(1, error=TimeoutError("no ack"))], now=0.0, force=False)
     assert log == ["abort"] and store.completed == []
@@ -198,7 +208,7 @@ def test_transactional_aborts_on_a_failed_send_and_marks_nothing_done():
 
 def test_transactional_failed_commit_marks_nothing_done():
     store = RecordingStore()
-    policy = Transactional(RecordingTransactions([], fail=True), tracked(0), DedupGate(store), 0.0, 0.0)
+    policy = transactional(RecordingTransactions([], fail=True), tracked(0), DedupGate(store), 0.0, 0.0)
     with pytest.raises(TransactionAborted):
         policy.settle([reply(0)], now=0.0, force=False)
     assert store.completed == []
@@ -206,7 +216,7 @@ def test_transactional_failed_commit_marks_nothing_done():
 
 def test_transactional_with_nothing_to_commit_opens_no_transaction():
     log: list[str] = []
-    Transactional(RecordingTransactions(log), OffsetTracker(), DedupGate(RecordingStore()), 0.0, 0.0).settle(
+    transactional(RecordingTransactions(log), OffsetTracker(), DedupGate(RecordingStore()), 0.0, 0.0).settle(
         [], 0.0, True)
     assert log == []
 
@@ -216,7 +226,7 @@ def test_transactional_with_an_interval_commits_the_steps_between_in_one_transac
     store = RecordingStore()
     store.complete = lambda done: log.append(f"done {len(done)}")  # type: ignore[method-assign]
     transactions = RecordingTransactions(log)
-    policy = Transactional(transactions, tracked(0, 1, 2), DedupGate(store), interval_s=1.0, now=0.0)
+    policy = transactional(transactions, tracked(0, 1, 2), DedupGate(store), interval_s=1.0, now=0.0)
     policy.settle([reply(0)], now=0.4, force=False)
     policy.settle([reply(1)], now=0.8, force=False)
     assert log == []  # nothing committed, nothing marked done yet
@@ -229,7 +239,7 @@ def test_transactional_with_an_interval_commits_the_steps_between_in_one_transac
 def test_transactional_force_commits_before_the_interval():
     log: list[str] = []
     transactions = RecordingTransactions(log)
-    policy = Transactional(transactions, tracked(0), DedupGate(RecordingStore()), interval_s=10.0, now=0.0)
+    policy = transactional(transactions, tracked(0), DedupGate(RecordingStore()), interval_s=10.0, now=0.0)
     policy.settle([reply(0)], now=0.1, force=True)
     assert log == ["commit"] and transactions.committed == [{TP: 1}]
 
@@ -237,7 +247,7 @@ def test_transactional_force_commits_before_the_interval():
 def test_partitions_leaving_an_open_transaction_abort_it_and_its_done_marks_are_never_written():
     log: list[str] = []
     store = RecordingStore()
-    policy = Transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), interval_s=1.0, now=0.0)
+    policy = transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), interval_s=1.0, now=0.0)
     policy.settle([reply(0)], now=0.1, force=False)
     assert policy.partitions_left({TP}) is True
     assert log == ["abort"]
@@ -247,7 +257,7 @@ def test_partitions_leaving_an_open_transaction_abort_it_and_its_done_marks_are_
 
 def test_partitions_leaving_between_transactions_abort_nothing():
     log: list[str] = []
-    policy = Transactional(RecordingTransactions(log), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
+    policy = transactional(RecordingTransactions(log), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
     policy.settle([reply(0)], now=0.1, force=False)
     assert policy.partitions_left({TP}) is False and log == ["commit"]
 
@@ -255,3 +265,13 @@ def test_partitions_leaving_between_transactions_abort_nothing():
 def test_at_least_once_keeps_its_work_when_partitions_leave():
     policy = AtLeastOnce(RecordingSource(), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
     assert policy.partitions_left({TP}) is False
+
+
+def test_transactional_commits_nothing_while_a_revocation_waits_for_its_assignment():
+    log: list[str] = []
+    source = RecordingSource()
+    policy = Transactional(RecordingTransactions(log), source, tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
+    source.revocation_pending = True  # librdkafka's eager protocol: every partition revoked, none assigned yet
+    policy.settle([reply(0)], now=1.0, force=True)
+    assert log == []
+    assert policy.partitions_left({TP}) and log == ["abort"]  # the assignment: the partition left

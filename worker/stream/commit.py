@@ -14,7 +14,12 @@ refused since the last step) and own the order that makes them safe:
 - ``Transactional``: commit the replies sent since the last commit with
   their offsets in one Kafka transaction when the commit interval has passed
   (0: every step), then write the done marks (never before: a done mark for
-  an aborted reply would lose the request). Any failure aborts and raises
+  an aborted reply would lose the request). Never while a revocation waits
+  for its assignment (librdkafka's eager protocol revokes every partition
+  in one poll and assigns in a later one): the group may have given the
+  partitions to a member that read their committed offsets already, and a
+  commit then publishes replies it sends again (seen once in chaos scenario
+  f); the assignment says whether they stay (commit later) or leave (abort). Any failure aborts and raises
   TransactionAborted: the caller drops what it holds, and the source gives it
   again from the committed offsets. Partitions that leave while a
   transaction is open abort it (``partitions_left``): committed later, it
@@ -134,9 +139,10 @@ class AtLeastOnce:
 
 
 class Transactional:
-    def __init__(self, transactions: Transactions, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
-                 now: float) -> None:
+    def __init__(self, transactions: Transactions, source: Source, offsets: OffsetTracker, gate: DedupGate,
+                 interval_s: float, now: float) -> None:
         self._transactions = transactions
+        self._source = source
         self._offsets = offsets
         self._gate = gate
         self._timer = CommitTimer(interval_s, now)
@@ -159,7 +165,7 @@ class Transactional:
             if done is not None:
                 self._completed.append((position, done))
         self._delivered |= bool(deliveries)
-        if not (force or self._timer.should_commit(now)):
+        if not (force or self._timer.should_commit(now)) or self._source.rebalancing():
             return
         offsets = self._offsets.committable()
         if not self._delivered and not offsets:
@@ -194,7 +200,7 @@ def commit_policy(source: Source, transactions: Transactions | None, offsets: Of
                   interval_s: float, now: float) -> CommitPolicy:
     """Exactly-once when given transactions (over the same sink and source), else at-least-once."""
     if transactions is not None:
-        return Transactional(transactions, offsets, gate, interval_s, now)
+        return Transactional(transactions, source, offsets, gate, interval_s, now)
     return AtLeastOnce(source, offsets, gate, interval_s, now)
 
 
