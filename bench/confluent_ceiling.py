@@ -4,7 +4,8 @@
 --reply-bytes N`` runs until SIGTERM. Per poll (up to 500 records): one reply
 per record, keyed by its key, N bytes, the worker's seven headers; flush;
 check every delivery report; commit the polled offsets (acks=all, idempotent
-producer, commit after the acks). No decoding, dedup, batching or model: the
+producer, commit after the acks), asynchronously by default, as a skilled user
+would (``--commit sync`` waits for each commit). No decoding, dedup, batching or model: the
 most a one-process confluent-kafka worker can answer, what streamscore on
 ``--kafka-client confluent`` is compared with.
 """
@@ -34,6 +35,7 @@ def headers(message: Message) -> list[tuple[str, bytes]]:
 def main() -> int:
     parser = arguments("Plain confluent-kafka consume-and-reply loop (the librdkafka Kafka ceiling).")
     parser.add_argument("--reply-bytes", type=int, required=True)
+    parser.add_argument("--commit", choices=("async", "sync"), default="async")
     args = parser.parse_args()
     stop = stop_flag()
     connection = client_config(args.bootstrap_servers, env_security())
@@ -68,7 +70,8 @@ def main() -> int:
         for m in messages:
             ends[(m.topic() or "", m.partition() or 0)] = (m.offset() or 0) + 1
         if ends:
-            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()], asynchronous=False)
+            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()],
+                            asynchronous=args.commit == "async")
     consumer.close()
     producer.flush()
     return 0
