@@ -82,8 +82,7 @@ def tracked(*offsets: int) -> OffsetTracker:
 
 
 def reply(offset: int, error: Exception | None = None, done: bool = True) -> Delivery[SendTag]:
-    completed: Completed | None = (f"id-{offset}", b"{}") if done else None
-    return Delivery((Position(*TP, offset), completed), error)
+    return Delivery(SendTag(Position(*TP, offset), Completed(f"id-{offset}", b"{}") if done else None), error)
 
 
 def test_commit_timer_is_due_once_per_interval():

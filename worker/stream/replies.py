@@ -95,7 +95,7 @@ class Responder:
         if record.request_id is None:
             self._stats.dead_lettered += 1
             key, value, headers = encode_dead_letter(record)
-            self._sink.send(self._dead_letter_topic, key, value, headers, (record.position, None))
+            self._sink.send(self._dead_letter_topic, key, value, headers, SendTag(record.position, None))
             return
         self._send(reply_to_invalid(record, self._model, self._version), claimed=claimed)
 
@@ -131,5 +131,5 @@ class Responder:
             self._stats.replied_error += 1
         # Only a scored answer is remembered; an error or expiry releases the
         # claim so that a corrected retry with the same id is scored.
-        done: Completed | None = (reply.id, value if reply.status == "ok" else None) if claimed else None
-        self._sink.send(reply.reply_to or self._reply_topic, key, value, headers, (reply.position, done))
+        done = Completed(reply.id, value if reply.status == "ok" else None) if claimed else None
+        self._sink.send(reply.reply_to or self._reply_topic, key, value, headers, SendTag(reply.position, done))
