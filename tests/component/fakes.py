@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from worker.core.clock import FakeClock
+from tests.fakes import FakeClock
 from worker.core.errors import CommitDeferred, TransactionAborted
 from worker.core.messages import Headers, Position, RawRecord
 from worker.ports import Delivery, Scored

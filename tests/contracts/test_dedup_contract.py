@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.fakes import FakeClock
 from tests.integration.kit import wait_until
-from worker.core.clock import FakeClock
 from worker.core.messages import Position, Request
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore

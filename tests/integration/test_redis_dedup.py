@@ -5,7 +5,7 @@ import uuid
 import pytest
 import redis
 
-from worker.core.clock import FakeClock
+from tests.fakes import FakeClock
 from worker.core.messages import Position, Request
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore

@@ -38,7 +38,6 @@ from worker.core.offsets import OffsetTracker
 from worker.core.settings import Settings
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
-from worker.core.topics import TopicDirectory
 from worker.ports import DedupStore, ModelRunner, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.admission import Admission
 from worker.stream.commit import commit_policy
@@ -47,6 +46,7 @@ from worker.stream.drain import Drain
 from worker.stream.membership import SETTLE_S, Membership
 from worker.stream.replies import EXPIRED, Responder
 from worker.stream.scoring import InlineScorer
+from worker.stream.topics import TopicDirectory
 
 log = structlog.get_logger(__name__)
 
