@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from worker.core.messages import Headers, Position, RawRecord, Reply, Request
 from worker.core.offsets import TopicPartition as TP
@@ -21,14 +21,17 @@ from worker.core.offsets import TopicPartition as TP
 T = TypeVar("T")
 
 
-class Completed(NamedTuple):
-    """What to tell the dedup store of an answered request. NamedTuple: one is built per request."""
+@dataclass(slots=True)
+class Completed:
+    """What to tell the dedup store of an answered request. One is built per request: slotted, not frozen
+    (as Delivery), and not a NamedTuple, which takes twice as long to build."""
 
     id: str
     reply: bytes | None  # the encoded reply to keep; None releases the claim only (an error reply)
 
 
-class SendTag(NamedTuple):
+@dataclass(slots=True)
+class SendTag:
     """What a sent record stands for: its source record, and what to tell the dedup store once the broker
     has it (None: the request was never claimed, such as a dead letter). One is built per send."""
 

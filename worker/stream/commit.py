@@ -70,7 +70,7 @@ class AtLeastOnce:
         failures = [d for d in deliveries if d.error is not None]
         completed: list[tuple[Position, Completed]] = []
         for delivery in deliveries:
-            position, done = delivery.tag
+            position, done = delivery.tag.position, delivery.tag.done
             if delivery.error is not None:
                 continue
             if done is None:
@@ -142,7 +142,7 @@ class Transactional:
             self._abort(reason)
             raise TransactionAborted(reason)
         for delivery in deliveries:
-            position, done = delivery.tag
+            position, done = delivery.tag.position, delivery.tag.done
             self._offsets.ack((position.topic, position.partition), position.offset)
             if done is not None:
                 self._completed.append((position, done))
