@@ -166,6 +166,20 @@ class CommitPolicy(Protocol):
         """The group took ``partitions`` away; True when that aborted the work in hand (drop all of it)."""
 
 
+class LoopSteps(Protocol):
+    """What the drain (worker/stream/drain.py) asks of the loop it finishes: steps of the loop's own
+    (worker/stream/loop.py's Worker). For the loop's thread only."""
+
+    def answer_scored(self, settle_s: float) -> None:
+        """Answer the scorer's finished batch, if any; waits up to ``settle_s`` to learn whether its
+        partitions are still ours."""
+    def submit_batch(self, batch: list[Request]) -> None:
+        """Answer the requests whose deadline passed; give the rest to the scorer (only when it is not busy)."""
+    def settle(self, force_commit: bool = False, timeout_s: float | None = None) -> None:
+        """Wait up to ``timeout_s`` (None: the step's bound) for the broker's acknowledgements and commit what
+        they made safe (``force_commit``: now, whatever the commit interval)."""
+
+
 class DedupStore(Protocol):
     def claim(self, requests: Sequence[Request]) -> list[bool]:
         """For each request, True to score it, False if it is a duplicate. Blocks on I/O.
