@@ -10,6 +10,7 @@ The rules (one function each, each tried on a deliberate violation in a small
 module tree under tmp_path, so that none of them can pass by checking nothing):
 
 - the core (``worker.core``) imports only the core, the standard library and orjson;
+- the ports (``worker.ports``) import only the core and the standard library;
 - the loop and its policies (``worker.stream``) import only the core, the ports
   (``worker.ports``), the standard library and structlog;
 - the adapters (``worker.kafka``, ``worker.dedup``, ``worker.models``) import no job (``worker.jobs``);
@@ -120,6 +121,11 @@ def core_is_pure(imports: list[Import]) -> list[Import]:
             and top_level(i.target) not in STDLIB | {"orjson"}]
 
 
+def ports_use_core_only(imports: list[Import]) -> list[Import]:
+    return [i for i in imports if i.module == PORTS and not within(i.target, CORE)
+            and top_level(i.target) not in STDLIB]
+
+
 def stream_uses_core_and_ports(imports: list[Import]) -> list[Import]:
     return [i for i in imports if within(i.module, STREAM) and not within(i.target, CORE, PORTS, STREAM)
             and top_level(i.target) not in STDLIB | {"structlog"}]
@@ -193,8 +199,8 @@ def _strongly_connected(nodes: set[str], edges: dict[str, set[str]]) -> list[set
     return components
 
 
-RULES = [core_is_pure, stream_uses_core_and_ports, adapters_import_no_jobs, jobs_import_no_entry_point,
-         producer_uses_core_and_kafka]
+RULES = [core_is_pure, ports_use_core_only, stream_uses_core_and_ports, adapters_import_no_jobs,
+         jobs_import_no_entry_point, producer_uses_core_and_kafka]
 
 
 @pytest.fixture(scope="module")
@@ -236,6 +242,8 @@ def tree(tmp_path: Path, files: dict[str, str]) -> list[Import]:
     (core_is_pure, {"worker/core/batcher.py": "import torch\n"}),
     (core_is_pure, {"worker/core/batcher.py": "from worker.ports import Source\n", "worker/ports.py": ""}),
     (core_is_pure, {"worker/core/clock.py": "def f():\n    import structlog\n"}),  # lazy imports count
+    (ports_use_core_only, {"worker/ports.py": "from worker.stream.loop import Worker\n",
+                           "worker/stream/loop.py": ""}),
     (stream_uses_core_and_ports, {"worker/stream/loop.py": "from worker.kafka.sink import KafkaSink\n",
                                   "worker/kafka/sink.py": ""}),
     (stream_uses_core_and_ports, {"worker/stream/loop.py": "import redis\n"}),
