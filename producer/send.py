@@ -25,6 +25,7 @@ from kafka import KafkaConsumer
 from tqdm import tqdm
 
 from producer.transport import open_publisher
+from worker.core.samples import sampler
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import encode_request, new_request_id
 from worker.kafka.connection import client_config
@@ -141,13 +142,11 @@ def count_requests(path: Path, fmt: str | None = None) -> int:
 
 
 def synthetic_requests(model: str, count: int, seed: int = 0) -> Iterator[RequestBody]:
-    """``count`` valid requests for a built-in model, from its sample_inputs."""
-    from worker.models import load_model  # imports torch: only synthetic sends need it
-
-    servable = load_model(model)
+    """``count`` valid requests for a built-in model (worker/core/samples.py: no torch, no model loaded).
+    Raises ConfigError at once for another model."""
+    make = sampler(model)
     rng = random.Random(seed)
-    for _ in range(count):
-        yield {"id": new_request_id(), "inputs": servable.sample_inputs(rng)}
+    return ({"id": new_request_id(), "inputs": make(rng)} for _ in range(count))
 
 
 def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[RequestBody | BadLine], *,

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from producer.transport import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
+from producer.ports import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
 from producer.transport_logs import QuietClientLog
 from worker.core.security import KafkaSecurity
 from worker.kafka.confluent.connection import client_config

@@ -9,7 +9,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
-from producer.transport import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
+from producer.ports import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
 from worker.core.security import KafkaSecurity
 from worker.kafka.connection import client_config
 

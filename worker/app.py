@@ -14,23 +14,27 @@ from worker.core.bounds import step_bounds
 from worker.core.broker_fit import check_session_timeout, check_topics_exist
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.core.pacing import LiveFirst, RatePacer
 from worker.core.settings import Settings, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
 from worker.core.timerange import TimeRange
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
+from worker.jobs.backfill import BackfillJob, ReplyTopicSink
 from worker.jobs.bounded_source import BoundedSource
-from worker.kafka.bounded_source import bounded_kafka_source
+from worker.jobs.paced_source import PacedSource
+from worker.kafka.bounded_source import KafkaPartitionReader
 from worker.kafka.broker_facts import read_broker_facts
 from worker.kafka.exactly_once import ExactlyOnce
+from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
 from worker.kafka.sink import KafkaSink
 from worker.kafka.source import KafkaSource
 from worker.kafka.transactions import TransactionalSink
 from worker.models import load_model
 from worker.models.runner import TorchRunner, pick_device
-from worker.ports import DedupStore, Scorer, SendTag, Sink, Source, Transactions
+from worker.ports import DedupStore, PartitionReader, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.loop import Worker
 from worker.stream.scoring import InlineScorer, ThreadScorer
 from worker.surface.http import HttpSurface
@@ -175,25 +179,79 @@ def _confluent_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Si
     return source, sink, transactions
 
 
-def build_backfill_kafka(settings: Settings, clock: SystemClock, time_range: TimeRange, *,
-                        keep_deadlines: bool = False,
-                        on_progress: Callable[[int], None] | None = None) -> tuple[BoundedSource, Sink[SendTag]]:
-    """A backfill's bounded source over ``time_range`` (not started) and its reply sink, on the client library
-    that ``settings.kafka_client`` names. Raises ServiceUnavailable when no broker answers."""
+def build_bounded_source(settings: Settings, clock: SystemClock, time_range: TimeRange, *,
+                         keep_deadlines: bool = False,
+                         on_progress: Callable[[int], None] | None = None) -> BoundedSource:
+    """A backfill's bounded source over ``time_range`` (not started), on the client library that
+    ``settings.kafka_client`` names. Raises ServiceUnavailable when no broker answers."""
+    reader: PartitionReader
     if settings.kafka_client == "confluent":
-        from worker.kafka.confluent.bounded_source import bounded_confluent_source  # an extra, as above
-        from worker.kafka.confluent.sink import ConfluentSink
+        from worker.kafka.confluent.bounded_source import ConfluentPartitionReader  # an extra, as above
 
-        return (bounded_confluent_source(settings, clock, time_range, keep_deadlines=keep_deadlines,
-                                         on_progress=on_progress),
-                ConfluentSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security))
+        reader = ConfluentPartitionReader(settings, clock)
+    else:
+        try:
+            reader = KafkaPartitionReader(settings, clock)
+        except KafkaError as exc:
+            raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
+                                     f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
+    return BoundedSource(reader, settings.requests_topic, settings.group, time_range, keep_deadlines=keep_deadlines,
+                         on_progress=on_progress)
+
+
+def build_reply_sink(settings: Settings) -> Sink[SendTag]:
+    """A plain (not transactional) reply sink on the client library that ``settings.kafka_client`` names."""
+    if settings.kafka_client == "confluent":
+        from worker.kafka.confluent.sink import ConfluentSink  # an extra, as above
+
+        return ConfluentSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security)
     try:
-        return (bounded_kafka_source(settings, clock, time_range, keep_deadlines=keep_deadlines,
-                                     on_progress=on_progress),
-                KafkaSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security))
+        return KafkaSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security)
     except KafkaError as exc:
         raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
                                  f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
+
+
+def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
+    """A backfill's worker over its range and its source, planned (or resumed), the model loaded: the
+    BuildBackfill that worker/jobs/backfill.py runs.
+
+    Raises ConfigError (a reply topic missing, a group that is not a
+    backfill's), LookupError (no such topic), ServiceUnavailable, ModelError.
+    """
+    settings = job.settings
+    if settings.delivery != "at-least-once":
+        raise ConfigError("backfill supports delivery=at-least-once only (its resume plan lives in the "
+                          "consumer group's commit metadata); unset STREAMSCORE_DELIVERY / --delivery")
+    pick_device(settings.device)  # a GPU this machine lacks: said before the job's plan is made
+    clock = SystemClock()
+    check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
+    source = build_bounded_source(settings, clock, job.time_range, keep_deadlines=job.keep_deadlines,
+                                  on_progress=job.on_progress)
+    sink = build_reply_sink(settings)
+    missing = source.missing_topics([settings.reply_topic, settings.dead_letter_topic])
+    if missing:
+        raise ConfigError(f"topic(s) {', '.join(missing)} do not exist; create them first, e.g. "
+                          f"`python -m producer create-topic {missing[0]} --partitions 4`")
+    source.start()
+    runner = build_runner(settings)
+    dedup = build_dedup(settings, clock)
+    worker = Worker(settings, _paced(job, source, clock), ReplyTopicSink(sink, settings.reply_topic),
+                    dedup, runner, runner.prepare,
+                    clock, stop_requested=job.stop_requested, scorer=build_scorer(settings, runner, clock))
+    return worker, source
+
+
+def _paced(job: BackfillJob, source: BoundedSource, clock: SystemClock) -> PacedSource:
+    """The job's source at its --max-rate, holding while the live group lags (read over kafka-python whatever
+    the job's client: see worker/kafka/group_lag.py)."""
+    pacing, settings = job.pacing, job.settings
+    live = live_lag = None
+    if pacing.live_max_lag:
+        live = LiveFirst(pacing.live_max_lag, pacing.live_check_s, clock)
+        live_lag = GroupLag(settings.kafka_bootstrap_servers, settings.kafka_security, pacing.live_group,
+                            settings.requests_topic)
+    return PacedSource(source, RatePacer(pacing.max_rate, clock), live, live_lag)
 
 
 def check_broker_fit(settings: Settings) -> None:

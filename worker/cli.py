@@ -14,7 +14,7 @@ from types import FrameType
 import structlog
 import torch
 
-from worker.app import build_runner, build_worker, start_surface
+from worker.app import build_backfill, build_runner, build_worker, start_surface
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
 from worker.core.settings import Settings, add_flags, require_services
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "score-file":
             return _score_file(settings, args)
         if args.command == "backfill":
-            return run_backfill(args)
+            return run_backfill(args, build_backfill)
         if args.command == "inspect-model":
             with exit_if_signalled_while_starting():  # all of it is the model's load and warmup
                 return run_inspect(settings, args.json)

@@ -1,10 +1,12 @@
-"""The ports: every interface the stream loop talks to, and the values that cross them.
+"""The ports: every interface the stream loop, the jobs and the adapters meet at, and the values that cross them.
 
-The loop, its policies and the jobs import this module and the pure core
-(``worker.core``) only; the adapters (``worker.kafka``, ``worker.dedup``,
-``worker.models``) implement these protocols. Nothing here imports torch,
-kafka-python or redis, so a port can be replaced (a second Kafka client, a
-fake in a test) without touching the loop.
+The loop and its policies import this module and the pure core
+(``worker.core``) only; the jobs add the loop; the adapters (``worker.kafka``,
+``worker.dedup``, ``worker.models``) implement these protocols and never
+import a job. Nothing here imports torch, kafka-python or redis, so a port can
+be replaced (a second Kafka client, a fake in a test) without touching the
+loop. docs/architecture.md has the rules; tests/unit/test_architecture.py
+checks them.
 """
 
 from __future__ import annotations
@@ -18,14 +20,26 @@ from worker.core.offsets import TopicPartition as TP
 
 T = TypeVar("T")
 
-# Request id, and its encoded reply to keep (None: release the claim only).
-Completed = tuple[str, bytes | None]
-# What a sent record stands for: its source record; what to tell the dedup
-# store once the broker has it: (id, reply) marks it done, (id, None) releases
-# the claim, None means it was never claimed; and what was to be sent (a reply,
-# or the record a dead letter carries), to build what replaces it if its topic
-# refuses it for good (worker/core/refusals.py).
-SendTag = tuple[Position, Completed | None, Reply | InvalidRecord]
+
+@dataclass(slots=True)
+class Completed:
+    """What to tell the dedup store of an answered request. One is built per request: slotted, not frozen
+    (as Delivery), and not a NamedTuple, which takes twice as long to build."""
+
+    id: str
+    reply: bytes | None  # the encoded reply to keep; None releases the claim only (an error reply)
+
+
+@dataclass(slots=True)
+class SendTag:
+    """What a sent record stands for: its source record; what to tell the dedup store once the broker has
+    it (None: the request was never claimed, such as a dead letter); and what was to be sent (a reply, or
+    the record a dead letter carries), to build what replaces it if its topic refuses it for good
+    (worker/core/refusals.py). One is built per send."""
+
+    position: Position
+    done: Completed | None
+    sent: Reply | InvalidRecord
 
 
 @dataclass(slots=True)
@@ -124,6 +138,51 @@ class Transactions(Protocol):
         """Abort the transaction; the source consumes again from its committed offsets."""
 
 
+class TransactionalProducer(Protocol):
+    """A transactional sink's side of Transactions (worker/kafka/exactly_once.py binds it to a source)."""
+
+    @property
+    def open(self) -> bool: ...
+    def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
+        """Commit the open transaction with these consumer offsets; raises TransactionAborted after aborting."""
+    def abort(self, reason: str) -> None: ...
+
+
+class RewindableSource(Protocol):
+    """A source's side of Transactions."""
+
+    def group_metadata(self) -> Any:
+        """This member's group identity (the broker fences a member the group dropped)."""
+    def rewind(self) -> None:
+        """Consume every assigned partition again from its committed offset."""
+
+
+class CommitPolicy(Protocol):
+    """When and how the stream commits (worker/stream/commit.py has one per delivery mode)."""
+
+    def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
+        """Account for ``deliveries`` and commit what they made safe (``force``: regardless of timing).
+
+        Raises DeliveryError or TransactionAborted (see worker/stream/commit.py).
+        """
+    def partitions_left(self, partitions: set[TP]) -> bool:
+        """The group took ``partitions`` away; True when that aborted the work in hand (drop all of it)."""
+
+
+class LoopSteps(Protocol):
+    """What the drain (worker/stream/drain.py) asks of the loop it finishes: steps of the loop's own
+    (worker/stream/loop.py's Worker). For the loop's thread only."""
+
+    def answer_scored(self, settle_s: float) -> None:
+        """Answer the scorer's finished batch, if any; waits up to ``settle_s`` to learn whether its
+        partitions are still ours."""
+    def submit_batch(self, batch: list[Request]) -> None:
+        """Answer the requests whose deadline passed; give the rest to the scorer (only when it is not busy)."""
+    def settle(self, force_commit: bool = False, timeout_s: float | None = None) -> None:
+        """Wait up to ``timeout_s`` (None: the step's bound) for the broker's acknowledgements and commit what
+        they made safe (``force_commit``: now, whatever the commit interval)."""
+
+
 class DedupStore(Protocol):
     def claim(self, requests: Sequence[Request]) -> list[bool]:
         """For each request, True to score it, False if it is a duplicate. Blocks on I/O.
@@ -166,3 +225,49 @@ class Scorer(Protocol):
         """The finished batch, once; None while it runs (or when none was submitted)."""
     def close(self, timeout_s: float = ...) -> None:
         """Stop taking batches; wait up to ``timeout_s`` for one still running (then it is abandoned)."""
+
+
+class PartitionReader(Protocol):
+    """One topic's partitions through a client's consumer in the job's group, assigned without joining it:
+    what the backfill's BoundedSource (worker/jobs/bounded_source.py) needs of a Kafka client.
+    Not thread-safe. Every call may block on the broker."""
+
+    def partitions(self, wait_s: float) -> list[int]:
+        """The topic's partitions, once the broker's metadata has them (waits up to ``wait_s``).
+        Raises LookupError when the topic does not exist."""
+    def lookups(self, partitions: list[TP], from_ms: int, until_ms: int | None) -> dict[TP, tuple[
+            int | None, int | None, int]]:
+        """Per partition: the first offset at or after ``from_ms``, the first at or after ``until_ms`` (None
+        when there is no such record, or no ``until_ms``), and the end offset."""
+    def committed(self, partitions: list[TP]) -> dict[TP, tuple[int, str | None]]:
+        """The group's committed offset and metadata per partition; partitions without one are left out."""
+    def commit(self, offsets: dict[TP, tuple[int, str]]) -> None:
+        """Commit (offset, metadata) per partition; raises CommitDeferred when the broker refused."""
+    def assign(self, positions: dict[TP, int]) -> None:
+        """Take these partitions (no group membership), each to be read from its offset."""
+    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
+        """Up to ``max_records``, in offset order per partition. Blocks up to ``timeout_s``."""
+    def positions(self, partitions: list[TP]) -> dict[TP, int]:
+        """The next offset each partition will be read from (past offsets without records too, such as
+        transaction markers, once the client skipped them)."""
+    def pause(self, partitions: list[TP]) -> None: ...
+    def resume(self, partitions: list[TP]) -> None: ...
+    def topics(self) -> set[str]:
+        """Every topic on the broker (a metadata request)."""
+    def close(self, timeout_s: float) -> None: ...
+
+
+class LagReader(Protocol):
+    """How far the live consumer group lags: what a backfill that yields to live traffic reads."""
+
+    def __call__(self) -> int | None:
+        """The live group's lag now; None when it cannot be told (then the backfill does not hold)."""
+    def close(self) -> None: ...
+
+
+class ReplyWriter(Protocol):
+    """Where the batch file job's replies go, in the order given. Not thread-safe; ``close`` once, after the last."""
+
+    def write(self, reply: Reply) -> None: ...
+
+    def close(self) -> None: ...

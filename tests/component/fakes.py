@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import kafka.errors
 import orjson
 
-from worker.core.clock import FakeClock
+from tests.fakes import FakeClock
 from worker.core.errors import CommitDeferred, TransactionAborted
 from worker.core.messages import Headers, Position, RawRecord
 from worker.core.wire import MAX_SEND_BYTES, send_size

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.component.fakes import FakeExactlyOnce, FakeSink, FakeSource, FakeTransactionalSink
-from worker.core.clock import Clock, FakeClock
+from tests.fakes import FakeClock
+from worker.core.clock import Clock
 from worker.core.settings import Settings
 from worker.dedup.memory import InMemoryDedupStore
 from worker.models import load_model

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.component.fakes import FakeSource
+from tests.fakes import FakeClock
 from tests.integration.kit import Producer
-from worker.core.clock import FakeClock, SystemClock
+from worker.core.clock import SystemClock
 from worker.core.messages import Headers, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings

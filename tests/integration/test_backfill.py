@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -15,10 +16,10 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartitio
 
 from producer.topics import create_topics
 from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
+from worker.app import build_bounded_source
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings
 from worker.core.timerange import TimeRange, format_ms
-from worker.kafka.bounded_source import bounded_kafka_source
 from worker.models import load_model
 
 # Recent times: the broker's retention (7 days by default) deletes records stamped long ago.
@@ -143,11 +144,7 @@ def test_an_interrupted_backfill_resumes_where_it_stopped_and_repeats_nothing(bo
 
 
 def bounded_source(kafka_client, settings, time_range):
-    if kafka_client == "confluent":
-        from worker.kafka.confluent.bounded_source import bounded_confluent_source  # an extra: imported when tested
-
-        return bounded_confluent_source(settings, SystemClock(), time_range)
-    return bounded_kafka_source(settings, SystemClock(), time_range)
+    return build_bounded_source(replace(settings, kafka_client=kafka_client), SystemClock(), time_range)
 
 
 @pytest.mark.parametrize("first_client, second_client", [

@@ -3,8 +3,9 @@ import argparse
 import pytest
 
 from worker.core.errors import ConfigError
-from worker.core.messages import Position
+from worker.core.messages import InvalidRecord, Position
 from worker.jobs.backfill import ReplyTopicSink, add_backfill_parser, backfill_settings
+from worker.ports import SendTag
 
 ENV = {"KAFKA_BOOTSTRAP_SERVERS": "k:9092", "REDIS_URL": "redis://r:6379/0"}
 RANGE = ["--from-time", "2025-11-29T00:00:00Z", "--until-time", "2025-11-30T00:00:00Z"]
@@ -69,7 +70,8 @@ class RecordingSink:
 def test_every_reply_goes_to_the_backfill_reply_topic_and_dead_letters_keep_theirs():
     inner = RecordingSink()
     sink = ReplyTopicSink(inner, "bf")
-    tag = (Position("requests", 0, 1), None)
+    position = Position("requests", 0, 1)
+    tag = SendTag(position, None, InvalidRecord(position, "invalid_json", "not JSON", None, b"junk"))
     sink.send("requests.replies", b"a", b"{}", [("source-topic", b"requests")], tag)  # the default
     sink.send("client-7.replies", b"b", b"{}", [], tag)  # a request's reply_to
     sink.send("bf.dlq", None, b"junk", [("dlq-error-code", b"invalid_json")], tag)

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from worker.core.clock import FakeClock
+from tests.fakes import FakeClock
 from worker.core.errors import ConfigError, InvalidInput
 from worker.core.settings import Settings
 from worker.jobs.batch_file import ScoringStopped, check_files, score_file

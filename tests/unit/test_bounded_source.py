@@ -7,7 +7,7 @@ import orjson
 import pytest
 from kafka import OffsetAndMetadata, TopicPartition
 
-from worker.core.clock import FakeClock
+from tests.fakes import FakeClock
 from worker.core.errors import ConfigError
 from worker.core.settings import Settings
 from worker.core.timerange import Span, TimeRange

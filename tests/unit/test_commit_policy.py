@@ -92,9 +92,9 @@ def tracked(*offsets: int) -> OffsetTracker:
 
 
 def reply(offset: int, error: Exception | None = None, done: bool = True) -> Delivery[SendTag]:
-    completed: Completed | None = (f"id-{offset}", b"{}") if done else None
     position = Position(*TP, offset)
-    return Delivery((position, completed, InvalidRecord(position, "code", "message", None, b"")), error)
+    record = InvalidRecord(position, "code", "message", None, b"")
+    return Delivery(SendTag(position, Completed(f"id-{offset}", b"{}") if done else None, record), error)
 
 
 def test_commit_timer_is_due_once_per_interval():
@@ -115,7 +115,7 @@ def test_at_least_once_commits_a_reply_only_after_its_done_mark_and_on_the_inter
     store.down = False
     policy.settle([], now=2.05, force=False)  # the gate is backing off: not retried yet
     policy.settle([reply(2)], now=3.0, force=False)
-    assert store.completed == [("id-0", b"{}"), ("id-2", b"{}")]
+    assert store.completed == [Completed("id-0", b"{}"), Completed("id-2", b"{}")]
     assert source.commits == [{TP: 3}]
     offsets.track(TP, 3)
     policy.settle([reply(3, done=False)], now=3.5, force=False)
@@ -252,7 +252,7 @@ def test_partitions_leaving_an_open_transaction_abort_it_and_its_done_marks_are_
     assert policy.partitions_left({TP}) is True
     assert log == ["abort"]
     policy.settle([reply(1)], now=1.5, force=False)
-    assert store.completed == [("id-1", b"{}")]  # the aborted reply's done mark is gone with it
+    assert store.completed == [Completed("id-1", b"{}")]  # the aborted reply's done mark is gone with it
 
 
 def test_partitions_leaving_between_transactions_abort_nothing():

@@ -13,7 +13,8 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-from worker.core.clock import FakeClock, SystemClock  # noqa: E402
+from tests.fakes import FakeClock  # noqa: E402
+from worker.core.clock import SystemClock  # noqa: E402
 from worker.core.errors import ConfigError  # noqa: E402
 from worker.core.security import KafkaSecurity, Secret  # noqa: E402
 from worker.core.settings import Settings  # noqa: E402

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from worker.core.clock import FakeClock
+from tests.fakes import FakeClock
 from worker.core.errors import ConfigError
 from worker.core.stats import WorkerStats
 from worker.surface.http import HttpSurface

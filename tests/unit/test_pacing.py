@@ -3,7 +3,7 @@
 import pytest
 
 from tests.component.fakes import FakeSource
-from worker.core.clock import FakeClock
+from tests.fakes import FakeClock
 from worker.core.pacing import LiveFirst, RatePacer
 from worker.jobs.paced_source import PacedSource
 

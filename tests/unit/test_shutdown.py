@@ -2,7 +2,7 @@
 
 import pytest
 
-from worker.core.clock import FakeClock
+from tests.fakes import FakeClock
 from worker.core.offsets import OffsetTracker
 from worker.core.shutdown import Deadline, StopRequest
 

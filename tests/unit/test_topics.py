@@ -3,8 +3,8 @@
 import threading
 import time
 
-from worker.core.clock import FakeClock
-from worker.core.topics import TopicDirectory
+from tests.fakes import FakeClock
+from worker.stream.topics import TopicDirectory
 
 
 def test_a_known_topic_needs_no_lookup_and_an_unknown_one_is_looked_up_once_per_interval():

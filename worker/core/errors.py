@@ -47,3 +47,13 @@ class TransactionAborted(WorkerError):
 
 class DeliveryError(WorkerError):
     """The broker did not take a reply or dead letter; the worker must restart to redeliver."""
+
+
+MESSAGE_CHARS = 300  # of the exception's text, in a model_error reply
+
+
+def describe(stage: str, exc: BaseException) -> str:
+    """A model_error reply's message: which stage of the user's code raised what, in one short line
+    (worker/models/faults.py logs the traceback)."""
+    text = " ".join(str(exc).split())
+    return f"{stage} raised {type(exc).__name__}: {text}"[:MESSAGE_CHARS]

@@ -27,8 +27,7 @@ from typing import Any
 
 import orjson
 
-from worker.core.errors import InvalidInput
-from worker.core.faults import describe
+from worker.core.errors import InvalidInput, describe
 from worker.core.messages import Headers, InvalidRecord, RawRecord, Reply, Request
 
 MAX_ID_LENGTH = 256

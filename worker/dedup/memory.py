@@ -36,10 +36,10 @@ class InMemoryDedupStore:
 
     def complete(self, done: Sequence[Completed]) -> None:
         expires = self._clock.monotonic() + self._ttl_s
-        for request_id, reply in done:
-            if reply is not None:
-                self._done[request_id] = (reply, expires)
-            self._claims.pop(request_id, None)
+        for entry in done:
+            if entry.reply is not None:
+                self._done[entry.id] = (entry.reply, expires)
+            self._claims.pop(entry.id, None)
 
     def reply_for(self, request_id: str) -> bytes | None:
         entry = self._done.get(request_id)

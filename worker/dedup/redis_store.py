@@ -116,9 +116,9 @@ class RedisDedupStore:
         """Raises StoreUnavailable or ConfigError, as ``claim`` does."""
         if not done:
             return
-        ids = orjson.dumps([request_id for request_id, _ in done])
+        ids = orjson.dumps([entry.id for entry in done])
         self._classified(lambda: self._complete(args=[self._ns, self._ttl_s, ids,
-                                                      *(reply or b"" for _, reply in done)]))
+                                                      *(entry.reply or b"" for entry in done)]))
 
     def _classified(self, call: Callable[[], T]) -> T:
         """Run one command; a connection error, a timeout or a transient reply becomes StoreUnavailable (the

@@ -33,20 +33,14 @@ from typing import Any
 import structlog
 from tqdm import tqdm
 
-from worker.app import build_backfill_kafka, build_dedup, build_runner, build_scorer
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError
 from worker.core.messages import Headers
-from worker.core.pacing import LiveFirst, RatePacer
 from worker.core.settings import Settings, add_flags, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.timerange import TimeRange, format_ms, parse_time
 from worker.core.wire import H_DLQ_CODE
 from worker.jobs.bounded_source import BoundedSource
-from worker.jobs.paced_source import PacedSource
-from worker.kafka.group_lag import GroupLag
-from worker.kafka.preflight import check_kafka
-from worker.models.runner import pick_device
 from worker.ports import Delivery, SendTag, Sink
 from worker.signals import exit_if_signalled_while_starting, stop_on_signals
 from worker.stream.loop import Worker
@@ -167,42 +161,22 @@ class Pacing:
             raise ConfigError(f"--live-group {live_group!r} is the backfill's own group: name the live workers'")
         return cls(args.max_rate, args.live_max_lag, live_group, args.live_check_s)
 
-    def source(self, source: BoundedSource, settings: Settings, clock: SystemClock) -> PacedSource:
-        live = live_lag = None
-        if self.live_max_lag:
-            live = LiveFirst(self.live_max_lag, self.live_check_s, clock)
-            live_lag = GroupLag(settings.kafka_bootstrap_servers, settings.kafka_security, self.live_group,
-                                settings.requests_topic)
-        return PacedSource(source, RatePacer(self.max_rate, clock), live, live_lag)
+
+@dataclass(frozen=True)
+class BackfillJob:
+    """What one run of a backfill is asked to do: what ``BuildBackfill`` builds the job's parts from."""
+
+    settings: Settings
+    time_range: TimeRange
+    stop_requested: StopRequest
+    keep_deadlines: bool = False
+    pacing: Pacing = Pacing()
+    on_progress: Callable[[int], None] | None = None
 
 
-def build_backfill(settings: Settings, time_range: TimeRange, *, stop_requested: StopRequest,
-                   keep_deadlines: bool = False, pacing: Pacing = Pacing(),
-                   on_progress: Callable[[int], None] | None = None) -> tuple[Worker, BoundedSource]:
-    """The worker over the range, its source planned (or resumed) and its model loaded.
-
-    Raises ConfigError (a reply topic missing, a group that is not a
-    backfill's), LookupError (no such topic), ServiceUnavailable, ModelError.
-    """
-    if settings.delivery != "at-least-once":
-        raise ConfigError("backfill supports delivery=at-least-once only (its resume plan lives in the "
-                          "consumer group's commit metadata); unset STREAMSCORE_DELIVERY / --delivery")
-    pick_device(settings.device)  # a GPU this machine lacks: said before the job's plan is made
-    clock = SystemClock()
-    check_kafka(settings.kafka_bootstrap_servers, settings.kafka_security)
-    source, sink = build_backfill_kafka(settings, clock, time_range, keep_deadlines=keep_deadlines,
-                                        on_progress=on_progress)
-    missing = source.missing_topics([settings.reply_topic, settings.dead_letter_topic])
-    if missing:
-        raise ConfigError(f"topic(s) {', '.join(missing)} do not exist; create them first, e.g. "
-                          f"`python -m producer create-topic {missing[0]} --partitions 4`")
-    source.start()
-    runner = build_runner(settings)
-    dedup = build_dedup(settings, clock)
-    worker = Worker(settings, pacing.source(source, settings, clock), ReplyTopicSink(sink, settings.reply_topic),
-                    dedup, runner, runner.prepare,
-                    clock, stop_requested=stop_requested, scorer=build_scorer(settings, runner, clock))
-    return worker, source
+# The worker over the job's range and its source, planned (or resumed), the model loaded. The composition root
+# provides it (worker/app.py's build_backfill), so that this job never chooses an adapter itself.
+BuildBackfill = Callable[[BackfillJob], tuple[Worker, BoundedSource]]
 
 
 @dataclass(frozen=True)
@@ -269,17 +243,17 @@ class _ProgressBar:
             self._bar = None
 
 
-def run_backfill(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> int:
-    """Run the job; returns the exit code (0 complete, 3 interrupted). Raises WorkerError, LookupError."""
+def run_backfill(args: argparse.Namespace, build: BuildBackfill, environ: Mapping[str, str] = os.environ) -> int:
+    """Run the job, its parts made by ``build``; returns the exit code (0 complete, 3 interrupted).
+    Raises WorkerError, LookupError."""
     settings, time_range = backfill_settings(args, environ)
     started = time.monotonic()
     stop_requested = StopRequest(SystemClock())
     stop_on_signals(stop_requested)
     progress = _ProgressBar(enabled=not args.no_progress)
     with exit_if_signalled_while_starting(lambda _signum: EXIT_INTERRUPTED):  # nothing read yet: go on later
-        worker, source = build_backfill(settings, time_range, stop_requested=stop_requested,
-                                        keep_deadlines=args.keep_deadlines, pacing=Pacing.from_args(args, settings),
-                                        on_progress=progress)
+        worker, source = build(BackfillJob(settings, time_range, stop_requested, args.keep_deadlines,
+                                           Pacing.from_args(args, settings), progress))
     progress.open(source.total, source.done_before, f"backfill {settings.requests_topic}")
     log.info("backfill_started", settings=repr(settings), from_ms=time_range.from_ms, until_ms=time_range.until_ms,
              offsets=source.total, done_before=source.done_before)

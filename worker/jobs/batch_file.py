@@ -32,14 +32,13 @@ from worker.core.settings import Settings
 from worker.core.wire import ERR_RECORD_TOO_LARGE, decode_request
 from worker.jobs.file_outputs import StagedFile, refuse_the_input_as_output
 from worker.jobs.tables import (
-    ReplyWriter,
     check_requests,
     count_requests,
     file_format,
     open_replies,
     read_requests,
 )
-from worker.ports import ModelRunner
+from worker.ports import ModelRunner, ReplyWriter
 from worker.stream.replies import EXPIRED, reply_to_invalid, reply_to_request, too_many_tokens
 
 

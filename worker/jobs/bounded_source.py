@@ -8,7 +8,7 @@ stop, and says ``finished()`` once all did. Partitions are assigned, not
 subscribed, in the job's own consumer group: no rebalances, nothing is ever
 revoked, and commits carry the plan.
 
-What it needs of a client is a ``PartitionReader`` (one per client library:
+What it needs of a client is a ``PartitionReader`` (worker/ports.py; one per client library:
 worker/kafka/bounded_source.py over kafka-python,
 worker/kafka/confluent/bounded_source.py over confluent-kafka); the
 bookkeeping here is the same for both.
@@ -19,7 +19,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 import structlog
 
@@ -28,37 +27,9 @@ from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.timerange import Span, TimeRange, span_of
 from worker.jobs.backfill_plan import Resume, encode_plan, resume_point, without_deadline
+from worker.ports import PartitionReader
 
 log = structlog.get_logger(__name__)
-
-
-class PartitionReader(Protocol):
-    """One topic's partitions through a client's consumer in the job's group, assigned without joining it.
-    Not thread-safe. Every call may block on the broker."""
-
-    def partitions(self, wait_s: float) -> list[int]:
-        """The topic's partitions, once the broker's metadata has them (waits up to ``wait_s``).
-        Raises LookupError when the topic does not exist."""
-    def lookups(self, partitions: list[TP], from_ms: int, until_ms: int | None) -> dict[TP, tuple[
-            int | None, int | None, int]]:
-        """Per partition: the first offset at or after ``from_ms``, the first at or after ``until_ms`` (None
-        when there is no such record, or no ``until_ms``), and the end offset."""
-    def committed(self, partitions: list[TP]) -> dict[TP, tuple[int, str | None]]:
-        """The group's committed offset and metadata per partition; partitions without one are left out."""
-    def commit(self, offsets: dict[TP, tuple[int, str]]) -> None:
-        """Commit (offset, metadata) per partition; raises CommitDeferred when the broker refused."""
-    def assign(self, positions: dict[TP, int]) -> None:
-        """Take these partitions (no group membership), each to be read from its offset."""
-    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
-        """Up to ``max_records``, in offset order per partition. Blocks up to ``timeout_s``."""
-    def positions(self, partitions: list[TP]) -> dict[TP, int]:
-        """The next offset each partition will be read from (past offsets without records too, such as
-        transaction markers, once the client skipped them)."""
-    def pause(self, partitions: list[TP]) -> None: ...
-    def resume(self, partitions: list[TP]) -> None: ...
-    def topics(self) -> set[str]:
-        """Every topic on the broker (a metadata request)."""
-    def close(self, timeout_s: float) -> None: ...
 
 
 @dataclass

@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 import structlog
 
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.pacing import LiveFirst, RatePacer
-from worker.ports import Source
+from worker.ports import LagReader, Source
 
 log = structlog.get_logger(__name__)
-
-
-class LagReader(Protocol):
-    def __call__(self) -> int | None:
-        """The live group's lag now; None when it cannot be told (then the backfill does not hold)."""
-    def close(self) -> None: ...
 
 
 class PacedSource:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Literal
 
 import orjson
 import pyarrow as pa
@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 from worker.core.errors import ConfigError
 from worker.core.messages import Position, RawRecord, Reply
 from worker.core.wire import MAX_ID_LENGTH, encode_reply
+from worker.ports import ReplyWriter
 
 Format = Literal["jsonl", "parquet"]
 SUFFIXES: dict[str, Format] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
@@ -171,14 +172,6 @@ def _plain(value: object) -> object:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)
-
-
-class ReplyWriter(Protocol):
-    """Where replies go, in the order given. Not thread-safe; ``close`` once, after the last."""
-
-    def write(self, reply: Reply) -> None: ...
-
-    def close(self) -> None: ...
 
 
 def open_replies(path: Path, chunk_rows: int, fmt: Format | None = None) -> ReplyWriter:

@@ -8,7 +8,6 @@ their metadata.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from kafka import OffsetAndMetadata, TopicPartition
@@ -19,20 +18,11 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.core.timerange import TimeRange
-from worker.jobs.bounded_source import BoundedSource
 from worker.kafka.consumer import group_consumer, wait_for_partitions
 
 
-def bounded_kafka_source(settings: Settings, clock: Clock, time_range: TimeRange, *, keep_deadlines: bool = False,
-                         on_progress: Callable[[int], None] | None = None) -> BoundedSource:
-    """The backfill's source over kafka-python, not started. Raises KafkaError when no broker answers."""
-    return BoundedSource(KafkaPartitionReader(settings, clock), settings.requests_topic, settings.group, time_range,
-                         keep_deadlines=keep_deadlines, on_progress=on_progress)
-
-
 class KafkaPartitionReader:
-    """A PartitionReader (worker/jobs/bounded_source.py) over kafka-python. Not thread-safe."""
+    """A PartitionReader (worker/ports.py) over kafka-python. Not thread-safe."""
 
     def __init__(self, settings: Settings, clock: Clock, consumer: Any = None) -> None:
         self._topic = settings.requests_topic

@@ -3,27 +3,13 @@ it commits. Client-free: each client's transactions module provides the sink, ea
 
 from __future__ import annotations
 
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from worker.core.errors import TransactionAborted
 from worker.core.offsets import TopicPartition as TP
+from worker.ports import RewindableSource, TransactionalProducer
 
 T = TypeVar("T")
-
-
-class TransactionalProducer(Protocol):
-    @property
-    def open(self) -> bool: ...
-    def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
-        """Commit the open transaction with these consumer offsets; raises TransactionAborted after aborting."""
-    def abort(self, reason: str) -> None: ...
-
-
-class RewindableSource(Protocol):
-    def group_metadata(self) -> Any:
-        """This member's group identity (the broker fences a member the group dropped)."""
-    def rewind(self) -> None:
-        """Consume every assigned partition again from its committed offset."""
 
 
 class ExactlyOnce(Generic[T]):

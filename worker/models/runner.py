@@ -26,11 +26,11 @@ from typing import Any
 import structlog
 import torch
 
-from worker.core.errors import ConfigError, InvalidInput, ModelError
-from worker.core.faults import FaultLog, ModelCodeFailure, describe
+from worker.core.errors import ConfigError, InvalidInput, ModelError, describe
 from worker.core.settings import check_amp, setting_names
 from worker.core.wire import ERR_MODEL_ERROR, ERR_OUT_OF_MEMORY
 from worker.models.base import Servable, eval_mode
+from worker.models.faults import FaultLog, ModelCodeFailure
 from worker.models.spec import ModelInput, call_module
 from worker.ports import Outcome
 

@@ -22,10 +22,10 @@ from worker.core.clock import Clock
 from worker.core.messages import InvalidRecord, RawRecord, Refused, Request
 from worker.core.offsets import OffsetTracker
 from worker.core.stats import WorkerStats
-from worker.core.topics import TopicDirectory
 from worker.core.wire import ERR_INVALID_REPLY_TO, ERR_UNKNOWN_REPLY_TOPIC, decode_request
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.replies import Responder, too_many_tokens
+from worker.stream.topics import TopicDirectory
 
 
 class Admission:

@@ -30,15 +30,13 @@ Time is passed in; nothing here sleeps. ``CommitTimer`` is the pure part.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import structlog
 
 from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted
 from worker.core.messages import Position
 from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
-from worker.ports import Completed, Delivery, SendTag, Source, Transactions
+from worker.ports import CommitPolicy, Completed, Delivery, SendTag, Source, Transactions
 from worker.stream.dedup_gate import DedupGate
 
 log = structlog.get_logger(__name__)
@@ -60,16 +58,6 @@ class CommitTimer:
         self._last = now
 
 
-class CommitPolicy(Protocol):
-    def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
-        """Account for ``deliveries`` and commit what they made safe (``force``: regardless of timing).
-
-        Raises DeliveryError or TransactionAborted (see the module docstring).
-        """
-    def partitions_left(self, partitions: set[TP]) -> bool:
-        """The group took ``partitions`` away; True when that aborted the work in hand (drop all of it)."""
-
-
 class AtLeastOnce:
     def __init__(self, source: Source, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
                  now: float) -> None:
@@ -87,7 +75,7 @@ class AtLeastOnce:
         failures = [d for d in deliveries if d.error is not None]
         completed: list[tuple[Position, Completed]] = []
         for delivery in deliveries:
-            position, done, _ = delivery.tag
+            position, done = delivery.tag.position, delivery.tag.done
             if delivery.error is not None:
                 continue
             if done is None:
@@ -160,7 +148,7 @@ class Transactional:
             self._abort(reason)
             raise TransactionAborted(reason)
         for delivery in deliveries:
-            position, done, _ = delivery.tag
+            position, done = delivery.tag.position, delivery.tag.done
             self._offsets.ack((position.topic, position.partition), position.offset)
             if done is not None:
                 self._completed.append((position, done))
@@ -206,4 +194,4 @@ def commit_policy(source: Source, transactions: Transactions | None, offsets: Of
 
 def first_failure(failures: list[Delivery[SendTag]]) -> str:
     first = failures[0]
-    return f"first: {first.tag[0].token()}: {first.error}"
+    return f"first: {first.tag.position.token()}: {first.error}"

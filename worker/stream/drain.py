@@ -20,7 +20,7 @@ store sees a retry, not a duplicate). Not thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 
@@ -29,7 +29,7 @@ from worker.core.clock import Clock
 from worker.core.messages import Request
 from worker.core.offsets import OffsetTracker
 from worker.core.shutdown import Deadline
-from worker.ports import DedupStore, Scorer, SendTag, Sink, Source
+from worker.ports import DedupStore, LoopSteps, Scorer, SendTag, Sink, Source
 from worker.stream.admission import Admission
 from worker.stream.membership import SETTLE_S, Membership
 
@@ -40,18 +40,28 @@ SCORER_WAIT_S = 1.0  # longest single wait on the scorer (the deadline may be ne
 REBALANCE_TRIES = 3
 
 
-class Drain:
-    """Runs the steps above once. ``answer_scored(settle_s)``, ``submit(batch)`` and
-    ``settle(force_commit, timeout_s)`` are the loop's own (stream/loop.py)."""
+@dataclass(frozen=True, slots=True)
+class StreamParts:
+    """The parts of the stream that the drain finishes and closes: the loop's (stream/loop.py)."""
 
-    def __init__(self, timeout_s: float, clock: Clock, source: Source, sink: Sink[SendTag], dedup: DedupStore,
-                 scorer: Scorer, batcher: Batcher[Request], admission: Admission, membership: Membership,
-                 offsets: OffsetTracker, *, answer_scored: Callable[[float], None],
-                 submit: Callable[[list[Request]], None], settle: Callable[[bool, float], None]) -> None:
-        self._timeout_s, self._clock = timeout_s, clock
-        self._source, self._sink, self._dedup, self._scorer = source, sink, dedup, scorer
-        self._batcher, self._admission, self._membership, self._offsets = batcher, admission, membership, offsets
-        self._answer_scored, self._submit, self._settle = answer_scored, submit, settle
+    source: Source
+    sink: Sink[SendTag]
+    dedup: DedupStore
+    scorer: Scorer
+    batcher: Batcher[Request]
+    admission: Admission
+    membership: Membership
+    offsets: OffsetTracker
+
+
+class Drain:
+    """Runs the steps above once, over ``parts``; ``loop`` scores, answers and settles as in a step."""
+
+    def __init__(self, timeout_s: float, clock: Clock, parts: StreamParts, loop: LoopSteps) -> None:
+        self._timeout_s, self._clock, self._loop = timeout_s, clock, loop
+        self._source, self._sink, self._dedup, self._scorer = parts.source, parts.sink, parts.dedup, parts.scorer
+        self._batcher, self._admission = parts.batcher, parts.admission
+        self._membership, self._offsets = parts.membership, parts.offsets
         self.deadline: Deadline | None = None
         self.cut = False  # the deadline stopped steps 1-5 before they were done
 
@@ -67,15 +77,15 @@ class Drain:
         self._admission.take_claimed()  # one more try for requests waiting on a claim; the rest are redelivered
         while (self._batcher.pending or self._scorer.busy) and not work.passed:
             self._scorer.wait(work.cap(SCORER_WAIT_S))
-            self._answer_scored(work.cap(SETTLE_S))
+            self._loop.answer_scored(work.cap(SETTLE_S))
             if self._batcher.pending and not self._scorer.busy and not work.passed:
-                self._submit(self._batcher.drain())
-        self._settle(True, work.left())
+                self._loop.submit_batch(self._batcher.drain())
+        self._loop.settle(True, work.left())
         for _ in range(REBALANCE_TRIES):  # a rebalance may have deferred the commit: let it finish, commit again
             if not self._offsets.committable() or work.passed:
                 break
             self._membership.settle_rebalance(work.cap(SETTLE_S))
-            self._settle(True, work.left())
+            self._loop.settle(True, work.left())
         self.cut = work.passed and bool(self._batcher.pending or self._scorer.busy or self._sink.pending)
         if self.cut:
             log.warning("shutdown_deadline_passed", timeout_s=self._timeout_s, batched=self._batcher.pending,

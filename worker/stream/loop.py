@@ -38,15 +38,15 @@ from worker.core.offsets import OffsetTracker
 from worker.core.settings import Settings
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
-from worker.core.topics import TopicDirectory
 from worker.ports import DedupStore, ModelRunner, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.admission import Admission
 from worker.stream.commit import commit_policy
 from worker.stream.dedup_gate import DedupGate
-from worker.stream.drain import Drain
+from worker.stream.drain import Drain, StreamParts
 from worker.stream.membership import SETTLE_S, Membership
 from worker.stream.replies import EXPIRED, Responder
 from worker.stream.scoring import InlineScorer
+from worker.stream.topics import TopicDirectory
 
 log = structlog.get_logger(__name__)
 
@@ -135,7 +135,7 @@ class Worker:
             # Nothing came in, or the next batch is ready already: wait on the model, not the network.
             self._scorer.wait(SCORING_WAIT_S)
         self._score_ready()
-        self._settle()
+        self.settle()
         # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep
         # polling (to stay in the group).
         self._source.pause(self.stats.record_pause(
@@ -156,15 +156,15 @@ class Worker:
         Mid-rebalance, neither: a reply now could be for a partition that is leaving.
         """
         while not self._source.rebalancing():
-            self._answer_scored()
+            self.answer_scored()
             if self._scorer.busy or not self._batcher.ready(self._clock.monotonic(), self._send_now):
                 return
-            self._submit(self._batcher.drain())
+            self.submit_batch(self._batcher.drain())
 
     def _drain(self) -> Drain:
-        return Drain(self._settings.shutdown_timeout_s, self._clock, self._source, self._sink, self._dedup,
-                     self._scorer, self._batcher, self._admission, self._membership, self._offsets,
-                     answer_scored=self._answer_scored, submit=self._submit, settle=self._settle)
+        parts = StreamParts(self._source, self._sink, self._dedup, self._scorer, self._batcher, self._admission,
+                            self._membership, self._offsets)
+        return Drain(self._settings.shutdown_timeout_s, self._clock, parts, self)
 
     def _poll_timeout(self) -> float:
         if self._source.rebalancing():
@@ -177,7 +177,7 @@ class Worker:
         wait_s = max(0.0, deadline - self._clock.monotonic())
         return min(wait_s, ARRIVAL_GAP_S) if self._opportunistic else wait_s
 
-    def _submit(self, batch: list[Request]) -> None:
+    def submit_batch(self, batch: list[Request]) -> None:
         """Answer what expired while it waited; give the rest to the scorer."""
         self._submitted_ms = now_ms = self._clock.wall_ms()
         live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
@@ -188,14 +188,15 @@ class Worker:
             self._membership.batch_submitted()
             self._scorer.submit(live)
 
-    def _answer_scored(self, settle_s: float = SETTLE_S) -> None:
+    def answer_scored(self, settle_s: float = SETTLE_S) -> None:
+        """The loop's own step, and a LoopSteps step for the drain (as submit_batch and settle are)."""
         scored = self._scorer.take()
         if scored is not None:
             self._batcher.wait.observe(len(scored.batch), scored.compute_s)
             left = self._membership.left_while_scoring(len(scored.batch), settle_s)
             self._responder.answer_scored(scored, self._submitted_ms, left)
 
-    def _settle(self, force_commit: bool = False, timeout_s: float | None = None) -> None:
+    def settle(self, force_commit: bool = False, timeout_s: float | None = None) -> None:
         """Waits up to ``timeout_s`` (default: the step's settle bound) for the step's acknowledgements."""
         wait_s = self._bounds.settle_s if timeout_s is None else timeout_s
         deliveries = self._sink.settle(wait_s) if self._sink.pending else []

@@ -22,8 +22,7 @@ from worker.core.messages import Request
 from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
 from worker.core.stats import WorkerStats
-from worker.ports import Scorer, Source
-from worker.stream.commit import CommitPolicy
+from worker.ports import CommitPolicy, Scorer, Source
 from worker.stream.dedup_gate import DedupGate
 
 log = structlog.get_logger(__name__)

@@ -168,7 +168,7 @@ class Responder:
             if why is None:
                 left.append(delivery)
                 continue
-            position, done, sent = delivery.tag
+            position, done, sent = delivery.tag.position, delivery.tag.done, delivery.tag.sent
             refused = self._refused(position, sent, why, together)
             if not resend:
                 left.append(delivery)
@@ -235,7 +235,7 @@ class Responder:
             _, value, _ = encode_reply(reply)
             record = InvalidRecord(reply.position, ERR_REPLY_REFUSED, f"the reply was not delivered: {refused.why}",
                                    reply.id.encode(), value)
-            self._dead_letter(record, (reply.id, None) if claimed else None, reply,
+            self._dead_letter(record, Completed(reply.id, None) if claimed else None, reply,
                               cut=refused.step >= CUT_DEAD_LETTER)
 
     def _dead_letter_at(self, refused: Refused, record: InvalidRecord) -> None:
@@ -264,8 +264,9 @@ class Responder:
             self._stats.replied_error += 1
         # Only a scored answer is remembered; an error or expiry releases the
         # claim so that a corrected retry with the same id is scored.
-        done: Completed | None = (reply.id, value if reply.status == "ok" else None) if claimed else None
-        self._sink.send(reply.reply_to or self._reply_topic, key, value, headers, (reply.position, done, sent))
+        done = Completed(reply.id, value if reply.status == "ok" else None) if claimed else None
+        self._sink.send(reply.reply_to or self._reply_topic, key, value, headers,
+                        SendTag(reply.position, done, sent))
 
     def _dead_letter(self, record: InvalidRecord, done: Completed | None, sent: Reply | InvalidRecord,
                      cut: bool) -> None:
@@ -276,7 +277,7 @@ class Responder:
             key, value, headers = encode_dead_letter(keyed, CUT_DEAD_LETTER_BYTES)
         else:
             key, value, headers = encode_dead_letter(record)
-        self._sink.send(self._dead_letter_topic, key, value, headers, (record.position, done, sent))
+        self._sink.send(self._dead_letter_topic, key, value, headers, SendTag(record.position, done, sent))
 
     def _uncount(self, sent: Reply | InvalidRecord) -> None:
         """Take back what a refused send counted: its replacement counts itself."""

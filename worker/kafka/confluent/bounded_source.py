@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -42,20 +41,10 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.core.timerange import TimeRange
-from worker.jobs.bounded_source import BoundedSource
 from worker.kafka.confluent.connection import client_config
 from worker.kafka.confluent.source import METADATA_RETRY_S, fetch
 
 log = structlog.get_logger(__name__)
-
-
-def bounded_confluent_source(settings: Settings, clock: Clock, time_range: TimeRange, *,
-                             keep_deadlines: bool = False,
-                             on_progress: Callable[[int], None] | None = None) -> BoundedSource:
-    """The backfill's source over confluent-kafka, not started."""
-    return BoundedSource(ConfluentPartitionReader(settings, clock), settings.requests_topic, settings.group,
-                         time_range, keep_deadlines=keep_deadlines, on_progress=on_progress)
 
 
 def reader_config(settings: Settings) -> dict[str, Any]:

@@ -15,16 +15,9 @@ from collections import Counter
 
 import structlog
 
+from worker.core.errors import describe
+
 log = structlog.get_logger(__name__)
-
-MESSAGE_CHARS = 300  # of the exception's text, in the error reply
-
-
-def describe(stage: str, exc: BaseException) -> str:
-    """The error reply's message: which stage of the user's code raised what, in one short line."""
-    text = " ".join(str(exc).split())
-    return f"{stage} raised {type(exc).__name__}: {text}"[:MESSAGE_CHARS]
-
 
 class ModelCodeFailure(Exception):
     """The user's code raised ``cause`` in ``stage`` (collate, forward or split) of a batch."""
