@@ -11,7 +11,7 @@ from kafka.errors import KafkaTimeoutError
 
 from producer.transport import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
 from worker.core.security import KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 MAX_RECORDS = 5000  # per poll
 DEFAULT_MAX_BLOCK_S = 60.0  # kafka-python's own max_block_ms: a publish without a timeout waits as long

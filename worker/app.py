@@ -21,13 +21,13 @@ from worker.core.timerange import TimeRange
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
 from worker.jobs.bounded_source import BoundedSource
-from worker.kafka.bounded_source import bounded_kafka_source
-from worker.kafka.broker_facts import read_broker_facts
 from worker.kafka.exactly_once import ExactlyOnce
-from worker.kafka.preflight import check_kafka
-from worker.kafka.sink import KafkaSink
-from worker.kafka.source import KafkaSource
-from worker.kafka.transactions import TransactionalSink
+from worker.kafka.kafka_python.bounded_source import bounded_kafka_source
+from worker.kafka.kafka_python.broker_facts import read_broker_facts
+from worker.kafka.kafka_python.preflight import check_kafka
+from worker.kafka.kafka_python.sink import KafkaSink
+from worker.kafka.kafka_python.source import KafkaSource
+from worker.kafka.kafka_python.transactions import TransactionalSink
 from worker.models import load_model
 from worker.models.runner import TorchRunner, pick_device
 from worker.ports import DedupStore, Scorer, SendTag, Sink, Source, Transactions

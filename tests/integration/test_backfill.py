@@ -18,7 +18,7 @@ from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings
 from worker.core.timerange import TimeRange, format_ms
-from worker.kafka.bounded_source import bounded_kafka_source
+from worker.kafka.kafka_python.bounded_source import bounded_kafka_source
 from worker.models import load_model
 
 # Recent times: the broker's retention (7 days by default) deletes records stamped long ago.

@@ -44,8 +44,8 @@ from worker.core.timerange import TimeRange, format_ms, parse_time
 from worker.core.wire import H_DLQ_CODE
 from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
-from worker.kafka.group_lag import GroupLag
-from worker.kafka.preflight import check_kafka
+from worker.kafka.kafka_python.group_lag import GroupLag
+from worker.kafka.kafka_python.preflight import check_kafka
 from worker.models.runner import pick_device
 from worker.ports import Delivery, SendTag, Sink
 from worker.signals import exit_if_signalled_while_starting, stop_on_signals

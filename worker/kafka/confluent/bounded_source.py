@@ -1,4 +1,5 @@
-"""The backfill's partition reader over confluent-kafka (librdkafka): the twin of worker/kafka/bounded_source.py.
+"""The backfill's partition reader over confluent-kafka (librdkafka): the twin of
+worker/kafka/kafka_python/bounded_source.py.
 
 A Consumer in the job's group that assigns itself the topic's partitions at
 their start offsets (it never subscribes, so it never joins the group), looks

@@ -1,5 +1,5 @@
 """Where the brokers are and how to reach them, as librdkafka properties: the confluent-kafka clients' twin of
-worker/kafka/connection.py, built from the same KafkaSecurity."""
+worker/kafka/kafka_python/connection.py, built from the same KafkaSecurity."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import structlog
 from confluent_kafka import KafkaError
 
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS, FileTokenProvider
+from worker.kafka.kafka_python.connection import RECONNECT_BACKOFF_MAX_MS, FileTokenProvider
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """Exactly-once delivery over confluent-kafka: replies and consumed offsets committed in one Kafka transaction.
 
-The twin of worker/kafka/transactions.py. ``TransactionalSink`` is a
+The twin of worker/kafka/kafka_python/transactions.py. ``TransactionalSink`` is a
 ConfluentSink whose sends join a transaction that ``commit`` closes together
 with the consumer offsets they answer (``send_offsets_to_transaction`` with the
 consumer's group metadata, so that the broker fences a worker the group has

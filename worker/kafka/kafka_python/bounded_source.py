@@ -21,7 +21,7 @@ from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
 from worker.core.timerange import TimeRange
 from worker.jobs.bounded_source import BoundedSource
-from worker.kafka.consumer import group_consumer, wait_for_partitions
+from worker.kafka.kafka_python.consumer import group_consumer, wait_for_partitions
 
 
 def bounded_kafka_source(settings: Settings, clock: Clock, time_range: TimeRange, *, keep_deadlines: bool = False,

@@ -18,7 +18,7 @@ from kafka.producer.future import FutureRecordMetadata
 from worker.core.bounds import SEND_BLOCK_S
 from worker.core.messages import Headers
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 from worker.ports import Delivery
 
 log = structlog.get_logger(__name__)

@@ -26,7 +26,7 @@ from worker.core.errors import TransactionAborted
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.sink import KafkaSink
+from worker.kafka.kafka_python.sink import KafkaSink
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

@@ -25,7 +25,7 @@ from kafka.net.sasl import get_sasl_mechanism
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.security import KafkaSecurity
 from worker.core.tls import TlsPeer, explain_tls_failure
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
 UNSUPPORTED_SASL_MECHANISM = 33

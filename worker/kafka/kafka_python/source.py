@@ -33,8 +33,8 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.kafka.connection import client_config
-from worker.kafka.consumer import group_consumer, wait_for_partitions
+from worker.kafka.kafka_python.connection import client_config
+from worker.kafka.kafka_python.consumer import group_consumer, wait_for_partitions
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 from kafka import KafkaConsumer
 
 from worker.core.settings import Settings
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 METADATA_RETRY_S = 0.2
 
