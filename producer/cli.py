@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if "kafka_client" in args:  # a default from the environment is not checked by argparse
             check_kafka_client(args.kafka_client)
         if args.command != "score":  # the client checks the connection itself
-            from worker.kafka.kafka_python.preflight import check_kafka
+            from worker.kafka.preflight import check_kafka
 
             check_kafka(args.bootstrap_servers, args.security)
         return int(_COMMANDS[args.command](args))

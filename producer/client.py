@@ -45,7 +45,7 @@ from worker.core.errors import ServiceUnavailable
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.settings import check_kafka_client
 from worker.core.wire import decode_reply, encode_request, new_request_id
-from worker.kafka.kafka_python.preflight import check_kafka
+from worker.kafka.preflight import check_kafka
 
 log = structlog.get_logger(__name__)
 

@@ -24,10 +24,10 @@ from worker.jobs.bounded_source import BoundedSource
 from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.kafka_python.bounded_source import bounded_kafka_source
 from worker.kafka.kafka_python.broker_facts import read_broker_facts
-from worker.kafka.kafka_python.preflight import check_kafka
 from worker.kafka.kafka_python.sink import KafkaSink
 from worker.kafka.kafka_python.source import KafkaSource
 from worker.kafka.kafka_python.transactions import TransactionalSink
+from worker.kafka.preflight import check_kafka
 from worker.models import load_model
 from worker.models.runner import TorchRunner, pick_device
 from worker.ports import DedupStore, Scorer, SendTag, Sink, Source, Transactions

@@ -1,6 +1,6 @@
 """Why a TLS connection failed, said so that a person knows which setting to check.
 
-Shared by the start-up checks of Kafka (worker/kafka/kafka_python/preflight.py) and Redis
+Shared by the start-up checks of Kafka (worker/kafka/preflight.py) and Redis
 (worker/dedup/redis_store.py). Pure: it reads the exception, nothing else.
 """
 

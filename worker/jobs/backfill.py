@@ -45,7 +45,7 @@ from worker.core.wire import H_DLQ_CODE
 from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
 from worker.kafka.kafka_python.group_lag import GroupLag
-from worker.kafka.kafka_python.preflight import check_kafka
+from worker.kafka.preflight import check_kafka
 from worker.models.runner import pick_device
 from worker.ports import Delivery, SendTag, Sink
 from worker.signals import exit_if_signalled_while_starting, stop_on_signals

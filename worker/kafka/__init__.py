@@ -4,5 +4,5 @@ The modules here call no client library: the policy both clients share (what a
 commit error means, how a transactional sink sends and commits, what a
 rebalance took away). Each client's folder holds only the calls into its
 library: worker/kafka/kafka_python/ (the default) and worker/kafka/confluent/
-(confluent-kafka, an extra).
+(confluent-kafka, an extra; importing it loads nothing of kafka-python).
 """

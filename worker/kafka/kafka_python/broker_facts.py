@@ -1,6 +1,6 @@
 """What the broker has and allows, read once at start: its topics, and the session timeouts a group may use.
 
-Run after the preflight (worker/kafka/kafka_python/preflight.py), which has already
+Run after the preflight (worker/kafka/preflight.py), which has already
 reached and authenticated to a broker. One kafka-python admin client lists
 the topics (Metadata) and asks one broker for group.min.session.timeout.ms and
 group.max.session.timeout.ms (DescribeConfigs); every request has the same

@@ -3,42 +3,19 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any
 
+from kafka.net.sasl import get_sasl_mechanism
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
-from worker.core.errors import ConfigError
-from worker.core.security import PLAINTEXT, KafkaSecurity, read_secret_file
+from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS
+from worker.kafka.tokens import TokenFile
 
 
-class FileTokenProvider(AbstractTokenProvider):  # type: ignore[misc]
-    """OAUTHBEARER tokens from a file that something else keeps fresh (a sidecar, a CronJob, a CSI driver).
-
-    The file is read again whenever its modification time or size changes, so a refreshed token is used by
-    the next authentication (kafka-python re-authenticates before the session the broker granted ends).
-    Thread-safe: kafka-python asks from its IO thread.
-    """
-
-    def __init__(self, path: str) -> None:
-        super().__init__()
-        self._path = path
-        self._lock = threading.Lock()
-        self._seen: tuple[int, int] | None = None
-        self._token = ""
-
-    def token(self) -> str:
-        with self._lock:
-            try:
-                stat = os.stat(self._path)
-            except OSError as exc:
-                raise ConfigError(f"KAFKA_SASL_OAUTH_TOKEN_FILE={self._path}: cannot read it "
-                                  f"({exc.strerror})") from None
-            if (stat.st_mtime_ns, stat.st_size) != self._seen:
-                self._token = read_secret_file(self._path, "KAFKA_SASL_OAUTH_TOKEN_FILE").strip()
-                self._seen = (stat.st_mtime_ns, stat.st_size)
-            return self._token
+class FileTokenProvider(TokenFile, AbstractTokenProvider):  # type: ignore[misc]
+    """kafka-python's OAUTHBEARER token provider over a TokenFile (worker/kafka/tokens.py): kafka-python
+    re-authenticates before the session the broker granted ends, and the next token is read then."""
 
 
 class Unprinted(str):
@@ -49,12 +26,6 @@ class Unprinted(str):
 
     def __repr__(self) -> str:
         return "'***'"
-
-
-# kafka-python doubles the wait between reconnects up to 30 s by default: after a 15 s broker outage a
-# producer came back up to 30 s after the broker did, its replies unacknowledged meanwhile, and the group
-# moved its partitions (chaos scenario c). Retrying every second at most is cheap for a broker.
-RECONNECT_BACKOFF_MAX_MS = 1_000
 
 
 def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -> dict[str, Any]:
@@ -76,3 +47,9 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
             config.update(sasl_plain_username=security.sasl_username,
                           sasl_plain_password=Unprinted(security.password()))
     return config
+
+
+def sasl_mechanism(address: str, security: KafkaSecurity) -> Any:
+    """kafka-python's SASL mechanism for ``security``, set up as its clients would be: what the preflight
+    (worker/kafka/preflight.py) authenticates with. Raises ConfigError when the password file cannot be read."""
+    return get_sasl_mechanism(security.sasl_mechanism)(**client_config(address, security))

@@ -1,0 +1,8 @@
+"""What every Kafka client of the project is given, whichever library it is built on."""
+
+from __future__ import annotations
+
+# kafka-python doubles the wait between reconnects up to 30 s by default: after a 15 s broker outage a
+# producer came back up to 30 s after the broker did, its replies unacknowledged meanwhile, and the group
+# moved its partitions (chaos scenario c). Retrying every second at most is cheap for a broker.
+RECONNECT_BACKOFF_MAX_MS = 1_000
