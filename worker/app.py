@@ -20,9 +20,9 @@ from worker.core.stats import WorkerStats
 from worker.core.timerange import TimeRange
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
-from worker.jobs.bounded_source import BoundedSource
+from worker.jobs.bounded_source import BoundedSource, bounded_source
 from worker.kafka.exactly_once import ExactlyOnce
-from worker.kafka.kafka_python.bounded_source import bounded_kafka_source
+from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
 from worker.kafka.kafka_python.broker_facts import read_broker_facts
 from worker.kafka.kafka_python.sink import KafkaSink
 from worker.kafka.kafka_python.source import KafkaSource
@@ -181,15 +181,15 @@ def build_backfill_kafka(settings: Settings, clock: SystemClock, time_range: Tim
     """A backfill's bounded source over ``time_range`` (not started) and its reply sink, on the client library
     that ``settings.kafka_client`` names. Raises ServiceUnavailable when no broker answers."""
     if settings.kafka_client == "confluent":
-        from worker.kafka.confluent.bounded_source import bounded_confluent_source  # an extra, as above
+        from worker.kafka.confluent.bounded_source import ConfluentPartitionReader  # an extra, as above
         from worker.kafka.confluent.sink import ConfluentSink
 
-        return (bounded_confluent_source(settings, clock, time_range, keep_deadlines=keep_deadlines,
-                                         on_progress=on_progress),
+        return (bounded_source(ConfluentPartitionReader(settings, clock), settings, time_range,
+                               keep_deadlines=keep_deadlines, on_progress=on_progress),
                 ConfluentSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security))
     try:
-        return (bounded_kafka_source(settings, clock, time_range, keep_deadlines=keep_deadlines,
-                                     on_progress=on_progress),
+        return (bounded_source(KafkaPartitionReader(settings, clock), settings, time_range,
+                               keep_deadlines=keep_deadlines, on_progress=on_progress),
                 KafkaSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security))
     except KafkaError as exc:
         raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="

@@ -18,7 +18,8 @@ from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings
 from worker.core.timerange import TimeRange, format_ms
-from worker.kafka.kafka_python.bounded_source import bounded_kafka_source
+from worker.jobs.bounded_source import bounded_source as bounded_source_of
+from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
 from worker.models import load_model
 
 # Recent times: the broker's retention (7 days by default) deletes records stamped long ago.
@@ -144,10 +145,10 @@ def test_an_interrupted_backfill_resumes_where_it_stopped_and_repeats_nothing(bo
 
 def bounded_source(kafka_client, settings, time_range):
     if kafka_client == "confluent":
-        from worker.kafka.confluent.bounded_source import bounded_confluent_source  # an extra: imported when tested
+        from worker.kafka.confluent.bounded_source import ConfluentPartitionReader  # an extra: imported when tested
 
-        return bounded_confluent_source(settings, SystemClock(), time_range)
-    return bounded_kafka_source(settings, SystemClock(), time_range)
+        return bounded_source_of(ConfluentPartitionReader(settings, SystemClock()), settings, time_range)
+    return bounded_source_of(KafkaPartitionReader(settings, SystemClock()), settings, time_range)
 
 
 @pytest.mark.parametrize("first_client, second_client", [

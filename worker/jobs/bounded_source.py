@@ -26,6 +26,7 @@ import structlog
 from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
+from worker.core.settings import Settings
 from worker.core.timerange import Span, TimeRange, span_of
 from worker.jobs.backfill_plan import Resume, encode_plan, resume_point, without_deadline
 
@@ -71,6 +72,13 @@ class _Partition:
     @property
     def fetched_all(self) -> bool:
         return self.position >= self.span.stop
+
+
+def bounded_source(reader: PartitionReader, settings: Settings, time_range: TimeRange, *, keep_deadlines: bool = False,
+                   on_progress: Callable[[int], None] | None = None) -> BoundedSource:
+    """The backfill's source over ``time_range`` of the requests topic, in the job's group, not started."""
+    return BoundedSource(reader, settings.requests_topic, settings.group, time_range, keep_deadlines=keep_deadlines,
+                         on_progress=on_progress)
 
 
 class BoundedSource:

@@ -12,9 +12,9 @@ transaction.
 Any failure aborts the whole transaction: ``commit`` raises TransactionAborted
 after aborting, and the caller consumes again from the committed offsets. A
 producer that cannot abort (fenced by a newer instance with the same
-transactional id, or in a fatal state) is closed and replaced. Client-free: a
-client's sink supplies the calls (the abstract methods below) and says which
-exceptions they raise.
+transactional id, or in a fatal state) is closed and replaced. Both clients'
+producers have the same transactional calls (librdkafka's take a timeout
+last); a client's sink supplies the rest (the abstract methods below).
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ class TransactionalSends(ABC, Generic[T]):
     """A sink's sends in transactions. Not thread-safe. Mixed into a client's sink, before it."""
 
     CLIENT_ERRORS: ClassVar[tuple[type[Exception], ...]]  # what the client's transactional calls raise
+    _producer: Any
     _pending: SendLedger[T, Any]
-    _in_transaction: bool = False
+    _in_transaction = False
+    _timeout: tuple[float, ...] = ()  # the last argument of the calls that take one (commit, abort, offsets)
 
     @property
     def open(self) -> bool:
@@ -48,7 +50,7 @@ class TransactionalSends(ABC, Generic[T]):
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
         if not self._in_transaction:
             try:
-                self._begin()
+                self._producer.begin_transaction()
             except self.CLIENT_ERRORS as exc:  # the send fails, the step aborts: go on with a new producer
                 self._replace_producer(exc)
                 self._pending.failed(tag, exc)
@@ -63,11 +65,11 @@ class TransactionalSends(ABC, Generic[T]):
         """
         try:
             if not self._in_transaction:
-                self._begin()
+                self._producer.begin_transaction()
                 self._in_transaction = True
             if offsets:
-                self._send_offsets(offsets, group_metadata)
-            self._commit()
+                self._producer.send_offsets_to_transaction(self._offsets(offsets), group_metadata, *self._timeout)
+            self._producer.commit_transaction(*self._timeout)
             self._in_transaction = False
         except self.CLIENT_ERRORS as exc:
             if self._fatal(exc):  # aborting would fail too: only a new producer can go on
@@ -85,7 +87,7 @@ class TransactionalSends(ABC, Generic[T]):
         if not was_open:
             return
         try:
-            self._abort()
+            self._producer.abort_transaction(*self._timeout)
         except self.CLIENT_ERRORS as exc:  # fenced or fatal: only a new producer can go on
             self._replace_producer(exc)
 
@@ -103,21 +105,12 @@ class TransactionalSends(ABC, Generic[T]):
         """The client sink's own send, inside the open transaction."""
 
     @abstractmethod
-    def _begin(self) -> None: ...
-
-    @abstractmethod
-    def _send_offsets(self, offsets: dict[TP, int], group_metadata: Any) -> None: ...
-
-    @abstractmethod
-    def _commit(self) -> None: ...
-
-    @abstractmethod
-    def _abort(self) -> None: ...
+    def _offsets(self, offsets: dict[TP, int]) -> Any:
+        """Next offsets to read, as the client's ``send_offsets_to_transaction`` takes them."""
 
     @abstractmethod
     def _renew_producer(self) -> None:
-        """Close the producer, whatever state it is in, and put a new one with transactions initialised in
-        its place."""
+        """Close the producer, whatever its state, and put a new one with transactions initialised in its place."""
 
     @abstractmethod
     def _describe(self, error: Exception) -> str:

@@ -32,24 +32,14 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
         """``transaction_s``: the longest one transactional call (init, offsets, commit, abort) may block."""
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, max_block_s=max_block_s,
                          **{"transactional.id": transactional_id})
-        self._transaction_s = transaction_s
+        self._timeout = (transaction_s,)
         self._producer.init_transactions(transaction_s)  # aborts what a previous instance left open
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
         ConfluentSink.send(self, topic, key, value, headers, tag)
 
-    def _begin(self) -> None:
-        self._producer.begin_transaction()
-
-    def _send_offsets(self, offsets: dict[TP, int], group_metadata: Any) -> None:
-        self._producer.send_offsets_to_transaction([TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                                                   group_metadata, self._transaction_s)
-
-    def _commit(self) -> None:
-        self._producer.commit_transaction(self._transaction_s)
-
-    def _abort(self) -> None:
-        self._producer.abort_transaction(self._transaction_s)
+    def _offsets(self, offsets: dict[TP, int]) -> Any:
+        return [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
 
     def _fatal(self, error: Exception) -> bool:
         code = error.args[0] if error.args else None
@@ -58,7 +48,7 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
     def _renew_producer(self) -> None:
         self._producer.flush(0)  # serve the reports of the purged sends; they are forgotten
         self._producer = Producer(self._config)
-        self._producer.init_transactions(self._transaction_s)
+        self._producer.init_transactions(*self._timeout)
 
     def _describe(self, error: Exception) -> str:
         return str(error)

@@ -8,7 +8,6 @@ their metadata.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from kafka import OffsetAndMetadata, TopicPartition
@@ -16,19 +15,10 @@ from kafka.errors import KafkaError
 
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
-from worker.core.messages import Position, RawRecord
+from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.core.timerange import TimeRange
-from worker.jobs.bounded_source import BoundedSource
-from worker.kafka.kafka_python.consumer import group_consumer, wait_for_partitions
-
-
-def bounded_kafka_source(settings: Settings, clock: Clock, time_range: TimeRange, *, keep_deadlines: bool = False,
-                         on_progress: Callable[[int], None] | None = None) -> BoundedSource:
-    """The backfill's source over kafka-python, not started. Raises KafkaError when no broker answers."""
-    return BoundedSource(KafkaPartitionReader(settings, clock), settings.requests_topic, settings.group, time_range,
-                         keep_deadlines=keep_deadlines, on_progress=on_progress)
+from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records, wait_for_partitions
 
 
 class KafkaPartitionReader:
@@ -71,11 +61,7 @@ class KafkaPartitionReader:
             self._consumer.seek(TopicPartition(*tp), offset)
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
-        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
-        now = self._clock.monotonic()
-        return [RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, list(r.headers or ()),
-                          r.timestamp, now)
-                for batch in fetched.values() for r in batch]
+        return raw_records(fetch(self._consumer, timeout_s, max_records), self._clock.monotonic())
 
     def positions(self, partitions: list[TP]) -> dict[TP, int]:
         return {tp: int(self._consumer.position(TopicPartition(*tp))) for tp in partitions}

@@ -7,15 +7,15 @@ source) commits by hand, never creates topics by consuming, and reads at most
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from kafka import KafkaConsumer
+from kafka.consumer.fetcher import ConsumerRecord
 
+from worker.core.messages import Position, RawRecord
 from worker.core.settings import Settings
 from worker.kafka.kafka_python.connection import client_config
-
-METADATA_RETRY_S = 0.2
+from worker.kafka.metadata import wait_for
 
 
 def group_consumer(settings: Settings, **config: Any) -> KafkaConsumer:
@@ -35,17 +35,25 @@ def group_consumer(settings: Settings, **config: Any) -> KafkaConsumer:
 
 
 def wait_for_partitions(consumer: KafkaConsumer, topics: dict[str, int], wait_s: float) -> dict[str, list[int]]:
-    """Each topic's partitions, once the client's metadata shows at least the wanted count of each.
+    """Each topic's partitions, once the client's metadata shows at least the wanted count of each, waiting
+    up to ``wait_s`` (worker/kafka/metadata.py). Raises LookupError naming the topics still missing then."""
+    def missing() -> list[str]:
+        return sorted(name for name, count in topics.items() if len(consumer.partitions_for_topic(name) or ()) < count)
 
-    A topic created a moment ago may not be in the broker's metadata yet, so ask
-    again until ``wait_s`` has passed. Raises LookupError naming the topics still missing then.
-    """
-    deadline = time.monotonic() + wait_s
-    while True:
-        found = {name: sorted(consumer.partitions_for_topic(name) or ()) for name in topics}
-        missing = sorted(name for name, count in topics.items() if len(found[name]) < count)
-        if not missing:
-            return found
-        if time.monotonic() >= deadline:
-            raise LookupError(", ".join(missing))
-        time.sleep(METADATA_RETRY_S)
+    def complete() -> dict[str, list[int]] | None:
+        return None if missing() else {name: sorted(consumer.partitions_for_topic(name)) for name in topics}
+
+    return wait_for(complete, wait_s, lambda: LookupError(", ".join(missing())))
+
+
+def fetch(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[ConsumerRecord]:
+    """Up to ``max_records`` records of the assigned partitions, in offset order per partition. Blocks up to
+    ``timeout_s``; may run rebalance callbacks."""
+    fetched = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+    return [record for records in fetched.values() for record in records]
+
+
+def raw_records(records: list[ConsumerRecord], now: float) -> list[RawRecord]:
+    """``records`` as the worker reads them, received at ``now`` (monotonic)."""
+    return [RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, list(r.headers or ()), r.timestamp,
+                      now) for r in records]

@@ -30,18 +30,8 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
     def _send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
         KafkaSink.send(self, topic, key, value, headers, tag)
 
-    def _begin(self) -> None:
-        self._producer.begin_transaction()
-
-    def _send_offsets(self, offsets: dict[TP, int], group_metadata: Any) -> None:
-        self._producer.send_offsets_to_transaction(
-            {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}, group_metadata)
-
-    def _commit(self) -> None:
-        self._producer.commit_transaction()
-
-    def _abort(self) -> None:
-        self._producer.abort_transaction()
+    def _offsets(self, offsets: dict[TP, int]) -> Any:
+        return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
 
     def _renew_producer(self) -> None:
         # A fenced producer's batches never finish: kafka-python's close raises when its flush times out.
