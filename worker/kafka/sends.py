@@ -2,7 +2,8 @@
 
 Client-free: a client's sink records each send with its handle on the outcome
 (kafka-python's future, librdkafka's delivery report), or with the error that
-failed it before it was queued, and says how to read a handle.
+failed it before it was queued, and says how to read a handle: whether its
+send is finished, and the error that lost it (None: the broker has it).
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ from worker.ports import Delivery
 T = TypeVar("T")
 H = TypeVar("H")
 
-# Whether a handle's send is finished, and the error that lost it (None: the broker has it).
-Outcome = Callable[[H], tuple[bool, Exception | None]]
-
 
 class SendLedger(Generic[T, H]):
     """Sends in the order made, each a tag (whatever the caller attached) and a handle or an error.
@@ -25,7 +23,7 @@ class SendLedger(Generic[T, H]):
 
     __slots__ = ("_outcome", "_sends")
 
-    def __init__(self, outcome: Outcome[H]) -> None:
+    def __init__(self, outcome: Callable[[H], tuple[bool, Exception | None]]) -> None:
         self._outcome = outcome
         self._sends: list[tuple[T, H | None, Exception | None]] = []
 
@@ -33,7 +31,6 @@ class SendLedger(Generic[T, H]):
         return len(self._sends)
 
     def sent(self, tag: T, handle: H) -> None:
-        """A send queued by the client; ``handle`` tells its outcome later."""
         self._sends.append((tag, handle, None))
 
     def failed(self, tag: T, error: Exception) -> None:

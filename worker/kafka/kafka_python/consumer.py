@@ -37,13 +37,17 @@ def group_consumer(settings: Settings, **config: Any) -> KafkaConsumer:
 def wait_for_partitions(consumer: KafkaConsumer, topics: dict[str, int], wait_s: float) -> dict[str, list[int]]:
     """Each topic's partitions, once the client's metadata shows at least the wanted count of each, waiting
     up to ``wait_s`` (worker/kafka/metadata.py). Raises LookupError naming the topics still missing then."""
-    def missing() -> list[str]:
-        return sorted(name for name, count in topics.items() if len(consumer.partitions_for_topic(name) or ()) < count)
+    def found() -> dict[str, list[int]]:
+        return {name: sorted(consumer.partitions_for_topic(name) or ()) for name in topics}
+
+    def missing(partitions: dict[str, list[int]]) -> list[str]:
+        return sorted(name for name, count in topics.items() if len(partitions[name]) < count)
 
     def complete() -> dict[str, list[int]] | None:
-        return None if missing() else {name: sorted(consumer.partitions_for_topic(name)) for name in topics}
+        partitions = found()
+        return None if missing(partitions) else partitions
 
-    return wait_for(complete, wait_s, lambda: LookupError(", ".join(missing())))
+    return wait_for(complete, wait_s, lambda: LookupError(", ".join(missing(found()))))
 
 
 def fetch(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[ConsumerRecord]:
