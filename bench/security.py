@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from worker.core.security import KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 
 def env_security() -> KafkaSecurity:

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.timerange import TimeRange, span_of
 from worker.core.wire import H_BATCH_SIZE, decode_reply, header_text
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 
 @dataclass

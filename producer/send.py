@@ -28,7 +28,7 @@ from producer.transport import open_publisher
 from worker.core.samples import sampler
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import encode_request, new_request_id
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 RequestBody = dict[str, Any]
 BATCH_BYTES = 256 * 1024  # per partition: bulk sends fill batches, where the client's few requests do not

@@ -9,8 +9,8 @@ from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import client_config
-from worker.kafka.consumer import wait_for_partitions
+from worker.kafka.kafka_python.connection import client_config
+from worker.kafka.kafka_python.consumer import wait_for_partitions
 
 
 def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: float = 30.0, *,

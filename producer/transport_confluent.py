@@ -2,14 +2,14 @@
 
 Imported only when that client is chosen (producer/transport.py); needs the
 ``confluent`` extra. The connection and security settings are the worker's
-(worker/kafka/confluent/connection.py), from the same KafkaSecurity; their
+(worker/kafka/confluent/connection.py), from the same KafkaSecurity, and so
+are its send and fetch loops (worker/kafka/confluent/sink.py, consumer.py); their
 log lines and errors go through a QuietClientLog (producer/transport_logs.py)
 each, which leaves out the repeats of a broker that does not answer.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from functools import partial
 from typing import Any, cast
@@ -20,7 +20,8 @@ from producer.ports import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
 from producer.transport_logs import QuietClientLog
 from worker.core.security import KafkaSecurity
 from worker.kafka.confluent.connection import client_config
-from worker.kafka.confluent.sink import MAX_BLOCK_S, QUEUE_FULL_WAIT_S
+from worker.kafka.confluent.consumer import fetch
+from worker.kafka.confluent.sink import MAX_BLOCK_S, produce
 
 MAX_RECORDS = 5000  # per poll
 METADATA_TIMEOUT_S = 10.0
@@ -77,20 +78,12 @@ class ConfluentPublisher:
                 timeout_s: float | None = None) -> None:
         """Also serves the delivery reports due; waits (serving them) up to ``timeout_s`` (None: MAX_BLOCK_S)
         for room in a full queue."""
-        delivered = partial(_delivered, on_done)
-        deadline: float | None = None
         limit = MAX_BLOCK_S if timeout_s is None else timeout_s
-        while True:
-            try:
-                self._producer.produce(topic, value, key, on_delivery=delivered)
-                break
-            except BufferError:  # the queue is full: let acknowledgements free room
-                deadline = deadline if deadline is not None else time.monotonic() + limit
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise PublishTimeout(f"librdkafka's send queue stayed full for {limit:g} s (is the broker "
-                                         "taking records?)") from None
-                self._producer.poll(min(QUEUE_FULL_WAIT_S, left))
+        try:
+            produce(self._producer, topic, key, value, partial(_delivered, on_done), max_block_s=limit)
+        except BufferError:  # the queue stayed full
+            raise PublishTimeout(f"librdkafka's send queue stayed full for {limit:g} s (is the broker "
+                                 "taking records?)") from None
         self._producer.poll(0)
 
     def serve(self) -> None:
@@ -146,11 +139,8 @@ class ConfluentReplyReader:
 
     def poll(self, timeout_s: float) -> list[Record]:
         """Raises KafkaException for a fatal consumer error; others (librdkafka retries them) are skipped."""
-        first = self._consumer.poll(timeout_s)
-        if first is None:
-            return []
         records = []
-        for message in [first, *self._consumer.consume(MAX_RECORDS - 1, 0)]:
+        for message in fetch(self._consumer, timeout_s, MAX_RECORDS):
             error = message.error()
             if error is None:
                 headers = cast(list[tuple[str, bytes]], message.headers() or [])  # a list, as consumed

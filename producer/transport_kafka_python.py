@@ -1,4 +1,5 @@
-"""The producer side's Publisher and ReplyReader on kafka-python (the default client)."""
+"""The producer side's Publisher and ReplyReader on kafka-python (the default client), over the worker's
+connection settings and fetch (worker/kafka/kafka_python/)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from kafka.errors import KafkaTimeoutError
 
 from producer.ports import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
 from worker.core.security import KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
+from worker.kafka.kafka_python.consumer import fetch
 
 MAX_RECORDS = 5000  # per poll
 DEFAULT_MAX_BLOCK_S = 60.0  # kafka-python's own max_block_ms: a publish without a timeout waits as long
@@ -130,9 +132,8 @@ class KafkaPythonReplyReader:
             self._consumer.position(tp)  # resolve "end" now, before any request is sent
 
     def poll(self, timeout_s: float) -> list[Record]:
-        polled = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=MAX_RECORDS)
-        return [Record(r.key, r.value, list(r.headers or ()), r.timestamp) for records in polled.values()
-                for r in records]
+        return [Record(r.key, r.value, list(r.headers or ()), r.timestamp)
+                for r in fetch(self._consumer, timeout_s, MAX_RECORDS)]
 
     def close(self) -> None:
         self._consumer.close()

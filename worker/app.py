@@ -24,14 +24,14 @@ from worker.dedup.redis_store import RedisDedupStore, start_failure
 from worker.jobs.backfill import BackfillJob, ReplyTopicSink
 from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
-from worker.kafka.bounded_source import KafkaPartitionReader
-from worker.kafka.broker_facts import read_broker_facts
 from worker.kafka.exactly_once import ExactlyOnce
-from worker.kafka.group_lag import GroupLag
+from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
+from worker.kafka.kafka_python.broker_facts import read_broker_facts
+from worker.kafka.kafka_python.group_lag import GroupLag
+from worker.kafka.kafka_python.sink import KafkaSink
+from worker.kafka.kafka_python.source import KafkaSource
+from worker.kafka.kafka_python.transactions import TransactionalSink
 from worker.kafka.preflight import check_kafka
-from worker.kafka.sink import KafkaSink
-from worker.kafka.source import KafkaSource
-from worker.kafka.transactions import TransactionalSink
 from worker.models import load_model
 from worker.models.runner import TorchRunner, pick_device
 from worker.ports import DedupStore, PartitionReader, Scorer, SendTag, Sink, Source, Transactions
@@ -244,7 +244,7 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
 
 def _paced(job: BackfillJob, source: BoundedSource, clock: SystemClock) -> PacedSource:
     """The job's source at its --max-rate, holding while the live group lags (read over kafka-python whatever
-    the job's client: see worker/kafka/group_lag.py)."""
+    the job's client: see worker/kafka/kafka_python/group_lag.py)."""
     pacing, settings = job.pacing, job.settings
     live = live_lag = None
     if pacing.live_max_lag:

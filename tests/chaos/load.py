@@ -17,7 +17,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 MAX_LAG_S = 0.1  # after a stall (the broker away), resume the rate instead of sending a burst
 

@@ -36,7 +36,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from tests.integration.kit import wait_until
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 SAMPLE = 10  # ids listed per problem in results
 

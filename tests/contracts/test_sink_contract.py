@@ -18,7 +18,7 @@ from tests.component.fakes import FakeSink
 from tests.integration.kit import TopicReader
 from worker.core.messages import InvalidRecord, Position, RawRecord
 from worker.core.wire import decode_request, encode_dead_letter
-from worker.kafka.sink import KafkaSink
+from worker.kafka.kafka_python.sink import KafkaSink
 from worker.ports import Sink
 
 # What landed on a topic, comparable across backends: (key, value, headers).

@@ -25,7 +25,7 @@ from worker.core.clock import SystemClock
 from worker.core.messages import Headers, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.kafka.source import KafkaSource
+from worker.kafka.kafka_python.source import KafkaSource
 from worker.ports import Source
 
 PARTITIONS = 4

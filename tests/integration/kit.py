@@ -17,7 +17,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from producer.topics import create_topics
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 REPO = Path(__file__).resolve().parents[2]
 STARTED: list[subprocess.Popen[bytes]] = []  # every worker process a test started; see kill_leftovers()

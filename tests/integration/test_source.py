@@ -5,7 +5,7 @@ from kafka.errors import KafkaConnectionError, UnsupportedVersionError
 
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings
-from worker.kafka.source import KafkaSource
+from worker.kafka.kafka_python.source import KafkaSource
 
 
 def _source(bootstrap: str, requests_topic: str, group: str) -> KafkaSource:

@@ -9,8 +9,8 @@ from structlog.testing import capture_logs
 
 from tests.integration.kit import start_worker
 from worker.core.security import PLAINTEXT
-from worker.kafka.broker_facts import read_broker_facts
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.broker_facts import read_broker_facts
+from worker.kafka.kafka_python.connection import client_config
 
 DEBUG = ("--log-level", "debug")  # model_loading is a debug line
 

@@ -13,7 +13,7 @@ from worker.core.settings import Settings
 from worker.core.timerange import Span, TimeRange
 from worker.jobs.backfill_plan import decode_plan, encode_plan
 from worker.jobs.bounded_source import BoundedSource
-from worker.kafka.bounded_source import KafkaPartitionReader
+from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
 
 TOPIC = "req"
 SETTINGS = Settings(kafka_bootstrap_servers="k:9092", redis_url="memory://", requests_topic=TOPIC, group="bf")

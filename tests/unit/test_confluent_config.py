@@ -18,10 +18,11 @@ from worker.core.clock import SystemClock  # noqa: E402
 from worker.core.errors import ConfigError  # noqa: E402
 from worker.core.security import KafkaSecurity, Secret  # noqa: E402
 from worker.core.settings import Settings  # noqa: E402
-from worker.kafka.confluent.connection import FileOAuthCallback, client_config, jwt_expiry  # noqa: E402
-from worker.kafka.confluent.rebalance import RebalanceRecorder, group_generation  # noqa: E402
+from worker.kafka.confluent.connection import client_config  # noqa: E402
 from worker.kafka.confluent.sink import ConfluentSink  # noqa: E402
 from worker.kafka.confluent.source import ConfluentSource, consumer_config  # noqa: E402
+from worker.kafka.rebalance import RebalanceRecorder, group_generation  # noqa: E402
+from worker.kafka.tokens import FileOAuthCallback, jwt_expiry  # noqa: E402
 
 PASSWORD = "s3cret-Kafka-pw"
 NOWHERE = "127.0.0.1:9"  # nothing listens there: clients are built, never connected

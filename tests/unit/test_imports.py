@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 PURE_MODULES = ["worker.stream.loop", "worker.stream.commit", "worker.stream.admission",
@@ -55,3 +57,31 @@ def test_the_default_kafka_client_never_loads_the_confluent_extra():
         "print('confluent-loaded' if 'confluent_kafka' in sys.modules else 'confluent-absent')",
     ])
     assert _loaded_after(script) == ["confluent-absent"]
+
+
+def test_the_confluent_client_loads_nothing_of_kafka_python():
+    pytest.importorskip("confluent_kafka")
+    script = "\n".join([
+        "import sys",
+        "import worker.kafka.confluent.source, worker.kafka.confluent.sink, worker.kafka.confluent.transactions",
+        "import worker.kafka.confluent.bounded_source, worker.kafka.exactly_once, worker.kafka.preflight",
+        "import producer.transport_confluent",
+        "print('kafka-python-loaded' if 'kafka' in sys.modules else 'kafka-python-absent')",
+    ])
+    assert _loaded_after(script) == ["kafka-python-absent"]
+
+
+def test_the_shared_kafka_core_loads_no_client_library():
+    script = "\n".join([
+        "import importlib, pkgutil, sys",
+        "import worker.kafka",
+        "names = [info.name for info in pkgutil.iter_modules(worker.kafka.__path__, 'worker.kafka.')",
+        "         if not info.ispkg]",
+        "for name in names:",
+        "    importlib.import_module(name)",
+        "print(*names)",
+        "print(*sorted(name for name in ('kafka', 'confluent_kafka') if name in sys.modules) or ['none'])",
+    ])
+    printed = _loaded_after(script)
+    assert {"worker.kafka.transactional", "worker.kafka.rebalance", "worker.kafka.preflight"} <= set(printed)
+    assert printed[-1] == "none"

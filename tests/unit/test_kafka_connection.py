@@ -5,7 +5,7 @@ import logging
 from kafka.net.sasl.plain import SaslMechanismPlain
 
 from worker.core.security import KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 SECRET = "s3cret-pw"
 

@@ -10,7 +10,7 @@ from worker.core.errors import ConfigError
 from worker.core.security import KafkaSecurity, Secret, add_security_flags
 from worker.core.settings import Settings, add_flags
 from worker.core.tls import TlsPeer, explain_tls_failure
-from worker.kafka.connection import FileTokenProvider, client_config
+from worker.kafka.kafka_python.connection import FileTokenProvider, client_config
 
 PASSWORD = "s3cret-Kafka-pw"
 

@@ -2,7 +2,7 @@
 
 from kafka.errors import KafkaTimeoutError
 
-from worker.kafka.sink import KafkaSink
+from worker.kafka.kafka_python.sink import KafkaSink
 
 
 class ProducerWithSendsStuck:

@@ -9,7 +9,7 @@ conventional name (``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_MECHANISM``,
 
 Pure apart from checking that the named files exist and reading a password
 file: the Kafka adapters turn a KafkaSecurity into their library's options
-(worker/kafka/connection.py). Passwords are held in a Secret, whose repr and
+(worker/kafka/kafka_python/connection.py). Passwords are held in a Secret, whose repr and
 str never show them, so a KafkaSecurity can be logged as it is.
 """
 

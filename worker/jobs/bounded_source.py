@@ -9,7 +9,7 @@ subscribed, in the job's own consumer group: no rebalances, nothing is ever
 revoked, and commits carry the plan.
 
 What it needs of a client is a ``PartitionReader`` (worker/ports.py; one per client library:
-worker/kafka/bounded_source.py over kafka-python,
+worker/kafka/kafka_python/bounded_source.py over kafka-python,
 worker/kafka/confluent/bounded_source.py over confluent-kafka); the
 bookkeeping here is the same for both.
 """

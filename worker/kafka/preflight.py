@@ -2,8 +2,9 @@
 
 kafka-python retries a refused TLS handshake or SASL exchange in the
 background until its timeouts end, and then reports only that no broker
-answered. So every entry point first makes one connection of its own, with
-the same TLS context and kafka-python's own SASL mechanisms, and turns each
+answered. So every entry point, whichever client it then builds, first makes one
+connection of its own, with the same TLS context and kafka-python's own SASL
+mechanisms, and turns each
 way it can fail into a ConfigError that names the cause and the setting to
 check: an untrusted CA, a hostname mismatch, a refused client certificate, an
 unknown user, a wrong password, a refused token, TLS on a plaintext port or
@@ -11,7 +12,10 @@ the reverse, a listener that wants SASL. Each socket operation has a timeout,
 so the check ends within seconds whatever the broker does.
 
 The requests are the oldest versions Kafka 4 still serves: ApiVersions v0,
-Metadata v4 (no topics), SaslHandshake v1, SaslAuthenticate v1.
+Metadata v4 (no topics), SaslHandshake v1, SaslAuthenticate v1. Only the SASL
+exchange calls a client library (kafka-python's mechanisms, which both clients'
+brokers accept): it is imported when a listener wants SASL, so a plaintext or
+TLS check loads no client.
 """
 
 from __future__ import annotations
@@ -20,12 +24,9 @@ import socket
 import ssl
 import struct
 
-from kafka.net.sasl import get_sasl_mechanism
-
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.security import KafkaSecurity
 from worker.core.tls import TlsPeer, explain_tls_failure
-from worker.kafka.connection import client_config
 
 API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
 UNSUPPORTED_SASL_MECHANISM = 33
@@ -141,7 +142,9 @@ def _authenticate(wire: _Wire, security: KafkaSecurity, address: str) -> None:
                           f"this listener; it offers {', '.join(offered) or 'none'}")
     if error_code:
         raise ConfigError(f"the Kafka broker at {address} refused the SASL handshake (error code {error_code})")
-    mechanism = get_sasl_mechanism(mechanism_name)(**client_config(address, security))
+    from worker.kafka.kafka_python.connection import sasl_mechanism  # see the module's docstring
+
+    mechanism = sasl_mechanism(address, security)
     step = 0
     while not mechanism.is_done():
         response = _exchange(wire, SASL_AUTHENTICATE, 1, peer, security, body=_bytes(mechanism.auth_bytes()))

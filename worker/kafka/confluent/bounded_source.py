@@ -1,4 +1,5 @@
-"""The backfill's partition reader over confluent-kafka (librdkafka): the twin of worker/kafka/bounded_source.py.
+"""The backfill's partition reader over confluent-kafka (librdkafka): the twin of
+worker/kafka/kafka_python/bounded_source.py.
 
 A Consumer in the job's group that assigns itself the topic's partitions at
 their start offsets (it never subscribes, so it never joins the group), looks
@@ -22,43 +23,26 @@ Where librdkafka differs, and what this reader does:
 from __future__ import annotations
 
 import contextlib
-import time
-from typing import Any
+from typing import Any, cast
 
-import structlog
-from confluent_kafka import (
-    OFFSET_INVALID,
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, TopicPartition
 
 from worker.core.bounds import METADATA_S
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
-from worker.core.messages import Position, RawRecord
+from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.kafka.confluent.connection import client_config
-from worker.kafka.confluent.source import METADATA_RETRY_S, fetch
-
-log = structlog.get_logger(__name__)
+from worker.kafka.confluent.consumer import at_end, fetch, group_config, partitions_of, raw_record
+from worker.kafka.metadata import wait_for
 
 
 def reader_config(settings: Settings) -> dict[str, Any]:
     """librdkafka properties of the backfill's consumer: manual commits, no topic creation, EOF events."""
-    return {
-        **client_config(settings.kafka_bootstrap_servers, settings.kafka_security),
-        "group.id": settings.group,
-        "client.id": settings.client_id,
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "allow.auto.create.topics": False,
+    return group_config(settings, **{
         "auto.offset.reset": "earliest",  # a resumed offset that retention deleted: go on from the oldest
         "enable.partition.eof": True,
-    }
+    })
 
 
 class ConfluentPartitionReader:
@@ -71,14 +55,8 @@ class ConfluentPartitionReader:
         self._positions: dict[TP, int] = {}
 
     def partitions(self, wait_s: float) -> list[int]:
-        deadline = time.monotonic() + wait_s
-        while True:
-            found = self._consumer.list_topics(self._topic, timeout=METADATA_S).topics.get(self._topic)
-            if found is not None and found.error is None and found.partitions:
-                return sorted(found.partitions)
-            if time.monotonic() >= deadline:
-                raise LookupError(self._topic)
-            time.sleep(METADATA_RETRY_S)
+        return wait_for(lambda: partitions_of(self._consumer, self._topic, METADATA_S), wait_s,
+                        lambda: LookupError(self._topic))
 
     def lookups(self, partitions: list[TP], from_ms: int, until_ms: int | None) -> dict[TP, tuple[
             int | None, int | None, int]]:
@@ -118,28 +96,14 @@ class ConfluentPartitionReader:
         now = self._clock.monotonic()
         records = []
         for m in fetched:
-            tp = (m.topic(), m.partition())
-            error = m.error()
-            if error is not None:
-                self._at_end_or_raise(tp, error, m.offset())
-                continue
-            offset: int = m.offset()  # type: ignore[assignment]
-            kind, timestamp = m.timestamp()
-            records.append(RawRecord(Position(tp[0], tp[1], offset), m.key(), m.value(),  # type: ignore[arg-type]
-                                     list(m.headers() or ()),  # type: ignore[arg-type]
-                                     timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1, now))
-            self._positions[tp] = offset + 1  # type: ignore[index]
+            if m.error() is None:
+                record = raw_record(m, now)
+                records.append(record)
+                self._positions[record.position.topic, record.position.partition] = record.position.offset + 1
+            elif at_end(m):  # the partition's end offset, past any transaction markers
+                tp = cast(TP, (m.topic(), m.partition()))
+                self._positions[tp] = max(self._positions.get(tp, 0), m.offset() or 0)
         return records
-
-    def _at_end_or_raise(self, tp: Any, error: KafkaError, offset: int | None) -> None:
-        """A partition-EOF event moves the position to the end it reports; other errors are logged, or raised
-        when fatal (librdkafka retries the rest itself)."""
-        if error.code() == KafkaError._PARTITION_EOF:
-            self._positions[tp] = max(self._positions.get(tp, 0), offset or 0)
-            return
-        if error.fatal():
-            raise KafkaException(error)
-        log.warning("kafka_consume_error", code=error.name(), reason=error.str(), topic=tp[0], partition=tp[1])
 
     def positions(self, partitions: list[TP]) -> dict[TP, int]:
         return {tp: self._positions[tp] for tp in partitions}

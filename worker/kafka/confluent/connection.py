@@ -1,59 +1,21 @@
 """Where the brokers are and how to reach them, as librdkafka properties: the confluent-kafka clients' twin of
-worker/kafka/connection.py, built from the same KafkaSecurity."""
+worker/kafka/kafka_python/connection.py, built from the same KafkaSecurity (tokens: worker/kafka/tokens.py)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
-import orjson
 import structlog
 from confluent_kafka import KafkaError
 
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS, FileTokenProvider
+from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS
+from worker.kafka.tokens import FileOAuthCallback
 
 log = structlog.get_logger(__name__)
 
 LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
-UNKNOWN_EXPIRY_S = 60.0  # a token whose expiry cannot be read is asked for again this soon
-
-
-class FileOAuthCallback:
-    """librdkafka's ``oauth_cb``: the token in the file (re-read when it changes), and when it expires.
-
-    librdkafka calls it (from poll(), flush() or consume()) at start and again at 80 % of the lifetime
-    returned, so the expiry comes from the token's own ``exp`` claim when it is a JWT; otherwise the file is
-    asked again a minute later. Raises ConfigError when the file cannot be read.
-    """
-
-    def __init__(self, path: str, clock: Callable[[], float] = time.time) -> None:
-        self._tokens = FileTokenProvider(path)
-        self._clock = clock
-
-    def __call__(self, _oauthbearer_config: str) -> tuple[str, float]:
-        token = self._tokens.token()
-        return token, jwt_expiry(token) or self._clock() + UNKNOWN_EXPIRY_S
-
-
-def jwt_expiry(token: str) -> float | None:
-    """The ``exp`` claim (Unix seconds) of a JWT's payload, read without checking the signature; None when
-    the token is no JWT or has none. The broker validates the token: this only says when to read it again."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        claims = orjson.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (binascii.Error, ValueError):
-        return None
-    expiry = claims.get("exp") if isinstance(claims, dict) else None
-    if isinstance(expiry, bool) or not isinstance(expiry, int | float):
-        return None
-    return float(expiry)
 
 
 def log_client_error(error: KafkaError) -> None:

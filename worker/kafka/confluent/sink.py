@@ -12,6 +12,7 @@ topic fails once topic.metadata.propagation.max.ms has passed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 import structlog
@@ -21,6 +22,7 @@ from worker.core.bounds import SEND_BLOCK_S
 from worker.core.messages import Headers
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.confluent.connection import client_config
+from worker.kafka.sends import SendLedger
 from worker.ports import Delivery
 
 log = structlog.get_logger(__name__)
@@ -31,20 +33,22 @@ MAX_BLOCK_S = SEND_BLOCK_S  # the producer's transport waits as long for room in
 QUEUE_FULL_WAIT_S = 0.01  # serve delivery reports this long before trying a refused send again
 
 
-class _Send(Generic[T]):
-    """One send, until its delivery report comes: librdkafka calls ``delivered`` from poll() or flush()."""
+class _Report:
+    """One send's delivery report, once it comes: librdkafka calls ``delivered`` from poll() or flush()."""
 
-    __slots__ = ("tag", "done", "error")
+    __slots__ = ("done", "error")
 
-    def __init__(self, tag: T, error: Exception | None = None) -> None:
-        self.tag = tag
-        self.done = error is not None
-        self.error = error
+    def __init__(self) -> None:
+        self.done = False
+        self.error: Exception | None = None
 
     def delivered(self, error: KafkaError | None, _message: Message) -> None:
         self.done = True
         if error is not None:
             self.error = KafkaException(error)
+
+    def outcome(self) -> tuple[bool, Exception | None]:
+        return self.done, self.error
 
 
 class ConfluentSink(Generic[T]):
@@ -58,7 +62,7 @@ class ConfluentSink(Generic[T]):
                         "enable.idempotence": True, "linger.ms": linger_ms, "allow.auto.create.topics": False,
                         **producer_config}
         self._producer = Producer(self._config)
-        self._pending: list[_Send[T]] = []
+        self._pending: SendLedger[T, _Report] = SendLedger(_Report.outcome)
 
     @property
     def pending(self) -> int:
@@ -69,22 +73,13 @@ class ConfluentSink(Generic[T]):
 
         Blocks (serving delivery reports) while librdkafka's queue is full, up to ``max_block_s``.
         """
-        record = _Send(tag)
-        deadline: float | None = None
-        while True:
-            try:
-                self._producer.produce(topic, value, key, on_delivery=record.delivered, headers=cast(_Headers, headers))
-                break
-            except BufferError as exc:  # the queue is full: let acknowledgements free room
-                deadline = deadline if deadline is not None else time.monotonic() + self._max_block_s
-                if time.monotonic() >= deadline:
-                    record = _Send(tag, exc)
-                    break
-                self._producer.poll(QUEUE_FULL_WAIT_S)
-            except (KafkaException, TypeError, ValueError) as exc:  # e.g. larger than message.max.bytes
-                record = _Send(tag, exc)
-                break
-        self._pending.append(record)
+        report = _Report()
+        try:
+            produce(self._producer, topic, key, value, report.delivered, headers, self._max_block_s)
+        except (BufferError, KafkaException, TypeError, ValueError) as exc:  # e.g. larger than message.max.bytes
+            self._pending.failed(tag, exc)
+            return
+        self._pending.sent(tag, report)
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
         """Flush, then report every finished send in the order it was made. Blocks up to ``timeout_s``.
@@ -92,18 +87,29 @@ class ConfluentSink(Generic[T]):
         Sends still unanswered then (the broker is away) stay queued for the next settle.
         """
         self._producer.flush(timeout_s)
-        deliveries = []
-        still_out = []
-        for record in self._pending:
-            if record.done:
-                deliveries.append(Delivery(record.tag, record.error))
-            else:
-                still_out.append(record)
-        self._pending = still_out
-        return deliveries
+        return self._pending.settle()
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Close, waiting up to ``timeout_s`` for what is still out (its offsets were never committed)."""
         if self._producer.flush(timeout_s):
             log.warning("sink_closed_with_sends_out", timeout_s=timeout_s,
                         consequence="those records were not committed: they are consumed again")
+
+
+def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None,
+            on_delivery: Callable[[KafkaError | None, Message], None], headers: Headers | None = None,
+            max_block_s: float = MAX_BLOCK_S) -> None:
+    """Queue one record; while librdkafka's queue is full, serve delivery reports (which frees room) and try
+    again, for up to ``max_block_s``, then raise BufferError. Raises KafkaException, TypeError or ValueError
+    for a record refused at once (larger than message.max.bytes, say)."""
+    deadline: float | None = None
+    while True:
+        try:
+            producer.produce(topic, value, key, on_delivery=on_delivery, headers=cast(_Headers, headers))
+            return
+        except BufferError:  # the queue is full: let acknowledgements free room
+            deadline = deadline if deadline is not None else time.monotonic() + max_block_s
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            producer.poll(min(QUEUE_FULL_WAIT_S, left))

@@ -9,7 +9,7 @@ Where librdkafka differs from kafka-python, and what this adapter does:
 - A revoked partition is unassigned when its callback returns, and one assigned
   again would start from the committed offset: so the source notes each
   revoked partition's position and gives it back to those assigned back, which
-  keep their work in hand, as with kafka-python (worker/kafka/confluent/rebalance.py).
+  keep their work in hand, as with kafka-python (worker/kafka/rebalance.py).
 - A poll may return records of a partition that leaves during that same poll:
   they are dropped (and a lost partition that is ours again goes back to its
   committed offset, where librdkafka restarted it).
@@ -21,7 +21,7 @@ Where librdkafka differs from kafka-python, and what this adapter does:
 - librdkafka joins the group on its own thread and does not expose the
   generation, except in the consumer group metadata it serializes for
   transactions; it drops a member that outlived max.poll.interval.ms on that
-  thread too (see worker/kafka/confluent/rebalance.py for what shows when).
+  thread too (see worker/kafka/rebalance.py for what shows when).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import structlog
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
-    TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
     KafkaException,
@@ -48,15 +47,15 @@ from confluent_kafka import (
 from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
-from worker.core.messages import Position, RawRecord
+from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.kafka.confluent.connection import client_config
-from worker.kafka.confluent.rebalance import RebalanceRecorder, group_generation, tp_of
+from worker.kafka.confluent.consumer import at_end, fetch, group_config, partitions_of, raw_record
+from worker.kafka.metadata import missing_requests_topic, wait_for
+from worker.kafka.rebalance import RebalanceRecorder, group_generation, tp_of
 
 log = structlog.get_logger(__name__)
 
-METADATA_RETRY_S = 0.2
 SETTLE_SLICE_S = 0.1  # finish_rebalance polls in slices this long, so that it returns once settled
 EAGER_ASSIGNORS = ("range", "roundrobin")
 # Errors of a commit that say "not now": the group is rebalancing, or the coordinator is away or moving.
@@ -71,18 +70,12 @@ COMMIT_LATER = frozenset({
 
 def consumer_config(settings: Settings) -> dict[str, Any]:
     """librdkafka properties of the stream's consumer: manual commits, no topic creation, the group protocol."""
-    config = {
-        **client_config(settings.kafka_bootstrap_servers, settings.kafka_security),
-        "group.id": settings.group,
-        "client.id": settings.client_id,
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "allow.auto.create.topics": False,
+    config = group_config(settings, **{
         "auto.offset.reset": settings.auto_offset_reset,
         "max.poll.interval.ms": settings.max_poll_interval_ms,
         "isolation.level": "read_committed" if settings.delivery == "exactly-once" else "read_uncommitted",
         "group.protocol": settings.kafka_group_protocol,
-    }
+    })
     if settings.kafka_group_protocol == "classic":  # with the consumer protocol, the broker sets both
         config.update({"session.timeout.ms": settings.session_timeout_ms,
                        "partition.assignment.strategy": settings.assignor})
@@ -113,12 +106,8 @@ class ConfluentSource:
         Waits up to ``wait_s`` for the topic: a topic created a moment ago may
         not be in the broker's metadata yet.
         """
-        deadline = time.monotonic() + wait_s
-        while not self._has_partitions():
-            if time.monotonic() >= deadline:
-                raise LookupError(f"requests topic {self._topic!r} does not exist on the broker; create it first "
-                                  f"(e.g. `python -m producer create-topic {self._topic} --partitions 4`)")
-            time.sleep(METADATA_RETRY_S)
+        wait_for(lambda: partitions_of(self._consumer, self._topic, self._metadata_s), wait_s,
+                 lambda: missing_requests_topic(self._topic))
         self._consumer.subscribe([self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                  on_lost=self._on_lost)
 
@@ -139,10 +128,6 @@ class ConfluentSource:
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._recorder.lost(partitions)
 
-    def _has_partitions(self) -> bool:
-        topic = self._consumer.list_topics(timeout=self._metadata_s).topics.get(self._topic)
-        return topic is not None and topic.error is None and bool(topic.partitions)
-
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
         """Up to ``max_records``: blocks up to ``timeout_s`` for the first, then takes those already fetched.
         May run rebalance callbacks; records of a partition revoked meanwhile are not returned."""
@@ -153,27 +138,16 @@ class ConfluentSource:
         if messages:
             messages = self._without_gone(messages)
         now = self._clock.monotonic()
-        records = []
-        for m in messages:
-            kind, timestamp = m.timestamp()
-            records.append(RawRecord(Position(m.topic(), m.partition(), m.offset()),  # type: ignore[arg-type]
-                                     m.key(), m.value(), list(m.headers() or ()),  # type: ignore[arg-type]
-                                     timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1, now))
-        return records
+        return [raw_record(m, now) for m in messages]
 
     def _fetch(self, timeout_s: float, max_records: int) -> list[Message]:
-        return [m for m in fetch(self._consumer, timeout_s, max_records) if self._is_record(m)]
-
-    def _is_record(self, message: Message) -> bool:
-        error = message.error()
-        if error is None:
-            return True
-        if error.fatal():
-            raise KafkaException(error)
-        if error.code() != KafkaError._PARTITION_EOF:
-            log.warning("kafka_consume_error", code=error.name(), reason=error.str(), topic=message.topic(),
-                        partition=message.partition())
-        return False
+        records = []
+        for m in fetch(self._consumer, timeout_s, max_records):
+            if m.error() is None:
+                records.append(m)
+            else:
+                at_end(m)  # raises a fatal error, logs any other but the end of a partition
+        return records
 
     def _without_gone(self, messages: list[Message]) -> list[Message]:
         """Drop the records of partitions that left for good during the poll; a partition of theirs that is
@@ -361,15 +335,3 @@ def _deferred_or(error: KafkaError | None, exc: Exception) -> Exception:
     if error is not None and (error.code() in COMMIT_LATER or error.retriable()):
         return CommitDeferred(f"{error.name()}: {error.str()}")
     return exc
-
-
-def fetch(consumer: Consumer, timeout_s: float, max_records: int) -> list[Message]:
-    """Up to ``max_records`` messages (errors and end-of-partition events among them): blocks up to ``timeout_s``
-    for the first, then takes those already fetched (``consume(n, timeout)`` would wait for all ``n``)."""
-    first = consumer.poll(timeout_s)
-    if first is None:
-        return []
-    fetched = [first]
-    if max_records > 1:
-        fetched += consumer.consume(max_records - 1, 0)
-    return fetched

@@ -18,7 +18,8 @@ from kafka.producer.future import FutureRecordMetadata
 from worker.core.bounds import SEND_BLOCK_S
 from worker.core.messages import Headers
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
+from worker.kafka.sends import SendLedger
 from worker.ports import Delivery
 
 log = structlog.get_logger(__name__)
@@ -32,7 +33,7 @@ class KafkaSink(Generic[T]):
                             enable_idempotence=True, linger_ms=linger_ms,
                             **{"max_block_ms": int(SEND_BLOCK_S * 1000), **producer_config})  # may be overridden
         self._producer = KafkaProducer(**self._config)
-        self._pending: list[tuple[T, FutureRecordMetadata | None, Exception | None]] = []
+        self._pending: SendLedger[T, FutureRecordMetadata] = SendLedger(_outcome)
 
     @property
     def pending(self) -> int:
@@ -43,9 +44,9 @@ class KafkaSink(Generic[T]):
         try:
             future = self._producer.send(topic, key=key, value=value, headers=headers)
         except KafkaError as exc:  # e.g. no metadata for the topic within max_block_ms
-            self._pending.append((tag, None, exc))
+            self._pending.failed(tag, exc)
             return
-        self._pending.append((tag, future, None))
+        self._pending.sent(tag, future)
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
         """Flush, then report every finished send in the order it was made. Blocks up to ``timeout_s``.
@@ -55,16 +56,7 @@ class KafkaSink(Generic[T]):
         # A timeout leaves some sends out: report the finished ones, keep the rest.
         with contextlib.suppress(KafkaTimeoutError):
             self._producer.flush(timeout=timeout_s)
-        deliveries = []
-        still_out = []
-        for tag, future, error in self._pending:
-            if future is not None and not future.is_done:
-                still_out.append((tag, future, error))
-                continue
-            if future is not None and future.failed():
-                error = future.exception
-            deliveries.append(Delivery(tag, error))
-        self._pending = still_out
+        deliveries = self._pending.settle()
         self._replace_if_fatal()
         return deliveries
 
@@ -88,3 +80,7 @@ class KafkaSink(Generic[T]):
         except KafkaTimeoutError:  # kafka-python raises when the flush inside close times out
             log.warning("sink_closed_with_sends_out", timeout_s=timeout_s,
                         consequence="those records were not committed: they are consumed again")
+
+
+def _outcome(future: FutureRecordMetadata) -> tuple[bool, Exception | None]:
+    return future.is_done, future.exception if future.failed() else None

@@ -15,14 +15,14 @@ from kafka.errors import KafkaError
 
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
-from worker.core.messages import Position, RawRecord
+from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.kafka.consumer import group_consumer, wait_for_partitions
+from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records, wait_for_partitions
 
 
 class KafkaPartitionReader:
-    """A PartitionReader (worker/ports.py) over kafka-python. Not thread-safe."""
+    """A PartitionReader (worker/jobs/bounded_source.py) over kafka-python. Not thread-safe."""
 
     def __init__(self, settings: Settings, clock: Clock, consumer: Any = None) -> None:
         self._topic = settings.requests_topic
@@ -61,11 +61,7 @@ class KafkaPartitionReader:
             self._consumer.seek(TopicPartition(*tp), offset)
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
-        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
-        now = self._clock.monotonic()
-        return [RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, list(r.headers or ()),
-                          r.timestamp, now)
-                for batch in fetched.values() for r in batch]
+        return raw_records(fetch(self._consumer, timeout_s, max_records), self._clock.monotonic())
 
     def positions(self, partitions: list[TP]) -> dict[TP, int]:
         return {tp: int(self._consumer.position(TopicPartition(*tp))) for tp in partitions}

@@ -24,7 +24,7 @@ from kafka.errors import KafkaError
 from worker.core.broker_fit import KAFKA_DEFAULT_SESSION_TIMEOUTS, SessionTimeouts
 from worker.core.errors import ServiceUnavailable
 from worker.core.security import KafkaSecurity
-from worker.kafka.connection import client_config
+from worker.kafka.kafka_python.connection import client_config
 
 log = structlog.get_logger(__name__)
 

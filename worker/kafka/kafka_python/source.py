@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -30,11 +30,13 @@ from kafka.structs import MemberState
 from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
-from worker.core.messages import Position, RawRecord
+from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.kafka.connection import client_config
-from worker.kafka.consumer import group_consumer, wait_for_partitions
+from worker.kafka.kafka_python.connection import client_config
+from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records, wait_for_partitions
+from worker.kafka.metadata import missing_requests_topic
+from worker.kafka.rebalance import RevocationRecorder
 
 log = structlog.get_logger(__name__)
 
@@ -47,49 +49,8 @@ ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionA
              "cooperative-sticky": CooperativeStickyAssignor}
 
 
-class _RebalanceRecorder(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Collects revoked/lost partitions for the poll loop. Thread-safe."""
-
-    def __init__(self, client_id: str) -> None:
-        self._client_id = client_id
-        self._lock = threading.Lock()
-        self._revoked: set[TP] = set()
-        self._lost: set[TP] = set()
-
-    def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
-        with self._lock:
-            self._revoked.update((tp.topic, tp.partition) for tp in revoked)
-
-    def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        # Positions come from the committed offsets; there is nothing to prepare.
-        log.info("partitions_assigned", client_id=self._client_id,
-                 partitions=sorted((tp.topic, tp.partition) for tp in assigned))
-
-    def on_partitions_lost(self, lost: Iterable[TopicPartition]) -> None:
-        with self._lock:
-            self._lost.update((tp.topic, tp.partition) for tp in lost)
-
-    @property
-    def pending(self) -> bool:
-        """A revocation was announced and not yet resolved."""
-        with self._lock:
-            return bool(self._revoked)
-
-    def take_revoked(self, still_ours: set[TP], settled: bool) -> set[TP]:
-        """Lost partitions, and revoked partitions that are not ``still_ours``.
-
-        A lost partition is reported even when it is assigned again: its state
-        (fetch position) was reset to the committed offset. A revoked one
-        assigned back keeps its position, so it is not reported; until the
-        rebalance has ``settled``, revoked ones still assigned stay pending (an
-        eager rebalance announces the revocation before the join and replaces
-        the assignment when the join completes).
-        """
-        with self._lock:
-            gone = (self._revoked - still_ours) | self._lost
-            self._lost = set()
-            self._revoked = set() if settled else self._revoked - gone
-        return gone
+class _Listener(RevocationRecorder, ConsumerRebalanceListener):  # type: ignore[misc]
+    """kafka-python's rebalance listener: its callbacks are RevocationRecorder's (worker/kafka/rebalance.py)."""
 
 
 class KafkaSource:
@@ -107,7 +68,7 @@ class KafkaSource:
             partition_assignment_strategy=[ASSIGNORS[settings.assignor]],
             isolation_level="read_committed" if settings.delivery == "exactly-once" else "read_uncommitted",
         )
-        self._listener = _RebalanceRecorder(settings.client_id)
+        self._listener = _Listener(settings.client_id)
         self._bootstrap, self._security, self._client_id = (settings.kafka_bootstrap_servers,
                                                              settings.kafka_security, settings.client_id)
         self._lister: KafkaAdminClient | None = None
@@ -123,8 +84,7 @@ class KafkaSource:
         try:
             wait_for_partitions(self._consumer, {self._topic: 1}, wait_s)
         except LookupError:
-            raise LookupError(f"requests topic {self._topic!r} does not exist on the broker; create it first "
-                              f"(e.g. `python -m producer create-topic {self._topic} --partitions 4`)") from None
+            raise missing_requests_topic(self._topic) from None
         self._consumer.subscribe([self._topic], listener=self._listener)
         # Refresh metadata once subscribed: kafka-python snapshots the subscribed
         # topics' partitions on metadata updates only, and joining with an empty
@@ -139,20 +99,14 @@ class KafkaSource:
         coordinator lookup) is logged and polled again next time, after a short pause.
         """
         try:
-            fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+            fetched = fetch(self._consumer, timeout_s, max_records)
         except KafkaError as exc:
             if not exc.retriable:
                 raise
             log.warning("poll_failed", error=f"{type(exc).__name__}: {exc}", retry_in_s=POLL_RETRY_S)
             time.sleep(POLL_RETRY_S)
             return []
-        now = self._clock.monotonic()
-        return [
-            RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, list(r.headers or ()),
-                      r.timestamp, now)
-            for records in fetched.values()
-            for r in records
-        ]
+        return raw_records(fetched, self._clock.monotonic())
 
     def take_revoked(self) -> set[TP]:
         """Partitions revoked since the last call and not assigned to us again, and partitions lost.

@@ -1,0 +1,102 @@
+"""The transactional send/commit policy both clients' TransactionalSink share, over a stand-in producer."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pytest
+from structlog.testing import capture_logs
+
+from worker.core.errors import TransactionAborted
+from worker.kafka.sends import SendLedger
+from worker.kafka.transactional import TransactionalSends
+
+
+class Refused(Exception):
+    """What the stand-in client raises."""
+
+
+class Producer:
+    def __init__(self, fail: str = "") -> None:
+        self.fail = fail
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*_args: Any) -> None:
+            self.calls.append(name)
+            if name == self.fail:
+                raise Refused(name)
+        return call
+
+
+class Sink(TransactionalSends[str]):
+    CLIENT_ERRORS: ClassVar[tuple[type[Exception], ...]] = (Refused,)
+
+    def __init__(self, producer: Producer, fatal: bool = False) -> None:
+        self._producer = producer
+        self._pending = SendLedger(lambda handle: (True, None))
+        self.fatal = fatal
+        self.renewed = 0
+
+    def _send(self, topic: str, key: bytes | None, value: bytes | None, headers: Any, tag: str) -> None:
+        self._pending.sent(tag, object())
+
+    def _offsets(self, offsets: Any) -> Any:
+        return offsets
+
+    def _fatal(self, error: Exception) -> bool:
+        return self.fatal
+
+    def _renew_producer(self) -> None:
+        self.renewed += 1
+        self._producer = Producer()
+
+    def _describe(self, error: Exception) -> str:
+        return f"Refused: {error}"
+
+
+def test_the_first_send_begins_the_transaction_and_commit_closes_it_with_the_offsets():
+    producer = Producer()
+    sink = Sink(producer)
+    sink.send("replies", None, b"a", [], "a")
+    sink.send("replies", None, b"b", [], "b")
+    assert sink.open
+    sink.commit({("requests", 0): 10}, "group")
+    assert producer.calls == ["begin_transaction", "send_offsets_to_transaction", "commit_transaction"]
+    assert not sink.open
+
+
+def test_a_failed_commit_aborts_forgets_the_sends_and_raises():
+    producer = Producer(fail="commit_transaction")
+    sink = Sink(producer)
+    sink.send("replies", None, b"a", [], "a")
+    with capture_logs() as logs, pytest.raises(TransactionAborted):
+        sink.commit({("requests", 0): 10}, "group")
+    assert producer.calls[-1] == "abort_transaction" and len(sink._pending) == 0 and not sink.open
+    assert [log["event"] for log in logs] == ["transaction_aborted"]
+    assert logs[0]["reason"] == "commit failed: Refused: commit_transaction"
+
+
+def test_a_fatal_commit_error_replaces_the_producer_without_aborting():
+    producer = Producer(fail="commit_transaction")
+    sink = Sink(producer, fatal=True)
+    sink.send("replies", None, b"a", [], "a")
+    with capture_logs() as logs, pytest.raises(TransactionAborted):
+        sink.commit({}, "group")
+    assert "abort_transaction" not in producer.calls and sink.renewed == 1 and len(sink._pending) == 0
+    assert [log["event"] for log in logs] == ["producer_replaced"]
+
+
+def test_a_send_that_cannot_begin_a_transaction_is_reported_failed_and_the_producer_replaced():
+    sink = Sink(Producer(fail="begin_transaction"))
+    sink.send("replies", None, b"a", [], "a")
+    assert sink.renewed == 1 and not sink.open
+    (failed,) = sink._pending.settle()
+    assert failed.tag == "a" and isinstance(failed.error, Refused)
+
+
+def test_an_abort_the_producer_refuses_replaces_it():
+    sink = Sink(Producer(fail="abort_transaction"))
+    sink.send("replies", None, b"a", [], "a")
+    sink.abort("step failed")
+    assert sink.renewed == 1 and not sink.open and len(sink._pending) == 0

@@ -1,0 +1,77 @@
+"""Building confluent-kafka consumers the worker's way, reading what they fetched, and a topic's partitions.
+
+Every consumer of the worker's (the stream's source, the backfill's bounded
+source) commits by hand (offsets are never stored for librdkafka's own
+commits) and never creates topics by consuming; the adapters add what is theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message
+
+from worker.core.messages import Position, RawRecord
+from worker.core.settings import Settings
+from worker.kafka.confluent.connection import client_config
+
+log = structlog.get_logger(__name__)
+
+
+def group_config(settings: Settings, **config: Any) -> dict[str, Any]:
+    """librdkafka properties of a consumer in ``settings.group`` with manual commits; ``config`` adds or
+    overrides properties (their names have dots: pass them as ``**{"auto.offset.reset": ...}``)."""
+    return {
+        **client_config(settings.kafka_bootstrap_servers, settings.kafka_security),
+        "group.id": settings.group,
+        "client.id": settings.client_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "allow.auto.create.topics": False,
+        **config,
+    }
+
+
+def partitions_of(consumer: Consumer, topic: str, timeout_s: float) -> list[int] | None:
+    """The topic's partitions from the broker's metadata (one request, up to ``timeout_s``); None when it has
+    none or the broker reports an error for the topic (it does not exist yet)."""
+    found = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        return None
+    return sorted(found.partitions)
+
+
+def fetch(consumer: Consumer, timeout_s: float, max_records: int) -> list[Message]:
+    """Up to ``max_records`` messages (errors and end-of-partition events among them): blocks up to ``timeout_s``
+    for the first, then takes those already fetched (``consume(n, timeout)`` would wait for all ``n``)."""
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return []
+    fetched = [first]
+    if max_records > 1:
+        fetched += consumer.consume(max_records - 1, 0)
+    return fetched
+
+
+def at_end(message: Message) -> bool:
+    """Whether a message that carries an error is an end-of-partition event. Raises KafkaException for a fatal
+    error; logs the others (librdkafka retries them itself)."""
+    error = message.error()
+    if error is None:
+        return False
+    if error.fatal():
+        raise KafkaException(error)
+    if error.code() == KafkaError._PARTITION_EOF:
+        return True
+    log.warning("kafka_consume_error", code=error.name(), reason=error.str(), topic=message.topic(),
+                partition=message.partition())
+    return False
+
+
+def raw_record(message: Message, now: float) -> RawRecord:
+    """A message without an error as the worker reads it, received at ``now`` (monotonic)."""
+    kind, timestamp = message.timestamp()
+    return RawRecord(Position(message.topic(), message.partition(), message.offset()),  # type: ignore[arg-type]
+                     message.key(), message.value(), list(message.headers() or ()),  # type: ignore[arg-type]
+                     timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1, now)

@@ -1,0 +1,55 @@
+"""Where the brokers are and how to reach them, as kafka-python options: every Kafka client of the project
+(worker, backfill, producer side, bench, test kits) is built from ``client_config``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.net.sasl import get_sasl_mechanism
+from kafka.net.sasl.oauth import AbstractTokenProvider
+
+from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS
+from worker.kafka.tokens import TokenFile
+
+
+class FileTokenProvider(TokenFile, AbstractTokenProvider):  # type: ignore[misc]
+    """kafka-python's OAUTHBEARER token provider over a TokenFile (worker/kafka/tokens.py): kafka-python
+    re-authenticates before the session the broker granted ends, and the next token is read then."""
+
+
+class Unprinted(str):
+    """A secret that is itself to the client but prints as ``'***'`` inside a container: kafka-python's admin
+    client logs its whole configuration at debug ("Starting KafkaAdminClient with configuration: ...")."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
+def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -> dict[str, Any]:
+    """kafka-python options for the brokers at ``bootstrap_servers`` (host:port[,host:port]) with ``security``.
+
+    Reads the password file now. Raises ConfigError when it cannot be read.
+    """
+    config: dict[str, Any] = {"bootstrap_servers": bootstrap_servers.split(","),
+                              "security_protocol": security.protocol,
+                              "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS}
+    if security.uses_ssl:
+        config.update(ssl_check_hostname=security.ssl_check_hostname, ssl_cafile=security.ssl_cafile or None,
+                      ssl_certfile=security.ssl_certfile or None, ssl_keyfile=security.ssl_keyfile or None)
+    if security.uses_sasl:
+        config["sasl_mechanism"] = security.sasl_mechanism
+        if security.sasl_mechanism == "OAUTHBEARER":
+            config["sasl_oauth_token_provider"] = FileTokenProvider(security.sasl_oauth_token_file)
+        else:
+            config.update(sasl_plain_username=security.sasl_username,
+                          sasl_plain_password=Unprinted(security.password()))
+    return config
+
+
+def sasl_mechanism(address: str, security: KafkaSecurity) -> Any:
+    """kafka-python's SASL mechanism for ``security``, set up as its clients would be: what the preflight
+    (worker/kafka/preflight.py) authenticates with. Raises ConfigError when the password file cannot be read."""
+    return get_sasl_mechanism(security.sasl_mechanism)(**client_config(address, security))

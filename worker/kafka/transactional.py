@@ -1,0 +1,117 @@
+"""Exactly-once delivery: replies and consumed offsets committed in one Kafka transaction, whichever client.
+
+``TransactionalSends`` is the policy of both clients' ``TransactionalSink``
+(worker/kafka/kafka_python/transactions.py, worker/kafka/confluent/transactions.py):
+the first send of a transaction begins it, and ``commit`` closes it together
+with the consumer offsets the sends answer (``send_offsets_to_transaction``
+with the consumer's group metadata, so that the broker fences a worker the
+group has dropped). A reader with ``isolation_level="read_committed"`` sees a
+reply only once its offsets are committed, and never the replies of an aborted
+transaction.
+
+Any failure aborts the whole transaction: ``commit`` raises TransactionAborted
+after aborting, and the caller consumes again from the committed offsets. A
+producer that cannot abort (fenced by a newer instance with the same
+transactional id, or in a fatal state) is closed and replaced. Both clients'
+producers have the same transactional calls (librdkafka's take a timeout
+last); a client's sink supplies the rest (the abstract methods below).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Generic, TypeVar
+
+import structlog
+
+from worker.core.errors import TransactionAborted
+from worker.core.messages import Headers
+from worker.core.offsets import TopicPartition as TP
+from worker.kafka.sends import SendLedger
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+
+class TransactionalSends(ABC, Generic[T]):
+    """A sink's sends in transactions. Not thread-safe. Mixed into a client's sink, before it."""
+
+    CLIENT_ERRORS: ClassVar[tuple[type[Exception], ...]]  # what the client's transactional calls raise
+    _producer: Any
+    _pending: SendLedger[T, Any]
+    _in_transaction = False
+    _timeout: tuple[float, ...] = ()  # the last argument of the calls that take one (commit, abort, offsets)
+
+    @property
+    def open(self) -> bool:
+        """True between the first send (or commit) of a transaction and its commit or abort."""
+        return self._in_transaction
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
+        if not self._in_transaction:
+            try:
+                self._producer.begin_transaction()
+            except self.CLIENT_ERRORS as exc:  # the send fails, the step aborts: go on with a new producer
+                self._replace_producer(exc)
+                self._pending.failed(tag, exc)
+                return
+            self._in_transaction = True
+        self._send(topic, key, value, headers, tag)
+
+    def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
+        """Commit every send since the last commit together with ``offsets`` (next offsets to read).
+
+        Call after ``settle`` reported every send delivered. Raises TransactionAborted.
+        """
+        try:
+            if not self._in_transaction:
+                self._producer.begin_transaction()
+                self._in_transaction = True
+            if offsets:
+                self._producer.send_offsets_to_transaction(self._offsets(offsets), group_metadata, *self._timeout)
+            self._producer.commit_transaction(*self._timeout)
+            self._in_transaction = False
+        except self.CLIENT_ERRORS as exc:
+            if self._fatal(exc):  # aborting would fail too: only a new producer can go on
+                self._pending.clear()
+                self._replace_producer(exc)
+            else:
+                self.abort(f"commit failed: {self._describe(exc)}")
+            raise TransactionAborted(str(exc)) from exc
+
+    def abort(self, reason: str) -> None:
+        """Abort the open transaction and forget its sends; replace the producer if it cannot abort."""
+        log.warning("transaction_aborted", reason=reason, sends=len(self._pending))
+        self._pending.clear()
+        was_open, self._in_transaction = self._in_transaction, False
+        if not was_open:
+            return
+        try:
+            self._producer.abort_transaction(*self._timeout)
+        except self.CLIENT_ERRORS as exc:  # fenced or fatal: only a new producer can go on
+            self._replace_producer(exc)
+
+    def _replace_producer(self, error: Exception) -> None:
+        log.warning("producer_replaced", error=self._describe(error))
+        self._in_transaction = False
+        self._renew_producer()
+
+    def _fatal(self, error: Exception) -> bool:
+        """Whether a failed commit left the producer unable even to abort (default: try to abort)."""
+        return False
+
+    @abstractmethod
+    def _send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
+        """The client sink's own send, inside the open transaction."""
+
+    @abstractmethod
+    def _offsets(self, offsets: dict[TP, int]) -> Any:
+        """Next offsets to read, as the client's ``send_offsets_to_transaction`` takes them."""
+
+    @abstractmethod
+    def _renew_producer(self) -> None:
+        """Close the producer, whatever its state, and put a new one with transactions initialised in its place."""
+
+    @abstractmethod
+    def _describe(self, error: Exception) -> str:
+        """``error`` as the log lines and abort reasons show it."""
