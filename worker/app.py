@@ -136,7 +136,8 @@ def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[Se
         if settings.delivery == "exactly-once":
             transactional: TransactionalSink[SendTag] = TransactionalSink(
                 settings.kafka_bootstrap_servers, settings.client_id, settings.transactional_id,
-                security=settings.kafka_security, max_block_ms=block_ms)
+                security=settings.kafka_security, transaction_s=step_bounds(settings).transaction_s,
+                max_block_ms=block_ms)
             sink, transactions = transactional, ExactlyOnce(transactional, source)
             log.info("exactly_once", transactional_id=settings.transactional_id)
         else:

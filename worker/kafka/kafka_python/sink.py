@@ -27,12 +27,14 @@ T = TypeVar("T")
 
 
 class KafkaSink(Generic[T]):
+    PRODUCER: type[KafkaProducer] = KafkaProducer  # what the sink builds (a subclass may bound more calls)
+
     def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, *,
                  security: KafkaSecurity = PLAINTEXT, **producer_config: Any) -> None:
         self._config = dict(**client_config(bootstrap_servers, security), client_id=client_id, acks="all",
                             enable_idempotence=True, linger_ms=linger_ms,
                             **{"max_block_ms": int(SEND_BLOCK_S * 1000), **producer_config})  # may be overridden
-        self._producer = KafkaProducer(**self._config)
+        self._producer = self.PRODUCER(**self._config)
         self._pending: SendLedger[T, FutureRecordMetadata] = SendLedger(_outcome)
 
     @property
@@ -71,7 +73,7 @@ class KafkaSink(Generic[T]):
         log.warning("producer_replaced", error=f"{type(manager.last_error).__name__}: {manager.last_error}")
         with contextlib.suppress(KafkaTimeoutError):
             self._producer.close(timeout=1)
-        self._producer = KafkaProducer(**self._config)
+        self._producer = self.PRODUCER(**self._config)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Close, waiting up to ``timeout_s`` for what is still out (its offsets were never committed)."""

@@ -1,5 +1,14 @@
 """Exactly-once delivery over kafka-python: a KafkaSink whose sends join transactions, by the policy of
-worker/kafka/transactional.py."""
+worker/kafka/transactional.py.
+
+kafka-python's transactional calls take no timeout: ``commit_transaction`` and
+the others wait on their result for ever (a coordinator that never answers
+blocks the step past every bound of worker/core/bounds.py). ``BoundedProducer``
+gives them the timeout librdkafka's calls take, waiting on the same result for
+at most ``transaction_s`` and raising KafkaTimeoutError after it: the policy
+then aborts or, when the producer cannot abort mid-commit, replaces it (the new
+producer's ``init_transactions`` completes or aborts what the old one left).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 from kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
 
+from worker.core.bounds import TRANSACTION_S
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
@@ -18,13 +28,39 @@ from worker.kafka.transactional import TransactionalSends
 T = TypeVar("T")
 
 
+class BoundedProducer(KafkaProducer):  # type: ignore[misc]  # kafka-python has no type hints
+    """A KafkaProducer whose transactional calls take a timeout, as librdkafka's do. It waits on what
+    kafka-python's own calls wait on (its transaction manager's result, kafka-python 3.x)."""
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout_s: float | None = None) -> None:
+        self._bounded(lambda manager: manager.send_offsets_to_transaction(offsets, group_metadata), timeout_s,
+                      "send_offsets_to_transaction")
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        self._bounded(lambda manager: manager.begin_commit(), timeout_s, "commit_transaction")
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        self._bounded(lambda manager: manager.begin_abort(), timeout_s, "abort_transaction")
+
+    def _bounded(self, begin: Any, timeout_s: float | None, what: str) -> None:
+        result = begin(self._transaction_manager)
+        self._sender.wakeup()
+        if not result.wait(None if timeout_s is None else timeout_s * 1000):
+            raise KafkaTimeoutError(f"{what} got no answer within {timeout_s} s")
+
+
 class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
     CLIENT_ERRORS: ClassVar[tuple[type[Exception], ...]] = (KafkaError,)
+    PRODUCER = BoundedProducer
 
     def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
-                 security: KafkaSecurity = PLAINTEXT, **producer_config: Any) -> None:
+                 security: KafkaSecurity = PLAINTEXT, transaction_s: float = TRANSACTION_S,
+                 **producer_config: Any) -> None:
+        """``transaction_s``: the longest one transactional call (offsets, commit, abort) may block;
+        ``init_transactions`` is bounded by ``max_block_ms``."""
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, transactional_id=transactional_id,
                          **producer_config)
+        self._timeout = (transaction_s,)
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
@@ -37,7 +73,7 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         # A fenced producer's batches never finish: kafka-python's close raises when its flush times out.
         with contextlib.suppress(KafkaTimeoutError):
             self._producer.close(timeout=5)
-        self._producer = KafkaProducer(**self._config)
+        self._producer = self.PRODUCER(**self._config)
         self._producer.init_transactions()
 
     def _describe(self, error: Exception) -> str:
