@@ -1,15 +1,16 @@
 """Run the worker with Python's garbage collector watched, and optionally tuned: a tail-latency experiment.
 
-``python -m bench.gc_probe [--freeze] [--threshold G0,G1,G2] -- run --requests-topic ...`` runs
+``python -m bench.gc_probe [--unfreeze] [--threshold G0,G1,G2] -- run --requests-topic ...`` runs
 ``python -m worker`` with the arguments after ``--``. Every collection's pause is
 timed (``gc.callbacks``); at exit one JSON line, event ``gc_pauses``, gives the
 count, p50, p99, max and total pause per generation, of the collections made
-once the loop ran (start-up's, imports and model load, are left out). ``--freeze``: when the
-loop starts (the model loaded and warmed up), collect once and ``gc.freeze()``
-every object alive, so later full collections do not walk torch's and the
-model's objects. ``--threshold``: ``gc.set_threshold`` before anything runs.
-Nothing here changes the worker's code: the bench measures what each would
-change (bench/tail.py).
+once the loop ran (start-up's, imports and model load, are left out). The worker
+freezes its start-up heap (worker/app.py ``freeze_start_up_heap``);
+``--unfreeze``: undo that when the loop starts, so that full collections walk
+torch's and the model's objects again (the "before" of that change).
+``--threshold``: ``gc.set_threshold`` before anything runs. Nothing here
+changes the worker's code: the bench measures what each would change
+(bench/tail.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def main() -> None:
     split = argv.index("--") if "--" in argv else len(argv)
     parser = argparse.ArgumentParser(prog="python -m bench.gc_probe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--freeze", action="store_true")
+    parser.add_argument("--unfreeze", action="store_true")
     parser.add_argument("--threshold", help="G0,G1,G2 for gc.set_threshold")
     args = parser.parse_args(argv[:split])
     if args.threshold:
@@ -63,9 +64,8 @@ def main() -> None:
     run = Worker.run
 
     def watched_run(self: Worker) -> int:
-        if args.freeze:
-            gc.collect()
-            gc.freeze()
+        if args.unfreeze:
+            gc.unfreeze()
         _loop_running[0] = True
         return run(self)
 

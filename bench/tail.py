@@ -14,8 +14,9 @@ Contenders: ``bare-confluent`` (bench/confluent_ceiling.py: consume, reply,
 flush, commit asynchronously), ``bare-kafka-python`` (bench/kafka_ceiling.py),
 ``streamscore-confluent`` and ``streamscore-kafka-python`` (the worker under
 bench/gc_probe.py, which times every garbage collection), and
-``streamscore-confluent-gc-frozen`` (the same, with ``gc.freeze()`` when the
-loop starts). Writes results.json, results.md and tail.png under ``--out``.
+``streamscore-confluent-gc-unfrozen`` (the same, with the worker's frozen
+start-up heap unfrozen when the loop starts: the garbage collector as it was
+before the worker froze it). Writes results.json, results.md and tail.png under ``--out``.
 Needs KAFKA_BOOTSTRAP_SERVERS and REDIS_URL.
 """
 
@@ -45,7 +46,7 @@ from bench.runs import say  # noqa: E402
 from bench.topics import RunTopics  # noqa: E402
 from bench.workloads import WORKLOADS, RequestPool, load_or_skip, reply_size  # noqa: E402
 
-CONTENDERS = ("bare-confluent", "streamscore-confluent", "streamscore-confluent-gc-frozen", "bare-kafka-python",
+CONTENDERS = ("bare-confluent", "streamscore-confluent", "streamscore-confluent-gc-unfrozen", "bare-kafka-python",
               "streamscore-kafka-python")
 IDLE_TIMEOUT_S = 15.0
 STAGES = (*STAGE_HEADERS, "reply_to_reader")
@@ -77,7 +78,7 @@ def command(name: str, ctx: argparse.Namespace, redis_url: str, topics: RunTopic
     client = "kafka-python" if name.endswith("kafka-python") else "confluent"
     worker = commands.worker(ctx.bootstrap, redis_url, topics, WORKLOADS[ctx.workload].model, ctx.batch_size,
                              ctx.max_wait_ms, 1, ("--kafka-client", client))
-    probe = [sys.executable, "-m", "bench.gc_probe", *(["--freeze"] if name.endswith("gc-frozen") else []), "--"]
+    probe = [sys.executable, "-m", "bench.gc_probe", *(["--unfreeze"] if name.endswith("gc-unfrozen") else []), "--"]
     return [*probe, *worker[3:]]  # worker[:3] is `python -m worker`
 
 

@@ -19,18 +19,20 @@ def test_every_request_gets_one_reply_and_offsets_are_committed():
     assert h.worker.stats.batch_sizes == {8: 2, 4: 1}
 
 
-def test_a_partial_batch_waits_for_max_wait_then_goes():
-    h = Harness(max_batch_size=8, max_wait_ms=50)
+def test_with_wait_to_fill_a_partial_batch_waits_for_max_wait_then_goes():
+    h = Harness(max_batch_size=8, max_wait_ms=50, wait_to_fill=True)
     h.source.produce({"id": "only", "inputs": INPUTS})
     h.worker.step()
     assert h.replies() == []  # not full, not waited long enough
-    h.clock.advance(0.05)
-    h.worker.step()
+    polled = h.clock.monotonic()
+    h.worker.step()  # nothing more arrives and the model is idle: the poll waits out max_wait_ms all the same
     assert [r["id"] for r in h.replies()] == ["only"]
+    assert h.clock.monotonic() - polled == pytest.approx(0.05)
 
 
-def test_with_a_latency_target_a_batch_goes_once_nothing_more_arrives_while_the_model_is_idle():
-    h = Harness(max_batch_size=8, latency_target_ms=500)
+@pytest.mark.parametrize("wait", [{"max_wait_ms": 500}, {"latency_target_ms": 500}], ids=["fixed", "target"])
+def test_a_batch_goes_once_nothing_more_arrives_while_the_model_is_idle(wait):
+    h = Harness(max_batch_size=8, **wait)
     for i in range(3):
         h.source.produce({"id": f"r{i}", "inputs": INPUTS})
     h.worker.step()
@@ -38,12 +40,24 @@ def test_with_a_latency_target_a_batch_goes_once_nothing_more_arrives_while_the_
     started = h.clock.monotonic()
     h.worker.step()  # a short poll finds nothing more: the idle model takes what there is
     assert sorted(r["id"] for r in h.replies()) == ["r0", "r1", "r2"]
-    assert h.clock.monotonic() - started < 0.01  # far sooner than the 500 ms target or max_wait_ms
+    assert h.clock.monotonic() - started < 0.01  # far sooner than the 500 ms wait
     assert h.worker.stats.batch_sizes == {3: 1}
 
 
-def test_with_a_latency_target_records_still_arriving_join_the_batch_until_the_target_says_go():
-    h = Harness(max_batch_size=64, latency_target_ms=100)
+def test_with_wait_to_fill_and_a_latency_target_a_batch_waits_for_the_target_not_for_idleness():
+    h = Harness(max_batch_size=8, latency_target_ms=500, wait_to_fill=True)
+    for i in range(3):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS})
+    h.worker.step()
+    polled = h.clock.monotonic()
+    h.worker.step()  # nothing more arrives and the model is idle: the poll waits out what the target allows
+    assert h.worker.stats.batch_sizes == {3: 1}
+    assert h.clock.monotonic() - polled > 0.3  # the target's 500 ms, less its margin and the batch's compute
+
+
+@pytest.mark.parametrize("wait", [{"max_wait_ms": 100}, {"latency_target_ms": 100}], ids=["fixed", "target"])
+def test_records_still_arriving_join_the_batch_until_nothing_more_arrives(wait):
+    h = Harness(max_batch_size=64, **wait)
     for step in range(6):
         for i in range(4):
             h.source.produce({"id": f"s{step}-{i}", "inputs": INPUTS})

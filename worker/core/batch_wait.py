@@ -6,10 +6,11 @@ target for a request's queue wait + batch wait + compute, measured from its
 record's Kafka timestamp. It learns what a batch of n requests costs
 (``BatchCost``, a line a + b·n fitted online to the batches scored) and lets
 the oldest request wait only while its target still holds with the next
-batch's predicted compute after it. The loop adds the opportunistic half:
-with a target, a batch goes as soon as the model is idle and a poll finds
-nothing more arriving (stream/loop.py). Neither ever drops a request: only a
-request's own ``deadline_ms`` makes it expired.
+batch's predicted compute after it. Both are upper bounds: the loop adds the
+opportunistic half, a batch goes as soon as the model is idle and a poll finds
+nothing more arriving (stream/loop.py; ``wait_to_fill`` turns that off).
+Neither ever drops a request: only a request's own ``deadline_ms`` makes it
+expired.
 """
 
 from __future__ import annotations

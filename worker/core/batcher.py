@@ -76,7 +76,7 @@ class Batcher(Generic[T]):
 
     def ready(self, now: float, backlog: bool = False) -> bool:
         """Whether a batch should be drained now; ``backlog``: more items are waiting to be added (or, with
-        a latency target, none is arriving while the model is idle: send what there is)."""
+        the model idle, none is arriving: send what there is)."""
         if not self._items:
             return False
         return backlog or self.full() or now >= self._items[0][0] + self.wait.wait_s(self._next_batch_len())

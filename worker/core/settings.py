@@ -88,11 +88,16 @@ class Settings:
         "teardown")
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
     max_batch_size: int = _setting(64, "score a batch once it has this many requests (at most 65536)")
-    max_wait_ms: int = _setting(10, "... or once its oldest request has waited this long")
+    max_wait_ms: int = _setting(10, "... or once its oldest request has waited this long; a batch waits only "
+                                "while requests keep arriving or the model is busy: with the model idle and a "
+                                "short poll finding nothing more, it goes at once (unless --wait-to-fill)")
+    wait_to_fill: bool = _setting(False, "let a batch wait its whole max_wait_ms (or latency target) for more "
+                                  "requests even when the model is idle and nothing more is arriving: fewer, "
+                                  "larger batches, for models whose batch cost hardly grows with its size")
     latency_target_ms: int = _setting(
         0, "instead of max_wait_ms: a target for queue wait + batch wait + compute, from each record's Kafka "
         "timestamp; a batch waits only while its oldest request still meets it after the batch's compute "
-        "(learned online), and goes at once when the model is idle and nothing more arrives; 0: off")
+        "(learned online); 0: off")
     max_batch_tokens: int = _setting(0, "text models: cap a batch's summed token count too; 0 means no cap")
     max_poll_records: int = _setting(500, "records fetched per poll")
     max_record_bytes: int = _setting(1_048_576, "larger request values are refused (record_too_large)")

@@ -5,7 +5,8 @@ One thread does all the Kafka and Redis work, in this order each step:
    (stream/membership.py; all work in hand when that aborts an open
    transaction, which spans steps with a commit interval). A poll that came back full means a backlog: its
    batches go at once, partial ones too (max_wait_ms applies only while the
-   topic is drained);
+   topic is drained), and so do those in hand when the model is idle and a
+   short poll finds nothing more arriving (unless wait_to_fill);
 2. admit them: decode, refuse what cannot be scored, claim ids in the dedup
    store, batch what is fresh (stream/admission.py);
 3. answer the batch the scorer finished (except for partitions that left
@@ -53,8 +54,8 @@ log = structlog.get_logger(__name__)
 REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
 SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
 IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
-# With a latency target and the model idle: a poll this short that finds nothing means nothing more is
-# arriving now, and the batch in hand goes. Chosen, not measured: the gap is not tuned yet.
+# With a batch pending and the model idle: a poll this short that finds nothing means nothing more is
+# arriving now, and the batch in hand goes (unless wait_to_fill). Chosen, not measured: the gap is not tuned yet.
 ARRIVAL_GAP_S = 0.002
 LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
 
@@ -92,8 +93,8 @@ class Worker:
         self._last_stats = self._last_poll = now
         self._lag_at = now - LAG_REFRESH_S
         self._backlog = False  # the last poll came back full: more records are waiting
-        self._opportunistic = settings.latency_target_ms > 0
-        self._send_now = False  # the batch in hand goes now: a backlog, or (with a target) nothing arriving
+        self._opportunistic = not settings.wait_to_fill
+        self._send_now = False  # the batch in hand goes now: a backlog, or nothing arriving for an idle model
 
     def stop(self) -> None:
         """Ask the loop to finish the work in hand and return. Safe from a signal handler or thread."""
@@ -124,7 +125,8 @@ class Worker:
         began = self._clock.monotonic()
         records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
         self._backlog = len(records) >= self._settings.max_poll_records
-        # With a latency target, an idle model and a poll that found nothing send the batch in hand at once.
+        # An idle model and a poll that found nothing send the batch in hand at once: waiting for more would
+        # only add latency (a batch that fills while the model works is what makes batches large under load).
         self._send_now = self._backlog or (self._opportunistic and not records and not self._scorer.busy)
         self._last_poll = self.stats.last_iteration = self._clock.monotonic()
         self.stats.record_rebalancing(self._source.rebalancing(), self._last_poll)
