@@ -16,7 +16,9 @@ flush, commit asynchronously), ``bare-kafka-python`` (bench/kafka_ceiling.py),
 bench/gc_probe.py, which times every garbage collection), and
 ``streamscore-confluent-gc-unfrozen`` (the same, with the worker's frozen
 start-up heap unfrozen when the loop starts: the garbage collector as it was
-before the worker froze it). Writes results.json, results.md and tail.png under ``--out``.
+before the worker froze it) and ``streamscore-confluent-wait-to-fill`` (the
+same with ``--wait-to-fill``: batches wait out ``max_wait_ms`` even when the
+model is idle, as before the worker sent them at once). Writes results.json, results.md and tail.png under ``--out``.
 Needs KAFKA_BOOTSTRAP_SERVERS and REDIS_URL.
 """
 
@@ -46,8 +48,15 @@ from bench.runs import say  # noqa: E402
 from bench.topics import RunTopics  # noqa: E402
 from bench.workloads import WORKLOADS, RequestPool, load_or_skip, reply_size  # noqa: E402
 
-CONTENDERS = ("bare-confluent", "streamscore-confluent", "streamscore-confluent-gc-unfrozen", "bare-kafka-python",
-              "streamscore-kafka-python")
+# streamscore's variants: the worker's flags, and bench/gc_probe.py's, that make each (the "before" of a change).
+VARIANTS: dict[str, tuple[list[str], list[str]]] = {
+    "streamscore-confluent": ([], []),
+    "streamscore-confluent-gc-unfrozen": ([], ["--unfreeze"]),
+    "streamscore-confluent-wait-to-fill": (["--wait-to-fill"], []),
+    "streamscore-kafka-python": ([], []),
+}
+CONTENDERS = ("bare-confluent", "streamscore-confluent", "streamscore-confluent-gc-unfrozen",
+              "streamscore-confluent-wait-to-fill", "bare-kafka-python", "streamscore-kafka-python")
 IDLE_TIMEOUT_S = 15.0
 STAGES = (*STAGE_HEADERS, "reply_to_reader")
 
@@ -76,9 +85,10 @@ def command(name: str, ctx: argparse.Namespace, redis_url: str, topics: RunTopic
     if name == "bare-kafka-python":
         return commands.kafka_ceiling(ctx.bootstrap, topics, reply_bytes)
     client = "kafka-python" if name.endswith("kafka-python") else "confluent"
+    worker_flags, probe_flags = VARIANTS[name]
     worker = commands.worker(ctx.bootstrap, redis_url, topics, WORKLOADS[ctx.workload].model, ctx.batch_size,
-                             ctx.max_wait_ms, 1, ("--kafka-client", client))
-    probe = [sys.executable, "-m", "bench.gc_probe", *(["--unfreeze"] if name.endswith("gc-unfrozen") else []), "--"]
+                             ctx.max_wait_ms, 1, ("--kafka-client", client, *worker_flags))
+    probe = [sys.executable, "-m", "bench.gc_probe", *probe_flags, "--"]
     return [*probe, *worker[3:]]  # worker[:3] is `python -m worker`
 
 
@@ -102,7 +112,8 @@ def run_one(name: str, rate: float, repeat: int, args: argparse.Namespace, redis
         cpu_before = process.cpu_s()
         sender = subprocess.Popen([sys.executable, "-m", "bench.tail_sender", "--bootstrap-servers", args.bootstrap,
                                    "--topic", topics.requests, "--rate", str(rate), "--bodies", str(bodies_path),
-                                   "--out", str(sends_path), "--kafka-client", args.load_client])
+                                   "--out", str(sends_path), "--kafka-client", args.load_client,
+                                   "--linger-ms", str(args.sender_linger_ms)])
         last_new = time.monotonic()
         try:
             while sender.poll() is None or len(reader.received_ms) < len(bodies):
@@ -165,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-wait-ms", type=int, default=10)
     parser.add_argument("--load-client", default="confluent", help="the sender's and the reader's Kafka client")
+    parser.add_argument("--sender-linger-ms", type=int, default=0,
+                        help="the sender's producer linger: 0 sends each request in a produce request of its own")
     parser.add_argument("--out", type=Path, default=Path("bench/results/tail"))
     args = parser.parse_args(argv)
     bootstrap, redis_url = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get("REDIS_URL")
@@ -196,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{row.answered}/{row.sent} answered, CPU {row.cpu_us_per_reply or 0:.0f} us a reply")
     meta = {"command": shlex.join(["python", "-m", "bench.tail", *(argv if argv is not None else sys.argv[1:])]),
             "started_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine.describe(),
-            "batch_size": args.batch_size, "max_wait_ms": args.max_wait_ms, "load_client": args.load_client}
+            "batch_size": args.batch_size, "max_wait_ms": args.max_wait_ms, "load_client": args.load_client,
+            "sender_linger_ms": args.sender_linger_ms}
     (args.out / "results.json").write_text(json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=2))
     table = markdown(meta, rows)
     (args.out / "results.md").write_text(table)
@@ -211,8 +225,8 @@ def _ms(value: float | None) -> str:
 
 def markdown(meta: dict[str, object], rows: list[Row]) -> str:
     lines = [f"Command: `{meta['command']}` ({meta['started_at']}); batch {meta['batch_size']}, wait "
-             f"{meta['max_wait_ms']} ms; latency = reply read - planned send (and - actual send); stages are "
-             "p50 / p99 from the reply's headers; one row per run.", "",
+             f"{meta['max_wait_ms']} ms; sender linger {meta.get('sender_linger_ms', 0)} ms; latency = reply read - "
+             "planned send (and - actual send); stages are p50 / p99 from the reply's headers; one row per run.", "",
              "| contender | rate | p50 / p99 / max ms (planned) | p50 / p99 ms (sent) | queue wait | batch wait "
              "| compute | reply to reader | CPU µs a reply | gc pauses (gen2 count, p99 / max ms) | answered |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
