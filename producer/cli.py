@@ -126,7 +126,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--requests", type=int, default=20_000, help="requests to send (default: 20000)")
     demo.add_argument("--partitions", type=int, default=4)
     demo.add_argument("--max-batch-size", type=int, default=64)
-    demo.add_argument("--max-wait-ms", type=int, default=10)
+    demo.add_argument("--max-wait-ms", type=int, default=0,
+                      help="the worker's max_wait_ms (default 0: no request waits for companions)")
     _add_kafka_client_flag(demo, " (the demo's worker's too)")
     return parser
 

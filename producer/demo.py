@@ -31,7 +31,7 @@ class DemoConfig:
     partitions: int = 4
     model: str = "churn"
     max_batch_size: int = 64
-    max_wait_ms: int = 10
+    max_wait_ms: int = 0
     kafka_client: str = "kafka-python"  # the demo's sends and its worker's
     log_dir: Path = Path(".local-services")
 

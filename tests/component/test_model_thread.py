@@ -55,3 +55,22 @@ def test_the_loop_keeps_polling_while_a_batch_runs_and_drops_what_left_meanwhile
     assert h.reply_ids() == ["later", "r0", "r2", "r4", "r6"]
     assert h.worker.stats.handed_over == 4
     assert ("requests", 1) not in h.source.committed
+
+
+def test_by_default_requests_that_arrive_while_the_model_is_busy_form_the_next_batch_which_goes_when_it_is_idle():
+    runner = GatedRunner()
+    h = Harness(runner=runner, scorer=ThreadScorer, max_batch_size=8)  # max_wait_ms 0: nothing waits for companions
+    h.source.produce({"id": "first", "inputs": INPUTS})
+    h.worker.step()  # the model is idle: a batch of one goes at once
+    assert runner.started.wait(5)
+    for step in range(3):
+        h.source.produce({"id": f"busy{step}", "inputs": INPUTS})
+        h.worker.step()  # polled while the model is busy: they wait for it, together
+    assert h.worker.stats.batch_sizes == {}
+    runner.gate.set()
+    for _ in range(20):
+        h.worker.step()
+        if len(h.reply_ids()) == 4:
+            break
+    assert h.reply_ids() == ["busy0", "busy1", "busy2", "first"]
+    assert h.worker.stats.batch_sizes == {1: 1, 3: 1}

@@ -19,6 +19,19 @@ def test_every_request_gets_one_reply_and_offsets_are_committed():
     assert h.worker.stats.batch_sizes == {8: 2, 4: 1}
 
 
+def test_by_default_no_request_waits_for_companions_a_batch_is_what_one_poll_brought():
+    h = Harness(max_batch_size=8)
+    for i in range(3):
+        h.source.produce({"id": f"r{i}", "inputs": INPUTS})
+    started = h.clock.monotonic()
+    h.worker.step()
+    assert h.reply_ids() == ["r0", "r1", "r2"]
+    assert h.clock.monotonic() == started  # no poll waited, no batch waited
+    h.source.produce({"id": "r3", "inputs": INPUTS})
+    h.worker.step()
+    assert h.worker.stats.batch_sizes == {3: 1, 1: 1}
+
+
 def test_with_wait_to_fill_a_partial_batch_waits_for_max_wait_then_goes():
     h = Harness(max_batch_size=8, max_wait_ms=50, wait_to_fill=True)
     h.source.produce({"id": "only", "inputs": INPUTS})

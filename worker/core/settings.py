@@ -88,9 +88,11 @@ class Settings:
         "teardown")
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
     max_batch_size: int = _setting(64, "score a batch once it has this many requests (at most 65536)")
-    max_wait_ms: int = _setting(10, "... or once its oldest request has waited this long; a batch waits only "
-                                "while requests keep arriving or the model is busy: with the model idle and a "
-                                "short poll finding nothing more, it goes at once (unless --wait-to-fill)")
+    max_wait_ms: int = _setting(0, "... or once its oldest request has waited this long for more to join it. "
+                                "0: none waits; a batch is what arrived while the model was busy (or in one "
+                                "poll), so batches grow with the load by themselves. Above 0, a batch still goes "
+                                "at once when the model is idle and a short poll finds nothing more "
+                                "(unless --wait-to-fill)")
     wait_to_fill: bool = _setting(False, "let a batch wait its whole max_wait_ms (or latency target) for more "
                                   "requests even when the model is idle and nothing more is arriving: fewer, "
                                   "larger batches, for models whose batch cost hardly grows with its size")
