@@ -14,11 +14,12 @@ Contenders: ``bare-confluent`` (bench/confluent_ceiling.py: consume, reply,
 flush, commit asynchronously), ``bare-kafka-python`` (bench/kafka_ceiling.py),
 ``streamscore-confluent`` and ``streamscore-kafka-python`` (the worker under
 bench/gc_probe.py, which times every garbage collection), and
-``streamscore-confluent-gc-unfrozen`` (the same, with the worker's frozen
-start-up heap unfrozen when the loop starts: the garbage collector as it was
-before the worker froze it) and ``streamscore-confluent-wait-to-fill`` (the
-same with ``--wait-to-fill``: batches wait out ``max_wait_ms`` even when the
-model is idle, as before the worker sent them at once). Writes results.json, results.md and tail.png under ``--out``.
+the variants that show what each change of the worker's latency did:
+``-wait-10`` (``--max-wait-ms 10``: a batch waits for companions while they
+keep arriving), ``-gc-unfrozen`` (the worker's frozen start-up heap unfrozen
+when the loop starts) and ``-before`` (both, and ``--wait-to-fill``: the
+worker as it was before those changes, a 10 ms wait even for an idle model).
+Writes results.json, results.md and tail.png under ``--out``.
 Needs KAFKA_BOOTSTRAP_SERVERS and REDIS_URL.
 """
 
@@ -51,12 +52,13 @@ from bench.workloads import WORKLOADS, RequestPool, load_or_skip, reply_size  # 
 # streamscore's variants: the worker's flags, and bench/gc_probe.py's, that make each (the "before" of a change).
 VARIANTS: dict[str, tuple[list[str], list[str]]] = {
     "streamscore-confluent": ([], []),
+    "streamscore-confluent-wait-10": (["--max-wait-ms", "10"], []),
     "streamscore-confluent-gc-unfrozen": ([], ["--unfreeze"]),
-    "streamscore-confluent-wait-to-fill": (["--wait-to-fill"], []),
+    "streamscore-confluent-before": (["--max-wait-ms", "10", "--wait-to-fill"], ["--unfreeze"]),
     "streamscore-kafka-python": ([], []),
 }
-CONTENDERS = ("bare-confluent", "streamscore-confluent", "streamscore-confluent-gc-unfrozen",
-              "streamscore-confluent-wait-to-fill", "bare-kafka-python", "streamscore-kafka-python")
+CONTENDERS = ("bare-confluent", *[name for name in VARIANTS if "confluent" in name], "bare-kafka-python",
+              "streamscore-kafka-python")
 IDLE_TIMEOUT_S = 15.0
 STAGES = (*STAGE_HEADERS, "reply_to_reader")
 
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-s", type=float, default=3.0)
     parser.add_argument("--workload", default="churn", choices=sorted(WORKLOADS))
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-wait-ms", type=int, default=10)
+    parser.add_argument("--max-wait-ms", type=int, default=0, help="streamscore's (default 0, the worker's own)")
     parser.add_argument("--load-client", default="confluent", help="the sender's and the reader's Kafka client")
     parser.add_argument("--sender-linger-ms", type=int, default=0,
                         help="the sender's producer linger: 0 sends each request in a produce request of its own")
