@@ -13,7 +13,7 @@ import pytest
 
 from producer.client import ScoringClient
 from producer.send import send_requests, synthetic_requests
-from tests.integration.kit import Producer, Topics, TopicReader, start_worker
+from tests.integration.kit import Producer, TopicReader, Topics, start_worker
 from worker.core.formats import Formats
 from worker.core.framing import frame
 from worker.core.wire import H_DLQ_CODE, H_DLQ_SCHEMA_ID
