@@ -13,8 +13,10 @@ import orjson
 
 from producer.send import BadLine, SendSummary
 from worker.core.errors import WorkerError
+from worker.core.formats import Formats, add_format_flags
 from worker.core.security import KafkaSecurity, add_security_flags
 from worker.core.settings import check_kafka_client
+from worker.formats.requests import RequestEncode, request_encoder
 
 if TYPE_CHECKING:
     from worker.core.timerange import TimeRange
@@ -86,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="key by this field (JSONL) or column (CSV): equal values share a partition, in order")
     send.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_kafka_client_flag(send)
+    _add_format_flags(send)
 
     collect = commands.add_parser(
         "collect", help="write the replies of a reply topic (or a time range of it) to JSONL, and a report",
@@ -117,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("--read-committed", action="store_true",
                        help="read only replies of committed transactions (workers in --delivery exactly-once)")
     _add_kafka_client_flag(score)
+    _add_format_flags(score)
 
     topic = commands.add_parser("create-topic", help="create a topic (replication factor 1)")
     topic.add_argument("name")
@@ -130,6 +134,23 @@ def _parser() -> argparse.ArgumentParser:
                       help="the worker's max_wait_ms (default 0: no request waits for companions)")
     _add_kafka_client_flag(demo, " (the demo's worker's too)")
     return parser
+
+
+def _add_format_flags(command: argparse.ArgumentParser) -> None:
+    """--request-format and the registry's settings (docs/formats.md), and the request schema to write with."""
+    add_format_flags(command)
+    command.add_argument("--request-schema", type=Path, metavar="FILE",
+                         help="avro, json-schema: the request schema (an .avsc or a JSON Schema file; default: id, "
+                              "inputs as an array of numbers, reply_to, deadline_ms), registered under "
+                              "<topic>-value")
+    command.add_argument("--no-register", action="store_true",
+                         help="look the request schema up under <topic>-value instead of registering it "
+                              "(read-only registry credentials)")
+
+
+def _encoder(args: argparse.Namespace, topic: str) -> RequestEncode:
+    schema = args.request_schema.read_text(encoding="utf-8") if args.request_schema else None
+    return request_encoder(Formats.from_sources(args), topic, schema, register=not args.no_register)
 
 
 def _add_kafka_client_flag(command: argparse.ArgumentParser, whose: str = "") -> None:
@@ -175,7 +196,7 @@ def _send(args: argparse.Namespace) -> int:
     summary = send_requests(args.bootstrap_servers, args.topic, requests, total=total, rate=args.rate,
                             keyed=args.key == "id", key_field=args.key_field, progress=not args.no_progress,
                             record_send_times=False, raise_on_failure=False, security=args.security,
-                            kafka_client=args.kafka_client)
+                            kafka_client=args.kafka_client, encode=_encoder(args, args.topic))
     print(_send_summary(args.topic, summary), file=sys.stderr)
     return 0 if not summary.failed and not summary.skipped else 1
 
@@ -238,8 +259,11 @@ def _time_range(from_time: str | None, until_time: str | None) -> TimeRange | No
 def _score(args: argparse.Namespace) -> int:
     from producer.client import ScoringClient
 
+    formats = Formats.from_sources(args)
+    schema = args.request_schema.read_text(encoding="utf-8") if args.request_schema else None
     with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic, security=args.security,
-                       read_committed=args.read_committed, kafka_client=args.kafka_client) as client:
+                       read_committed=args.read_committed, kafka_client=args.kafka_client, formats=formats,
+                       request_schema=schema) as client:
         reply = client.score(orjson.loads(args.inputs), timeout_s=args.timeout_s)
     print(orjson.dumps(reply, option=orjson.OPT_INDENT_2).decode())
     return 0 if reply.get("status") == "ok" else 1

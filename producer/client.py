@@ -42,9 +42,12 @@ import structlog
 from producer.inflight import InFlight, Pending
 from producer.transport import CLOSE_TIMEOUT_S, PublishTimeout, open_publisher, open_reply_reader
 from worker.core.errors import ServiceUnavailable
+from worker.core.formats import JSON as JSON_REQUESTS
+from worker.core.formats import Formats
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.settings import check_kafka_client
-from worker.core.wire import decode_reply, encode_request, new_request_id
+from worker.core.wire import decode_reply, new_request_id
+from worker.formats.requests import request_encoder
 from worker.kafka.preflight import check_kafka
 
 log = structlog.get_logger(__name__)
@@ -105,18 +108,25 @@ class ScoringClient:
     never taken for the answer. ``kafka_client`` is the client library:
     kafka-python, or confluent (confluent-kafka, the ``confluent`` extra: far
     less CPU per request); a ConfigError says when it is unknown or not
-    installed. The connection check is kafka-python's on either.
+    installed. The connection check is kafka-python's on either. ``formats``
+    (``Formats.from_sources()`` reads STREAMSCORE_REQUEST_FORMAT and the
+    SCHEMA_REGISTRY_* variables) writes registry-framed Avro or JSON Schema
+    requests, with ``request_schema`` (default: worker/formats/requests.py's)
+    registered under ``<requests_topic>-value`` at construction
+    (docs/formats.md); replies stay JSON.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
                  timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
                  read_committed: bool = False, kafka_client: str = "kafka-python",
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S, formats: Formats = JSON_REQUESTS,
+                 request_schema: str | None = None) -> None:
         if timeout_s <= 0 or retries < 0 or connect_timeout_s <= 0:
             raise ValueError(f"need timeout_s > 0, retries >= 0 and connect_timeout_s > 0, got {timeout_s}, "
                              f"{retries} and {connect_timeout_s}")
         check_kafka_client(kafka_client)
         check_kafka(bootstrap_servers, security, timeout_s=connect_timeout_s)
+        self._encode = request_encoder(formats, requests_topic, request_schema)
         self.requests_topic = requests_topic
         self.reply_topic = reply_topic or f"{requests_topic}.replies"
         self.timeout_s = timeout_s
@@ -173,7 +183,7 @@ class ScoringClient:
             raise RuntimeError(f"the client is closed{self._why_closed()}")
         request_id = request_id or new_request_id()
         timeout_s = timeout_s or self.timeout_s
-        value = encode_request(inputs, request_id, self.reply_topic, deadline_ms)
+        value = self._encode(inputs, request_id, self.reply_topic, deadline_ms)
         with self._lock:
             now = time.monotonic()
             pending = self._inflight.get(request_id)

@@ -28,6 +28,7 @@ from producer.transport import open_publisher
 from worker.core.samples import sampler
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import encode_request, new_request_id
+from worker.formats.requests import RequestEncode
 from worker.kafka.kafka_python.connection import client_config
 
 RequestBody = dict[str, Any]
@@ -153,7 +154,7 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
                   total: int | None = None, rate: float | None = None, keyed: bool = True,
                   key_field: str | None = None, progress: bool = True, record_send_times: bool = True,
                   raise_on_failure: bool = True, security: KafkaSecurity = PLAINTEXT,
-                  kafka_client: str = "kafka-python") -> SendSummary:
+                  kafka_client: str = "kafka-python", encode: RequestEncode = encode_request) -> SendSummary:
     """Send each request to ``topic``; blocks until the broker acknowledged or refused every one.
 
     The record key is the request id (``keyed``), the request's ``key_field``
@@ -161,7 +162,8 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
     either ``kafka_client``), or none. ``rate`` caps requests per second (for
     load tests). BadLine items are counted as skipped. Raises the first send
     error (KafkaError, or confluent-kafka's KafkaException) if a send failed,
-    unless ``raise_on_failure`` is False (then see ``failed``, ``first_error``).
+    unless ``raise_on_failure`` is False (then see ``failed``, ``first_error``). ``encode`` writes each
+    request's value (worker/formats/requests.py: JSON, or registry-framed Avro / JSON Schema).
     """
     producer = open_publisher(kafka_client, bootstrap_servers, security, linger_ms=5, batch_bytes=BATCH_BYTES)
     summary = SendSummary()
@@ -182,7 +184,7 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
                 summary.skipped.append(key)
                 continue
             request_id = str(body["id"])
-            value = encode_request(body["inputs"], request_id, body.get("reply_to"), body.get("deadline_ms"))
+            value = encode(body["inputs"], request_id, body.get("reply_to"), body.get("deadline_ms"))
             if record_send_times:
                 summary.sent_at_ms[request_id] = time.time_ns() // 1_000_000
             acks.submitted += 1

@@ -22,6 +22,8 @@ from worker.core.stats import WorkerStats
 from worker.core.timerange import TimeRange
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
+from worker.formats import codecs
+from worker.formats.schemas import RegistrySchemas
 from worker.jobs.backfill import BackfillJob, ReplyTopicSink
 from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
@@ -35,7 +37,7 @@ from worker.kafka.kafka_python.transactions import TransactionalSink
 from worker.kafka.preflight import check_kafka
 from worker.models import load_model
 from worker.models.runner import TorchRunner, pick_device
-from worker.ports import DedupStore, PartitionReader, Scorer, SendTag, Sink, Source, Transactions
+from worker.ports import DedupStore, PartitionReader, SchemaResolver, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.loop import Worker
 from worker.stream.scoring import InlineScorer, ThreadScorer
 from worker.surface.http import HttpSurface
@@ -91,6 +93,15 @@ def build_scorer(settings: Settings, runner: TorchRunner, clock: SystemClock) ->
     CPU to the loop. On shared CPU cores the thread measured slower (bench/profile_worker.py)."""
     on = settings.model_thread == "on" or (settings.model_thread == "auto" and runner.device.type == "cuda")
     return ThreadScorer(runner, clock) if on else InlineScorer(runner, clock)
+
+
+def build_schemas(settings: Settings) -> SchemaResolver | None:
+    """The schema registry's schemas for registry-framed requests; None for JSON requests. Raises ConfigError
+    (the codec's library is not installed, the password file cannot be read)."""
+    if not settings.formats.framed:
+        return None
+    codecs.check_installed(settings.formats.request_format)
+    return RegistrySchemas.from_formats(settings.formats)
 
 
 def build_dedup(settings: Settings, clock: SystemClock) -> DedupStore:
@@ -240,7 +251,8 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
     dedup = build_dedup(settings, clock)
     worker = Worker(settings, _paced(job, source, clock), ReplyTopicSink(sink, settings.reply_topic),
                     dedup, runner, runner.prepare,
-                    clock, stop_requested=job.stop_requested, scorer=build_scorer(settings, runner, clock))
+                    clock, stop_requested=job.stop_requested, scorer=build_scorer(settings, runner, clock),
+                    schemas=build_schemas(settings))
     freeze_start_up_heap()
     return worker, source
 
@@ -291,7 +303,8 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
              settle_s=bounds.settle_s, send_block_s=bounds.send_block_s, metadata_s=bounds.metadata_s,
              store_call_s=round(bounds.store_call_s, 2), transaction_s=bounds.transaction_s)
     worker = Worker(settings, source, sink, dedup, runner, runner.prepare, clock, stop_requested=stop_requested,
-                    transactions=transactions, scorer=build_scorer(settings, runner, clock), stats=stats)
+                    transactions=transactions, scorer=build_scorer(settings, runner, clock), stats=stats,
+                    schemas=build_schemas(settings))
     freeze_start_up_heap()
     return worker
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Local Kafka (KRaft, single node) + Redis for streamscore development and tests,
-# without Docker. Run `deploy/local/services.sh --help` for usage.
+# Local Kafka (KRaft, single node) + Redis + a schema registry (Apicurio, Confluent-
+# compatible API) for streamscore development and tests, without Docker. Run `deploy/local/services.sh --help` for usage.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
 POM="$SCRIPT_DIR/pom.xml"
+REGISTRY_PROJECT="$SCRIPT_DIR/registry"   # pom.xml + .mvn/maven.config: Apicurio Registry as a Quarkus fast-jar
 
 KAFKA_PORT="${KAFKA_PORT:-19092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
@@ -13,8 +14,12 @@ KAFKA_SECURE_PORT="${KAFKA_SECURE_PORT:-19094}"
 KAFKA_MTLS_PORT="${KAFKA_MTLS_PORT:-19095}"
 REDIS_PORT="${REDIS_PORT:-16379}"
 REDIS_TLS_PORT="${REDIS_TLS_PORT:-16380}"
+REGISTRY_PORT="${REGISTRY_PORT:-18081}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 REDIS_START_TIMEOUT="${REDIS_START_TIMEOUT:-20}"
+REGISTRY_START_TIMEOUT="${REGISTRY_START_TIMEOUT:-60}"
+# Small and quick to start: the registry serves a few schemas to tests (about 210 MB resident, 3-5 s to ready).
+REGISTRY_JAVA_OPTS="${REGISTRY_JAVA_OPTS:--Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
 KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
 STATE_DIR="${STREAMSCORE_STATE_DIR:-$REPO_ROOT/.local-services}"
 [[ "$STATE_DIR" == /* ]] || STATE_DIR="$PWD/$STATE_DIR"   # `env --secure` prints absolute paths
@@ -22,6 +27,7 @@ CACHE_DIR="${STREAMSCORE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/streamscore}
 
 KAFKA_PID="$STATE_DIR/kafka.pid";  KAFKA_LOG="$STATE_DIR/kafka.log"
 REDIS_PID="$STATE_DIR/redis.pid";  REDIS_LOG="$STATE_DIR/redis.log"
+REGISTRY_PID="$STATE_DIR/registry.pid"; REGISTRY_LOG="$STATE_DIR/registry.log"
 KAFKA_DATA="$STATE_DIR/kafka-data"; KAFKA_PROPS="$STATE_DIR/server.properties"
 MARKER="$STATE_DIR/.streamscore-state"   # lets `reset` prove the dir is ours before rm -rf
 # Written when the storage is formatted with the SCRAM user (cluster id + a hash
@@ -44,21 +50,27 @@ usage() {
 Usage: deploy/local/services.sh {up|env} [--secure|--mtls]
        deploy/local/services.sh {down|status|reset|--help}
        deploy/local/services.sh {stop-kafka|start-kafka|stop-redis|start-redis}
+       deploy/local/services.sh {stop-registry|start-registry}
 
-Local Apache Kafka 4.x broker (KRaft, one broker+controller node) and Redis,
-both bound to 127.0.0.1, run as plain background processes (no Docker).
+Local Apache Kafka 4.x broker (KRaft, one broker+controller node), Redis and a
+schema registry (Apicurio Registry 2.4.2.Final, its Confluent-compatible API),
+all bound to 127.0.0.1, run as plain background processes (no Docker).
 
   up      Install missing prerequisites (java 17+, maven, redis-server, openssl
-          via apt), fetch the broker jars (cached), generate the test secrets
-          (once, see below), start Kafka and Redis if not running, wait until
-          both answer (every port below), then print on stdout:
+          via apt), fetch the broker jars and build the registry (both cached;
+          the registry's first build takes a minute or a few, mostly downloads),
+          generate the test secrets (once, see below), start Kafka, Redis and
+          the registry if not running, wait until each answers (every port
+          below; the registry's /health/ready), then print on stdout:
             export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:\$KAFKA_PORT
             export REDIS_URL=redis://127.0.0.1:\$REDIS_PORT/0
+            export SCHEMA_REGISTRY_URL=http://127.0.0.1:\$REGISTRY_PORT/apis/ccompat/v7
           Progress goes to stderr, so:  eval "\$(deploy/local/services.sh up)"
           Idempotent: running services are only reported.
   up --secure, up --mtls
           The same, but print the export lines of the secured endpoints
-          (\$S is the secrets folder, \$STATE_DIR/secure, as an absolute path):
+          (\$S is the secrets folder, \$STATE_DIR/secure, as an absolute path;
+          the registry's line is the same in every variant: it serves plain HTTP):
           --secure: Kafka SASL_SSL with SCRAM-SHA-512, Redis over TLS with a user:
             export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:\$KAFKA_SECURE_PORT
             export KAFKA_SECURITY_PROTOCOL=SASL_SSL
@@ -76,9 +88,9 @@ both bound to 127.0.0.1, run as plain background processes (no Docker).
             export KAFKA_SSL_CERTFILE=\$S/client.pem
             export KAFKA_SSL_KEYFILE=\$S/client.key
             (and the three REDIS_ lines of --secure)
-  down    Stop both (SIGTERM, up to 30 s, then SIGKILL); ok if nothing runs.
+  down    Stop all three (SIGTERM, up to 30 s, then SIGKILL); ok if nothing runs.
   status  Say whether each service runs, and where (plain and secured ports).
-  env     Print only the two export lines above; env --secure and env --mtls
+  env     Print only the export lines above; env --secure and env --mtls
           print those variants. Starts nothing, generates nothing.
   reset   down, then delete the state dir (topics, offsets, logs, secrets). Use
           it when the broker will not start from old data (e.g. after changing
@@ -88,8 +100,12 @@ both bound to 127.0.0.1, run as plain background processes (no Docker).
   start-kafka, start-redis  Start one service as \`up\` does (waits until it answers),
           with its data as it was left (Redis keeps nothing: it runs without
           persistence). For fault injection, e.g. the chaos suite (tests/chaos).
+  stop-registry, start-registry  The same for the schema registry (in-memory storage:
+          every start is empty, schema ids start again at 1).
 
 Listeners, all on 127.0.0.1, always served:
+  Schema registry :\$REGISTRY_PORT  HTTP, no authentication; the Confluent-compatible
+                  API under /apis/ccompat/v7 (docs/formats.md)
   Kafka  :\$KAFKA_PORT             PLAINTEXT, no authentication (as before)
          :\$KAFKA_SECURE_PORT    SASL_SSL: SCRAM-SHA-512 or SCRAM-SHA-256 as user
                                  $SECURE_USER (password in \$S/kafka-password), or
@@ -118,24 +134,29 @@ services.sh has none, and up then stops and asks for \`reset\`.
 Environment (default):
   KAFKA_PORT (19092)  KAFKA_CONTROLLER_PORT (19093)
   KAFKA_SECURE_PORT (19094)  KAFKA_MTLS_PORT (19095)
-  REDIS_PORT (16379)  REDIS_TLS_PORT (16380)
+  REDIS_PORT (16379)  REDIS_TLS_PORT (16380)  REGISTRY_PORT (18081)
+  REGISTRY_START_TIMEOUT (60 s)  REGISTRY_JAVA_OPTS (-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1)
   KAFKA_START_TIMEOUT (90 s)  REDIS_START_TIMEOUT (20 s)
   KAFKA_HEAP_OPTS (-Xmx512m -Xms256m)
   STREAMSCORE_STATE_DIR (<repo>/.local-services): data, logs, pid files, configs, secrets
-  STREAMSCORE_CACHE_DIR (\${XDG_CACHE_HOME:-\$HOME/.cache}/streamscore): broker jars
+  STREAMSCORE_CACHE_DIR (\${XDG_CACHE_HOME:-\$HOME/.cache}/streamscore): broker jars, the registry's build
 EOF
 }
 
 print_env() {
   echo "export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT"
   echo "export REDIS_URL=redis://127.0.0.1:$REDIS_PORT/0"
+  print_env_registry
 }
+
+print_env_registry() { echo "export SCHEMA_REGISTRY_URL=http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"; }
 
 # %q: the lines stay eval-able should the state dir's path hold a space.
 print_env_redis_tls() {
   echo "export REDIS_URL=rediss://$SECURE_USER@127.0.0.1:$REDIS_TLS_PORT/0"
   printf 'export REDIS_PASSWORD_FILE=%q\n' "$REDIS_PASSWORD_FILE"
   printf 'export REDIS_CA_FILE=%q\n' "$SECURE_DIR/ca.pem"
+  print_env_registry
 }
 
 print_env_secure() {
@@ -170,6 +191,7 @@ pid_alive() {
 }
 kafka_alive() { pid_alive "$KAFKA_PID" 'kafka\.Kafka'; }
 redis_alive() { pid_alive "$REDIS_PID" 'redis-server'; }
+registry_alive() { pid_alive "$REGISTRY_PID" 'quarkus-run\.jar'; }
 
 show_log() { log "last lines of $1:"; tail -n 60 "$1" >&2 2>/dev/null || true; }
 
@@ -529,6 +551,66 @@ start_redis() {
   log "Redis ready (pid $(cat "$REDIS_PID" 2>/dev/null || echo '?'))"
 }
 
+# --- schema registry --------------------------------------------------------
+# Built once per content of $REGISTRY_PROJECT (its pom.xml and .mvn/maven.config),
+# in a temp dir under the cache, outside the checkout; only target/quarkus-app
+# is kept, renamed into place whole, so a half-finished build is never used.
+REGISTRY_APP=""
+ensure_registry_build() {
+  local hash dir tmp
+  hash="$(cat "$REGISTRY_PROJECT/pom.xml" "$REGISTRY_PROJECT/.mvn/maven.config" | sha256sum | cut -c1-16)"
+  dir="$CACHE_DIR/registry-$hash"; REGISTRY_APP="$dir/quarkus-app"
+  [[ -f "$REGISTRY_APP/quarkus-run.jar" ]] && return 0
+  log "building the schema registry with maven into $dir (first run only: a minute or a few, mostly downloads)"
+  mkdir -p "$CACHE_DIR"
+  find "$CACHE_DIR" -maxdepth 1 -name '.registry-*' -mmin +60 -exec rm -rf {} + 2>/dev/null || true
+  tmp="$(mktemp -d "$CACHE_DIR/.registry-$hash.XXXXXX")"; chmod 755 "$tmp"
+  cp -r "$REGISTRY_PROJECT/pom.xml" "$REGISTRY_PROJECT/.mvn" "$tmp/"
+  # From inside the folder: maven reads .mvn/maven.config from the project's own directory.
+  if ! (cd "$tmp" && mvn -B package -DskipTests >"$tmp/mvn.log" 2>&1); then
+    tail -n 60 "$tmp/mvn.log" >&2; rm -rf "$tmp"; die "maven could not build the schema registry ($REGISTRY_PROJECT)"
+  fi
+  [[ -f "$tmp/target/quarkus-app/quarkus-run.jar" ]] || { rm -rf "$tmp"; die "the registry build made no quarkus-app/quarkus-run.jar"; }
+  mkdir -p "$tmp/keep"; mv "$tmp/target/quarkus-app" "$tmp/keep/quarkus-app"; mv "$tmp/mvn.log" "$tmp/keep/"
+  mv -T "$tmp/keep" "$dir" 2>/dev/null || true   # -T: a concurrent run may have put it in place already
+  rm -rf "$tmp"
+  [[ -f "$REGISTRY_APP/quarkus-run.jar" ]] || die "registry build $REGISTRY_APP missing after the build"
+}
+
+# /health/ready answers 200 once the registry serves; bash's /dev/tcp, no curl needed.
+registry_ready() {
+  local status
+  status="$(timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$REGISTRY_PORT &&
+    printf 'GET /health/ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3 && head -n1 <&3" 2>/dev/null)" || return 1
+  [[ "$status" == *" 200"* ]]
+}
+
+start_registry() {
+  if registry_alive; then
+    if ! registry_ready; then log "schema registry (pid $(cat "$REGISTRY_PID")) is still starting, waiting"; fi
+  else
+    rm -f "$REGISTRY_PID"
+    port_open "$REGISTRY_PORT" && die "127.0.0.1:$REGISTRY_PORT is in use by a process this script did not start (no live $REGISTRY_PID); stop it or set REGISTRY_PORT"
+    ensure_registry_build
+    [[ -f "$REGISTRY_LOG" ]] && mv -f "$REGISTRY_LOG" "$REGISTRY_LOG.1"
+    log "starting the schema registry on 127.0.0.1:$REGISTRY_PORT (in-memory storage: empty at each start)"
+    # shellcheck disable=SC2086  # REGISTRY_JAVA_OPTS is deliberately word-split
+    HTTP_PORT="$REGISTRY_PORT" QUARKUS_HTTP_HOST=127.0.0.1 nohup setsid java $REGISTRY_JAVA_OPTS \
+      -jar "$REGISTRY_APP/quarkus-run.jar" </dev/null >>"$REGISTRY_LOG" 2>&1 9>&- &
+    echo $! >"$REGISTRY_PID"
+  fi
+  local pid deadline=$((SECONDS + REGISTRY_START_TIMEOUT)); pid="$(cat "$REGISTRY_PID")"
+  until registry_ready; do
+    if ! kill -0 "$pid" 2>/dev/null; then show_log "$REGISTRY_LOG"; rm -f "$REGISTRY_PID"; die "the schema registry exited during startup"; fi
+    if ((SECONDS >= deadline)); then
+      show_log "$REGISTRY_LOG"; stop_pid "schema registry" "$REGISTRY_PID" 'quarkus-run\.jar'
+      die "the schema registry not ready after ${REGISTRY_START_TIMEOUT}s (log: $REGISTRY_LOG)"
+    fi
+    sleep 0.3
+  done
+  log "schema registry ready (pid $pid) at http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"
+}
+
 # --- stop / status ----------------------------------------------------------
 # stop_pid NAME PIDFILE PATTERN: SIGTERM, wait up to 30 s, then SIGKILL.
 stop_pid() {
@@ -539,7 +621,10 @@ stop_pid() {
   if kill -0 "$pid" 2>/dev/null; then log "$1 ignored SIGTERM for 30 s, sending SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
   rm -f "$2"
 }
-stop_all() { stop_pid Kafka "$KAFKA_PID" 'kafka\.Kafka'; stop_pid Redis "$REDIS_PID" 'redis-server'; }
+stop_all() {
+  stop_pid "schema registry" "$REGISTRY_PID" 'quarkus-run\.jar'
+  stop_pid Kafka "$KAFKA_PID" 'kafka\.Kafka'; stop_pid Redis "$REDIS_PID" 'redis-server'
+}
 
 # status_line NAME ALIVE-FN PIDFILE PORT [KIND:PORT[:PROBE-FN]...]: one line per
 # service, the secured ports after a semicolon (tests count "running (pid" lines).
@@ -582,11 +667,12 @@ env_variant() {
 case "${1:-}" in
   up)     printer="$(env_variant "${@:2}")" || exit 2
           lock; ensure_prereqs; ensure_secure_material; check_kafka_storage
-          start_redis; start_kafka; "$printer" ;;
+          start_redis; start_kafka; start_registry; "$printer" ;;
   down)   [[ -d "$STATE_DIR" ]] || { log "nothing to stop"; exit 0; }
           lock; stop_all ;;
   status) status_line Kafka kafka_alive "$KAFKA_PID" "$KAFKA_PORT" "SASL_SSL:$KAFKA_SECURE_PORT" "mutual TLS:$KAFKA_MTLS_PORT"
-          status_line Redis redis_alive "$REDIS_PID" "$REDIS_PORT" "TLS:$REDIS_TLS_PORT:redis_tls_ping" ;;
+          status_line Redis redis_alive "$REDIS_PID" "$REDIS_PORT" "TLS:$REDIS_TLS_PORT:redis_tls_ping"
+          status_line Registry registry_alive "$REGISTRY_PID" "$REGISTRY_PORT" ;;
   env)    printer="$(env_variant "${@:2}")" || exit 2
           "$printer" ;;
   stop-kafka|stop-redis)
@@ -594,6 +680,10 @@ case "${1:-}" in
           lock
           if [[ $1 == stop-kafka ]]; then stop_pid Kafka "$KAFKA_PID" 'kafka\.Kafka'
           else stop_pid Redis "$REDIS_PID" 'redis-server'; fi ;;
+  stop-registry)
+          [[ -d "$STATE_DIR" ]] || { log "nothing to stop"; exit 0; }
+          lock; stop_pid "schema registry" "$REGISTRY_PID" 'quarkus-run\.jar' ;;
+  start-registry) lock; ensure_prereqs; start_registry ;;
   start-kafka) lock; ensure_prereqs; start_kafka ;;
   start-redis) lock; ensure_prereqs; start_redis ;;
   reset)  if [[ -d "$STATE_DIR" ]]; then

@@ -30,7 +30,7 @@ class LocalServices:
             return (f"KAFKA_BOOTSTRAP_SERVERS={self.bootstrap} / REDIS_URL={self.redis_url} are not the services "
                     f"deploy/local/services.sh runs with this environment ({exported})")
         status = self._script("status")
-        if status.count("running (pid") != 2:
+        if sum(status.count(f"{name}: running (pid") for name in ("Kafka", "Redis")) != 2:
             return f"deploy/local/services.sh does not run both services: {status.strip()}"
         return None
 

@@ -13,10 +13,12 @@ module tree under tmp_path, so that none of them can pass by checking nothing):
 - the ports (``worker.ports``) import only the core and the standard library;
 - the loop and its policies (``worker.stream``) import only the core, the ports
   (``worker.ports``), the standard library and structlog;
-- the adapters (``worker.kafka``, ``worker.dedup``, ``worker.models``) import no job (``worker.jobs``);
+- the adapters (``worker.kafka``, ``worker.dedup``, ``worker.models``, ``worker.formats``) import no job
+  (``worker.jobs``);
 - the jobs import no entry point (``worker.app``, ``worker.cli``, ``worker.__main__``);
-- the producer imports of the worker its core and its Kafka connection code only
-  (``worker.core``, ``worker.kafka``), never ``worker.models`` (torch), ``worker.stream`` or ``worker.jobs``;
+- the producer imports of the worker its core, its Kafka connection code and its registry formats
+  only (``worker.core``, ``worker.kafka``, ``worker.formats``), never ``worker.models`` (torch),
+  ``worker.stream`` or ``worker.jobs``;
 - no import cycle between modules.
 """
 
@@ -37,10 +39,10 @@ CORE = "worker.core"
 PORTS = "worker.ports"
 STREAM = "worker.stream"
 JOBS = "worker.jobs"
-ADAPTERS = ("worker.kafka", "worker.dedup", "worker.models")
+ADAPTERS = ("worker.kafka", "worker.dedup", "worker.models", "worker.formats")
 ENTRY_POINTS = ("worker.app", "worker.cli", "worker.__main__")
 PRODUCER = "producer"
-PRODUCER_MAY_USE = (CORE, "worker.kafka")
+PRODUCER_MAY_USE = (CORE, "worker.kafka", "worker.formats")
 
 
 @dataclass(frozen=True)

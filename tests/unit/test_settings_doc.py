@@ -29,7 +29,10 @@ def test_every_flag_of_the_worker_has_a_row_with_its_flag_and_variable():
     assert (by_setting["kafka_bootstrap_servers"].flag, by_setting["kafka_bootstrap_servers"].env) == (
         "--bootstrap-servers", "KAFKA_BOOTSTRAP_SERVERS")
     assert by_setting["kafka_security.sasl_password_file"].env == "KAFKA_SASL_PASSWORD_FILE"
-    assert len(table) == len(fields(Settings)) - 1 + 10  # kafka_security stands for its ten settings
+    assert by_setting["formats.registry_url"].flag == "--schema-registry-url"
+    assert by_setting["formats.registry_url"].env == "SCHEMA_REGISTRY_URL"
+    # kafka_security stands for its ten settings, formats (worker/core/formats.py) for its nine
+    assert len(table) == len(fields(Settings)) - 2 + 10 + 9
 
 
 def test_every_variable_in_the_table_is_one_the_settings_read():

@@ -21,6 +21,18 @@ class StoreUnavailable(WorkerError):
     """The dedup store did not answer now (connection lost, timeout, busy loading): the call may be repeated."""
 
 
+class RegistryUnavailable(WorkerError):
+    """The schema registry did not answer now (connection refused, timeout, a 5xx): the call may be repeated."""
+
+
+class SchemaNotFound(WorkerError):
+    """The schema registry answered that it has no schema of this id (404); it may be registered later."""
+
+
+class SchemaRefused(WorkerError):
+    """A schema the worker cannot read records with: another format than the one configured, or malformed."""
+
+
 class ModelError(WorkerError):
     """A model could not be loaded, or failed on a batch."""
 

@@ -55,7 +55,9 @@ class InvalidRecord:
     """A record that cannot be scored.
 
     With a ``request_id`` it is answered with an error reply; without one it
-    goes to the dead-letter topic with its original bytes.
+    goes to the dead-letter topic with its original bytes. ``schema_id``: the
+    registry schema id its frame named, for a registry-framed record (a dead
+    letter's ``dlq-schema-id`` header).
     """
 
     position: Position
@@ -67,6 +69,7 @@ class InvalidRecord:
     request_id: str | None = None
     reply_to: str | None = None
     traceparent: bytes | None = None
+    schema_id: int | None = None
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from worker.core.errors import ConfigError
+from worker.core.formats import Formats, add_format_flags, env_names
 from worker.core.security import KafkaSecurity, add_security_flags
 
 ENV_PREFIX = "STREAMSCORE_"
@@ -48,6 +49,7 @@ class Settings:
     kafka_bootstrap_servers: str = _setting(
         "", "Kafka brokers, host:port[,host:port]; `make up` prints the local one", flag="--bootstrap-servers")
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity, metadata={"nested": True})
+    formats: Formats = field(default_factory=Formats, metadata={"nested": True})  # worker/core/formats.py
     kafka_client: str = _setting(
         "kafka-python", "the Kafka client library: kafka-python, or confluent (confluent-kafka over librdkafka: "
         "far less CPU per record; install the `confluent` extra)")
@@ -148,9 +150,11 @@ class Settings:
         values: dict[str, Any] = {}
         known = {f.name for f in fields(cls) if not f.metadata.get("nested")}
         for name in environ:
-            if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() not in known and name not in TOOLING_ENV:
+            if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() not in known and name not in TOOLING_ENV \
+                    and name not in env_names():
                 raise ConfigError(f"unknown setting {name}; see `python -m worker --help` for the valid ones")
         values["kafka_security"] = KafkaSecurity.from_sources(args, environ)
+        values["formats"] = Formats.from_sources(args, environ)
         for f in _own_fields():
             env_name = PLAIN_ENV.get(f.name, ENV_PREFIX + f.name.upper())
             raw = environ.get(env_name)
@@ -186,6 +190,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, dest=f.name, type=type(f.default), metavar=env_name,
                             help=f"{f.metadata['help']}{default}")
     add_security_flags(parser)
+    add_format_flags(parser)
 
 
 def setting_names(name: str) -> str:

@@ -57,6 +57,8 @@ H_DLQ_MESSAGE = "dlq-error-message"
 # On a dead letter cut to MAX_SEND_BYTES: the original record's size (key + value + headers), and what was cut.
 H_DLQ_ORIGINAL_BYTES = "dlq-original-bytes"
 H_DLQ_TRUNCATED = "dlq-truncated"
+# On a dead letter of a registry-framed record (docs/formats.md): the schema id its frame named.
+H_DLQ_SCHEMA_ID = "dlq-schema-id"
 
 # Error codes: a reply's ``error.code`` or a dead letter's H_DLQ_CODE.
 # Records that cannot be read as a request (decode_request).
@@ -69,6 +71,13 @@ ERR_MISSING_ID = "missing_id"
 ERR_INVALID_REPLY_TO = "invalid_reply_to"
 ERR_INVALID_DEADLINE = "invalid_deadline"
 ERR_MISSING_INPUTS = "missing_inputs"
+# Registry-framed records (--request-format other than json), always dead letters: no magic byte or too short,
+# a schema id the registry does not know (after retries), a schema of another kind or that cannot be read, a
+# payload that does not match its schema.
+ERR_NOT_FRAMED = "not_framed"
+ERR_UNKNOWN_SCHEMA = "unknown_schema"
+ERR_UNUSABLE_SCHEMA = "unusable_schema"
+ERR_INVALID_PAYLOAD = "invalid_payload"
 # Inputs the model refuses (raised as InvalidInput by a model's prepare).
 ERR_INVALID_INPUTS = "invalid_inputs"
 ERR_WRONG_INPUT_LENGTH = "wrong_input_length"
@@ -113,28 +122,32 @@ def decode_request(record: RawRecord, prepare: Prepare, max_record_bytes: int) -
     an InvalidRecord (with ``request_id`` when one could be read) for anything
     that cannot be scored.
     """
+    value = record.value
+    if value is None:
+        return refuse(record, ERR_EMPTY_VALUE, "the record has no value (tombstone); expected a JSON object")
+    if len(value) > max_record_bytes:
+        return refuse(record, ERR_RECORD_TOO_LARGE,
+                      f"record value is {len(value)} bytes, the limit is {max_record_bytes}")
+    try:
+        body = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        return refuse(record, ERR_INVALID_JSON, f"record value is not UTF-8 JSON: {exc}")
+    if not isinstance(body, dict):
+        return refuse(record, ERR_INVALID_REQUEST, f"request must be a JSON object, got {type(body).__name__}")
+    return request_from_body(record, body, prepare)
+
+
+def request_from_body(record: RawRecord, body: dict[str, Any], prepare: Prepare) -> Request | InvalidRecord:
+    """The checks of ``decode_request`` after parsing, on a body read from JSON or from a registry-framed payload
+    (worker/formats/): the id (or the key's), ``reply_to`` (or the header), ``deadline_ms``, ``inputs``. Never
+    raises for bad input."""
     headers = dict(record.headers)
     key_id = _id_from_key(record.key)
-    traceparent = headers.get(H_TRACEPARENT)
-    if traceparent is not None and len(traceparent) > MAX_TRACEPARENT_BYTES:
-        traceparent = None  # not a trace context: passed through, it could make the reply too large to send
+    traceparent = _traceparent(headers)
 
     def invalid(code: str, message: str, request_id: str | None = key_id, reply_to: str | None = None) -> InvalidRecord:
         return InvalidRecord(record.position, code, message, record.key, record.value, record.headers,
                              request_id, reply_to, traceparent)
-
-    value = record.value
-    if value is None:
-        return invalid(ERR_EMPTY_VALUE, "the record has no value (tombstone); expected a JSON object")
-    if len(value) > max_record_bytes:
-        return invalid(ERR_RECORD_TOO_LARGE,
-                       f"record value is {len(value)} bytes, the limit is {max_record_bytes}")
-    try:
-        body = orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        return invalid(ERR_INVALID_JSON, f"record value is not UTF-8 JSON: {exc}")
-    if not isinstance(body, dict):
-        return invalid(ERR_INVALID_REQUEST, f"request must be a JSON object, got {type(body).__name__}")
 
     body_id = body.get("id")
     if body_id is not None and not _valid_id(body_id):
@@ -162,6 +175,15 @@ def decode_request(record: RawRecord, prepare: Prepare, max_record_bytes: int) -
 
     return Request(request_id, item, record.position, reply_to, deadline_ms, traceparent,
                    record.timestamp_ms, record.received_at)
+
+
+def refuse(record: RawRecord, code: str, message: str, *, dead_letter: bool = False,
+           schema_id: int | None = None) -> InvalidRecord:
+    """A record that cannot be read as a request: an error reply when its key names an id, else (or with
+    ``dead_letter``) a dead letter; ``schema_id`` goes into a dead letter's H_DLQ_SCHEMA_ID."""
+    request_id = None if dead_letter else _id_from_key(record.key)
+    return InvalidRecord(record.position, code, message, record.key, record.value, record.headers, request_id,
+                         None, _traceparent(dict(record.headers)), schema_id)
 
 
 def encode_reply(reply: Reply) -> tuple[bytes, bytes, Headers]:
@@ -231,6 +253,8 @@ def encode_dead_letter(record: InvalidRecord,
         (H_SOURCE_PARTITION, str(pos.partition).encode()),
         (H_SOURCE_OFFSET, str(pos.offset).encode()),
     ]
+    if record.schema_id is not None:
+        ours.append((H_DLQ_SCHEMA_ID, str(record.schema_id).encode()))
     headers = list(record.headers) + ours
     value = b"" if record.key is None and record.value is None else record.value
     size = send_size(record.key, value, headers)
@@ -252,6 +276,13 @@ def _id_from_key(key: bytes | None) -> str | None:
     except UnicodeDecodeError:
         return None
     return text if _valid_id(text) else None
+
+
+def _traceparent(headers: dict[str, bytes]) -> bytes | None:
+    traceparent = headers.get(H_TRACEPARENT)
+    if traceparent is not None and len(traceparent) > MAX_TRACEPARENT_BYTES:
+        return None  # not a trace context: passed through, it could make the reply too large to send
+    return traceparent
 
 
 def _valid_id(value: object) -> bool:

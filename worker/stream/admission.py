@@ -8,7 +8,9 @@ store through the gate, refused ones too: fresh requests join the batcher (or
 are refused when they alone exceed the token budget), fresh refusals get
 their error reply (which releases the claim, so a corrected retry is scored),
 and duplicates are counted and acknowledged: an id already answered gets no
-second reply, whatever is sent again under it.
+second reply, whatever is sent again under it. Registry-framed requests
+(--request-format avro, json-schema) are decoded a poll at a time by
+stream/framed.py, which holds records while the registry is away (``blocked``).
 Not thread-safe.
 """
 
@@ -21,9 +23,11 @@ from worker.core.batcher import Batcher
 from worker.core.clock import Clock
 from worker.core.messages import InvalidRecord, RawRecord, Refused, Request
 from worker.core.offsets import OffsetTracker
+from worker.core.offsets import TopicPartition as TP
 from worker.core.stats import WorkerStats
 from worker.core.wire import ERR_INVALID_REPLY_TO, ERR_UNKNOWN_REPLY_TOPIC, decode_request
 from worker.stream.dedup_gate import DedupGate
+from worker.stream.framed import FramedRequests
 from worker.stream.replies import Responder, too_many_tokens
 from worker.stream.topics import TopicDirectory
 
@@ -31,8 +35,11 @@ from worker.stream.topics import TopicDirectory
 class Admission:
     def __init__(self, prepare: Callable[[Any], Any], max_record_bytes: int, max_batch_tokens: int | None,
                  topics: TopicDirectory, gate: DedupGate, batcher: Batcher[Request], offsets: OffsetTracker,
-                 responder: Responder, stats: WorkerStats, clock: Clock, requests_topics: frozenset[str]) -> None:
-        """``requests_topics``: what no reply may go to (the worker would answer its own replies)."""
+                 responder: Responder, stats: WorkerStats, clock: Clock, requests_topics: frozenset[str],
+                 framed: FramedRequests | None = None) -> None:
+        """``requests_topics``: what no reply may go to (the worker would answer its own replies);
+        ``framed``: decodes registry-framed requests (None: the wire contract's JSON)."""
+        self._framed = framed
         self._prepare = prepare
         self._requests_topics = requests_topics
         self._max_record_bytes = max_record_bytes
@@ -47,20 +54,37 @@ class Admission:
 
     def admit(self, records: Sequence[RawRecord]) -> None:
         """Track, decode and check every record; refuse the bad ones, claim the rest. May block on the
-        dedup store (never for long: the gate backs off while it is down)."""
+        dedup store (never for long: the gate backs off while it is down), and on the schema registry (up to
+        its timeout, once per schema id not cached)."""
         valid: list[Request] = []
         for record in records:
             pos = record.position
             self._offsets.track((pos.topic, pos.partition), pos.offset)
-            decoded = self._decode(record)
-            if isinstance(decoded, Request):
-                valid.append(decoded)
-            elif decoded.request_id is None:
-                self._responder.reject(decoded)  # a dead letter: no id to claim
-            else:
-                valid.append(Refused(decoded.request_id, None, decoded.position, refusal=decoded))
+            if self._framed is None:
+                self._sort(self._checked(record, decode_request(record, self._prepare, self._max_record_bytes)),
+                           valid)
+        if self._framed is not None:
+            for record, decoded in self._framed.decode(records, self._clock.monotonic()):
+                self._sort(self._checked(record, decoded), valid)
         self._stats.consumed += len(records)
         self.take_claimed(valid)
+
+    @property
+    def blocked(self) -> bool:
+        """Records wait for a schema registry that did not answer: stop fetching more."""
+        return self._framed is not None and self._framed.blocked
+
+    def drop(self, partitions: set[TP]) -> int:
+        """Forget records held for their schema, of partitions we no longer own; returns how many."""
+        return self._framed.drop(partitions) if self._framed is not None else 0
+
+    def _sort(self, decoded: Request | InvalidRecord, valid: list[Request]) -> None:
+        if isinstance(decoded, Request):
+            valid.append(decoded)
+        elif decoded.request_id is None:
+            self._responder.reject(decoded)  # a dead letter: no id to claim
+        else:
+            valid.append(Refused(decoded.request_id, None, decoded.position, refusal=decoded))
 
     def take_claimed(self, new: Sequence[Request] = ()) -> None:
         """Claim ids (new ones and any still waiting); batch what is fresh, count duplicates."""
@@ -76,8 +100,8 @@ class Admission:
                 self._stats.duplicates += 1
                 self._offsets.ack((request.position.topic, request.position.partition), request.position.offset)
 
-    def _decode(self, record: RawRecord) -> Request | InvalidRecord:
-        decoded = decode_request(record, self._prepare, self._max_record_bytes)
+    def _checked(self, record: RawRecord, decoded: Request | InvalidRecord) -> Request | InvalidRecord:
+        """``decoded``, or its refusal when its ``reply_to`` cannot be used."""
         if not isinstance(decoded, Request) or not decoded.reply_to:
             return decoded
         if decoded.reply_to in self._requests_topics:

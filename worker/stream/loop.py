@@ -39,11 +39,12 @@ from worker.core.offsets import OffsetTracker
 from worker.core.settings import Settings
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
-from worker.ports import DedupStore, ModelRunner, Scorer, SendTag, Sink, Source, Transactions
+from worker.ports import DedupStore, ModelRunner, SchemaResolver, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.admission import Admission
 from worker.stream.commit import commit_policy
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.drain import Drain, StreamParts
+from worker.stream.framed import framed_requests
 from worker.stream.membership import SETTLE_S, Membership
 from worker.stream.replies import EXPIRED, Responder
 from worker.stream.scoring import InlineScorer
@@ -64,10 +65,12 @@ class Worker:
     def __init__(self, settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore,
                  runner: ModelRunner, prepare: Callable[[Any], Any], clock: Clock,
                  stop_requested: StopRequest | None = None, transactions: Transactions | None = None,
-                 scorer: Scorer | None = None, stats: WorkerStats | None = None) -> None:
+                 scorer: Scorer | None = None, stats: WorkerStats | None = None,
+                 schemas: SchemaResolver | None = None) -> None:
         """``transactions`` (over the same sink and source) switches on exactly-once delivery;
         ``scorer`` says where batches run (default: inline, in the loop's thread); ``stats`` is where
-        the loop counts (default: a new one), for a reader such as the HTTP surface."""
+        the loop counts (default: a new one), for a reader such as the HTTP surface; ``schemas``: the schema
+        registry of registry-framed requests (stream/framed.py; None: the wire contract's JSON)."""
         self._settings = settings
         self._bounds = step_bounds(settings)
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
@@ -83,11 +86,12 @@ class Worker:
         topics = TopicDirectory(source.list_topics, clock, wait_s=self._bounds.metadata_s)
         self._admission = Admission(prepare, settings.max_record_bytes, settings.max_batch_tokens, topics, gate,
                                     self._batcher, offsets, self._responder, self.stats, clock,
-                                    frozenset([settings.requests_topic]))
+                                    frozenset([settings.requests_topic]), framed_requests(settings, schemas, prepare))
         now = clock.monotonic()
         self._transactional = transactions is not None
         self._commits = commit_policy(source, transactions, offsets, gate, settings.commit_interval_ms / 1000, now)
-        self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self._commits, self.stats)
+        self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self._commits, self.stats,
+                                      self._admission.drop)
         self._offsets = offsets
         self._submitted_ms = 0  # wall clock when the scorer got its batch
         self._last_stats = self._last_poll = now
@@ -141,7 +145,8 @@ class Worker:
         # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep
         # polling (to stay in the group).
         self._source.pause(self.stats.record_pause(
-            dedup_outage=self._gate.blocked, backlog=self._batcher.pending >= self._settings.max_poll_records))
+            dedup_outage=self._gate.blocked or self._admission.blocked,  # or the schema registry's
+            backlog=self._batcher.pending >= self._settings.max_poll_records))
         self._refresh_lag()
         now = self._clock.monotonic()
         self.stats.record_progress(self._holding(), self._gate.failed_calls, now)

@@ -15,6 +15,8 @@ Not thread-safe.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 
 from worker.core.batcher import Batcher
@@ -32,7 +34,10 @@ SETTLE_S = 1.0  # one bounded wait for a pending rebalance to complete
 
 class Membership:
     def __init__(self, source: Source, batcher: Batcher[Request], gate: DedupGate, offsets: OffsetTracker,
-                 scorer: Scorer, commits: CommitPolicy, stats: WorkerStats) -> None:
+                 scorer: Scorer, commits: CommitPolicy, stats: WorkerStats,
+                 held: Callable[[set[TP]], int] = lambda partitions: 0) -> None:
+        """``held``: drops the records of these partitions held elsewhere (waiting for their schema)."""
+        self._held = held
         self._source = source
         self._commits = commits
         self._batcher = batcher
@@ -67,7 +72,7 @@ class Membership:
         if not partitions:
             return partitions, False
         dropped = len(self._batcher.remove_if(lambda r: (r.position.topic, r.position.partition) in partitions))
-        dropped += self._gate.drop(partitions)
+        dropped += self._gate.drop(partitions) + self._held(partitions)
         self._offsets.forget(partitions)
         if self._scorer.busy:
             self._left_while_scoring |= partitions
@@ -81,7 +86,7 @@ class Membership:
         """After an aborted transaction: drop everything in hand; the source gives it again from the
         committed offsets. Returns the partitions held until now."""
         partitions = set(self._offsets.partitions())
-        dropped = len(self._batcher.remove_if(lambda r: True)) + self._gate.drop(partitions)
+        dropped = len(self._batcher.remove_if(lambda r: True)) + self._gate.drop(partitions) + self._held(partitions)
         self._offsets.forget(partitions)
         if self._scorer.busy:
             self._left_while_scoring |= partitions

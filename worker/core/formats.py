@@ -1,0 +1,162 @@
+"""How request records are framed, and where their schemas are: the request-format settings.
+
+A nested group of ``Settings`` (as KafkaSecurity is), shared by the worker and
+the producer side. ``json`` is the wire contract's own JSON (worker/core/wire.py);
+``avro`` and ``json-schema`` are records in the Confluent wire format, with
+their schema in a schema registry (docs/formats.md). Each setting is a flag and
+an environment variable; the registry's follow the conventional
+``SCHEMA_REGISTRY_*`` names. The flag wins.
+
+Pure apart from checking that the named files exist: the registry client
+(worker/formats/registry_client.py) reads the password file when it connects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+from urllib.parse import urlsplit
+
+from worker.core.errors import ConfigError
+
+REQUEST_FORMATS = ("json", "avro", "json-schema")
+# Unknown variables with this prefix are typos of ours; the two STREAMSCORE_ ones are read here, not by Settings.
+OWN_PREFIX = "SCHEMA_REGISTRY_"
+# The request fields a schema may call otherwise (--request-fields id=requestId,inputs=features).
+REQUEST_FIELDS = ("id", "inputs", "reply_to", "deadline_ms")
+
+
+def _option(default: Any, env: str, help: str, flag: str | None = None) -> Any:
+    return field(default=default, metadata={"env": env, "help": help,
+                                            "flag": flag or "--" + env.lower().replace("_", "-")})
+
+
+@dataclass(frozen=True)
+class Formats:
+    """The request format and the schema registry. Raises ConfigError when inconsistent; never shows a secret
+    (it holds the password's file name only)."""
+
+    request_format: str = _option(
+        "json", "STREAMSCORE_REQUEST_FORMAT", "how request values are written: json (the wire contract's JSON), "
+        "avro or json-schema (Confluent wire format: magic byte 0, a 4-byte schema id, the payload; the schema "
+        "is fetched from SCHEMA_REGISTRY_URL by id). See docs/formats.md", flag="--request-format")
+    request_fields: str = _option(
+        "", "STREAMSCORE_REQUEST_FIELDS", "registry-framed requests: the schema's names for the request fields, "
+        "e.g. id=requestId,inputs=features (default: id, inputs, reply_to, deadline_ms as they are)",
+        flag="--request-fields")
+    registry_url: str = _option(
+        "", "SCHEMA_REGISTRY_URL", "the schema registry's Confluent-compatible API, e.g. "
+        "http://127.0.0.1:18081/apis/ccompat/v7 (`make up` prints the local one); needed by avro and json-schema")
+    registry_user: str = _option("", "SCHEMA_REGISTRY_USER", "basic auth user towards the registry")
+    registry_password_file: str = _option(
+        "", "SCHEMA_REGISTRY_PASSWORD_FILE", "file holding the basic auth password (a mounted secret), read when "
+        "the registry client starts, a trailing newline ignored")
+    registry_ca_file: str = _option(
+        "", "SCHEMA_REGISTRY_CA_FILE", "https:// registry: PEM file of the CA that signed its certificate "
+        "(default: the system's trusted CAs)")
+    registry_timeout_ms: int = _option(
+        2000, "SCHEMA_REGISTRY_TIMEOUT_MS", "longest wait for one registry call; a registry that does not answer "
+        "pauses consumption, as a Redis outage does, until it does")
+    registry_cache_size: int = _option(1000, "SCHEMA_REGISTRY_CACHE_SIZE", "schemas kept by id (least recently "
+                                       "used dropped first)")
+    unknown_schema_retries: int = _option(
+        3, "SCHEMA_REGISTRY_UNKNOWN_ID_RETRIES", "a schema id the registry does not know is asked again this many "
+        "times (backing off, 0.5 s doubling) before its records are dead-lettered unknown_schema")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "request_format", self.request_format.lower())
+        _validate(self)
+
+    @property
+    def framed(self) -> bool:
+        """Requests are registry-framed (not the wire contract's JSON)."""
+        return self.request_format != "json"
+
+    def field_names(self) -> dict[str, str]:
+        """The request field -> the schema's name for it, for the renamed ones only."""
+        pairs = [item.split("=", 1) for item in self.request_fields.split(",") if item.strip()]
+        return {ours.strip(): theirs.strip() for ours, theirs in pairs}
+
+    @classmethod
+    def from_sources(cls, args: argparse.Namespace | None = None,
+                     environ: Mapping[str, str] | None = None) -> Formats:
+        """Defaults, overridden by environment variables, overridden by flags (``add_format_flags``)."""
+        environ = os.environ if environ is None else environ
+        _refuse_unknown(environ)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            env = f.metadata["env"]
+            if environ.get(env):
+                values[f.name] = _convert(env, environ[env], type(f.default))
+            flagged = getattr(args, "formats_" + f.name, None) if args is not None else None
+            if flagged is not None:
+                values[f.name] = flagged
+        return cls(**values)
+
+
+def env_names() -> frozenset[str]:
+    """Every variable this group reads (Settings must not call the STREAMSCORE_ ones unknown)."""
+    return frozenset(f.metadata["env"] for f in fields(Formats))
+
+
+def add_format_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting (``--request-format``, ``--schema-registry-url``, ...); defaults stay None."""
+    group = parser.add_argument_group("request format and schema registry (docs/formats.md)")
+    for f in fields(Formats):
+        env = f.metadata["env"]
+        kind = type(f.default)
+        choices = REQUEST_FORMATS if f.name == "request_format" else None
+        group.add_argument(f.metadata["flag"], dest="formats_" + f.name, metavar=env, type=kind, choices=choices,
+                           help=f.metadata["help"])
+
+
+def _convert(env: str, raw: str, kind: type) -> Any:
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(f"{env}={raw!r} is not a valid {kind.__name__}") from None
+
+
+def _refuse_unknown(environ: Mapping[str, str]) -> None:
+    known = sorted(env_names())
+    for name in environ:
+        if name.startswith(OWN_PREFIX) and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; the known ones are {', '.join(known)}"
+            raise ConfigError(f"unknown schema registry setting {name}{hint}")
+
+
+def _validate(s: Formats) -> None:
+    def need(condition: bool, message: str) -> None:
+        if not condition:
+            raise ConfigError(message)
+
+    need(s.request_format in REQUEST_FORMATS, f"request_format (--request-format, STREAMSCORE_REQUEST_FORMAT) "
+         f"must be one of {', '.join(REQUEST_FORMATS)}, got {s.request_format!r} (protobuf: see docs/known-limits.md)")
+    need(not s.framed or bool(s.registry_url), f"--request-format {s.request_format} reads the schemas from a "
+         "registry: set SCHEMA_REGISTRY_URL (or --schema-registry-url); `make up` prints the local one")
+    scheme = urlsplit(s.registry_url).scheme
+    need(not s.registry_url or scheme in ("http", "https"),
+         f"SCHEMA_REGISTRY_URL must start with http:// or https://, got {s.registry_url!r}")
+    need(not s.registry_ca_file or scheme == "https",
+         "SCHEMA_REGISTRY_CA_FILE is set, but SCHEMA_REGISTRY_URL is not https://: use https, or unset it")
+    need(bool(s.registry_user) == bool(s.registry_password_file),
+         "basic auth needs both SCHEMA_REGISTRY_USER and SCHEMA_REGISTRY_PASSWORD_FILE, or neither")
+    for env, path in (("SCHEMA_REGISTRY_PASSWORD_FILE", s.registry_password_file),
+                      ("SCHEMA_REGISTRY_CA_FILE", s.registry_ca_file)):
+        need(not path or os.path.isfile(path), f"{env}={path}: no such file")
+    for name in ("registry_timeout_ms", "registry_cache_size"):
+        need(getattr(s, name) >= 1, f"{name} must be >= 1, got {getattr(s, name)}")
+    need(s.unknown_schema_retries >= 0, f"unknown_schema_retries must be >= 0, got {s.unknown_schema_retries}")
+    for item in filter(str.strip, s.request_fields.split(",")):
+        ours, _, theirs = item.partition("=")
+        need(ours.strip() in REQUEST_FIELDS and bool(theirs.strip()),
+             f"STREAMSCORE_REQUEST_FIELDS: {item.strip()!r} must be FIELD=NAME, FIELD one of "
+             f"{', '.join(REQUEST_FIELDS)}")
+
+
+JSON = Formats()

@@ -1,0 +1,123 @@
+"""Payload readers and writers for a schema's text: Avro (fastavro) and JSON Schema (orjson).
+
+A reader decodes one payload (the bytes after the frame) and raises for one
+that does not match its schema; a writer encodes a request body. Building
+either raises SchemaRefused for a schema of another format or one that cannot
+be read, and ConfigError when fastavro (the ``formats`` extra) is missing.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from worker.core.errors import ConfigError, SchemaRefused
+from worker.formats.registry_client import AVRO, JSON
+
+Reader = Callable[[memoryview], Any]
+Writer = Callable[[dict[str, Any]], bytes]
+SCHEMA_TYPES = {"avro": AVRO, "json-schema": JSON}  # --request-format -> the registry's schemaType
+
+
+def reader(request_format: str, schema_type: str, text: str, schema_id: int) -> Reader:
+    """The payload reader of a schema registered as ``schema_type`` with ``text``."""
+    _check_type(request_format, schema_type, schema_id)
+    if schema_type == AVRO:
+        return _avro_reader(_avro_schema(text, schema_id))
+    return _json_reader(_json_schema(text, schema_id))
+
+
+def writer(request_format: str, text: str) -> Writer:
+    """The payload writer for schema ``text`` (the producer side). Raises SchemaRefused for a bad schema."""
+    if SCHEMA_TYPES[request_format] == AVRO:
+        return _avro_writer(_avro_schema(text, None))
+    _json_schema(text, None)
+    return orjson.dumps
+
+
+def check_installed(request_format: str) -> None:
+    """Raises ConfigError, naming the extra, when the library ``request_format`` needs is not installed."""
+    if SCHEMA_TYPES.get(request_format) == AVRO:
+        _fastavro()
+
+
+def _check_type(request_format: str, schema_type: str, schema_id: int) -> None:
+    expected = SCHEMA_TYPES[request_format]
+    if schema_type != expected:
+        raise SchemaRefused(f"schema {schema_id} is a {schema_type} schema, and --request-format {request_format} "
+                            f"reads {expected} ones")
+
+
+def _fastavro() -> Any:
+    try:
+        import fastavro
+    except ImportError:
+        raise ConfigError("--request-format avro needs the fastavro package, which is not installed: install the "
+                          "`formats` extra (pip install 'streamscore[formats]')") from None
+    return fastavro
+
+
+def _avro_schema(text: str, schema_id: int | None) -> Any:
+    fastavro = _fastavro()
+    try:
+        return fastavro.parse_schema(orjson.loads(text))
+    except Exception as exc:  # fastavro's SchemaParseException, UnknownType, a ValueError or KeyError
+        raise SchemaRefused(f"{_named(schema_id)} is not a usable Avro schema: {type(exc).__name__}: {exc}") from None
+
+
+def _avro_reader(parsed: Any) -> Reader:
+    read = _fastavro().schemaless_reader
+
+    def read_payload(payload: memoryview) -> Any:
+        buffer = io.BytesIO(payload)
+        body = read(buffer, parsed, None)
+        if buffer.tell() != len(payload):
+            raise ValueError(f"{len(payload) - buffer.tell()} bytes left over after the record: "
+                             "written with another schema?")
+        return body
+
+    return read_payload
+
+
+def _avro_writer(parsed: Any) -> Writer:
+    write = _fastavro().schemaless_writer
+
+    def write_payload(body: dict[str, Any]) -> bytes:
+        buffer = io.BytesIO()
+        write(buffer, parsed, body)
+        return buffer.getvalue()
+
+    return write_payload
+
+
+def _json_schema(text: str, schema_id: int | None) -> dict[str, Any]:
+    try:
+        schema = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise SchemaRefused(f"{_named(schema_id)} is not JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise SchemaRefused(f"{_named(schema_id)} is not a JSON Schema object")
+    return schema
+
+
+def _json_reader(schema: dict[str, Any]) -> Reader:
+    """Parses the JSON and checks what is cheap: an object, with the schema's required properties. The full
+    JSON Schema validation is left out (docs/formats.md): the wire contract's checks follow anyway."""
+    required = tuple(name for name in schema.get("required", ()) if isinstance(name, str))
+
+    def read_payload(payload: memoryview) -> Any:
+        body = orjson.loads(payload)
+        if isinstance(body, dict):
+            missing = [name for name in required if name not in body]
+            if missing:
+                raise ValueError(f"required by the schema, missing: {', '.join(missing)}")
+        return body
+
+    return read_payload
+
+
+def _named(schema_id: int | None) -> str:
+    return "the schema" if schema_id is None else f"schema {schema_id}"

@@ -1,0 +1,44 @@
+"""RegistrySchemas: the schema registry's schemas by id, as payload readers, in a bounded cache.
+
+Implements worker.ports.SchemaResolver. A schema id names one schema for
+good, so a cached reader never goes stale; the least recently used is dropped
+past ``max_size``. For the loop's thread only.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from worker.core.formats import Formats
+from worker.formats import codecs
+from worker.formats.registry_client import RegistryClient
+from worker.ports import PayloadReader
+
+
+class RegistrySchemas:
+    def __init__(self, client: RegistryClient, request_format: str, max_size: int) -> None:
+        self._client = client
+        self._format = request_format
+        self._max_size = max_size
+        self._readers: OrderedDict[int, PayloadReader] = OrderedDict()
+
+    @classmethod
+    def from_formats(cls, formats: Formats) -> RegistrySchemas:
+        return cls(RegistryClient.from_formats(formats), formats.request_format, formats.registry_cache_size)
+
+    def cached(self, schema_id: int) -> PayloadReader | None:
+        found = self._readers.get(schema_id)
+        if found is not None:
+            self._readers.move_to_end(schema_id)
+        return found
+
+    def reader(self, schema_id: int) -> PayloadReader:
+        found = self.cached(schema_id)
+        if found is not None:
+            return found
+        schema = self._client.schema(schema_id)  # RegistryUnavailable, SchemaNotFound, ConfigError
+        made = codecs.reader(self._format, schema.schema_type, schema.text, schema_id)  # SchemaRefused
+        self._readers[schema_id] = made
+        if len(self._readers) > self._max_size:
+            self._readers.popitem(last=False)
+        return made
