@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.latency_target", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", default="churn", choices=sorted(WORKLOADS))
-    parser.add_argument("--waits-ms", default="2,10,50", help="the fixed waits (default 2,10,50)")
+    parser.add_argument("--waits-ms", default="0,2,10,50", help="the fixed waits (default 0,2,10,50)")
     parser.add_argument("--target-ms", type=int, default=50, help="the latency target (default 50)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--requests", type=int, default=40_000, help="closed-loop run (default 40,000)")
