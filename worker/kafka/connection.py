@@ -6,3 +6,13 @@ from __future__ import annotations
 # producer came back up to 30 s after the broker did, its replies unacknowledged meanwhile, and the group
 # moved its partitions (chaos scenario c). Retrying every second at most is cheap for a broker.
 RECONNECT_BACKOFF_MAX_MS = 1_000
+
+
+class Unprinted(str):
+    """A secret that is itself to the client but prints as ``'***'`` inside a container: kafka-python's admin
+    client logs its whole configuration at debug ("Starting KafkaAdminClient with configuration: ...")."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'***'"
