@@ -9,6 +9,7 @@ from kafka.net.sasl.plain import SaslMechanismPlain
 from kafka.net.sasl.scram import ScramClient
 
 from worker.core.security import KafkaSecurity, Secret
+from worker.kafka.kafka_python.connection import FileTokenProvider
 from worker.kafka.sasl import Scram, mechanism
 
 # RFC 7677, section 3: user "user", password "pencil".
@@ -77,11 +78,8 @@ def test_plain_and_oauthbearer_send_what_kafka_python_sends(tmp_path):
     token_file.write_text("eyJ.token.sig\n")
     oauth = KafkaSecurity(protocol="SASL_SSL", sasl_mechanism="OAUTHBEARER", sasl_oauth_token_file=str(token_file))
 
-    class Provider:
-        def token(self) -> str:
-            return "eyJ.token.sig"
-
-    assert mechanism(oauth).message() == SaslMechanismOAuth(sasl_oauth_token_provider=Provider()).auth_bytes()
+    provider = FileTokenProvider(str(token_file))  # kafka-python's, over the same file
+    assert mechanism(oauth).message() == SaslMechanismOAuth(sasl_oauth_token_provider=provider).auth_bytes()
     one = mechanism(oauth)
     one.receive(b"")
     assert one.done and one.authenticated
