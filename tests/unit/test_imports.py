@@ -64,11 +64,43 @@ def test_the_confluent_client_loads_nothing_of_kafka_python():
     script = "\n".join([
         "import sys",
         "import worker.kafka.confluent.source, worker.kafka.confluent.sink, worker.kafka.confluent.transactions",
-        "import worker.kafka.confluent.bounded_source, worker.kafka.exactly_once, worker.kafka.preflight",
+        "import worker.kafka.confluent.bounded_source, worker.kafka.confluent.broker_facts",
+        "import worker.kafka.confluent.group_lag, worker.kafka.exactly_once, worker.kafka.preflight",
         "import producer.transport_confluent",
         "print('kafka-python-loaded' if 'kafka' in sys.modules else 'kafka-python-absent')",
     ])
     assert _loaded_after(script) == ["kafka-python-absent"]
+
+
+def test_the_entry_points_load_no_kafka_client_until_one_is_chosen():
+    script = "\n".join([
+        "import sys",
+        "import worker.app, worker.cli, worker.jobs.backfill, worker.kafka.preflight, worker.kafka.broker_facts",
+        "import worker.kafka.group_lag",
+        "print(*sorted(name for name in ('kafka', 'confluent_kafka') if name in sys.modules) or ['none'])",
+    ])
+    assert _loaded_after(script) == ["none"]
+
+
+def test_the_confluent_path_of_the_composition_root_loads_nothing_of_kafka_python():
+    """The root's confluent builders that need no broker to build (the others are run on a real one in
+    tests/integration/test_confluent.py and test_backfill_pacing.py)."""
+    pytest.importorskip("confluent_kafka")
+    script = "\n".join([
+        "import sys",
+        "from worker import app",
+        "from worker.core.clock import SystemClock",
+        "from worker.core.settings import Settings",
+        "from worker.core.timerange import TimeRange",
+        "settings = Settings(kafka_client='confluent', kafka_bootstrap_servers='127.0.0.1:1', group='g')",
+        "clock = SystemClock()",
+        "app.build_reply_sink(settings)",
+        "app.build_bounded_source(settings, clock, TimeRange(0, None))",
+        "app._broker_admin(settings)",
+        "import worker.kafka.confluent.source, worker.kafka.confluent.transactions, worker.kafka.confluent.group_lag",
+        "print(*sorted(name for name in ('kafka', 'confluent_kafka') if name in sys.modules))",
+    ])
+    assert _loaded_after(script) == ["confluent_kafka"]
 
 
 def test_the_shared_kafka_core_loads_no_client_library():

@@ -115,6 +115,6 @@ class Scram:
 def _fields(message: bytes) -> dict[str, str]:
     """A SCRAM message's attributes (``r=...,s=...,i=...``); raises ValueError for one that is not."""
     try:
-        return dict(part.split("=", 1) for part in message.decode().split(","))  # type: ignore[misc]
+        return dict(part.split("=", 1) for part in message.decode().split(","))
     except (UnicodeDecodeError, ValueError):
         raise ValueError(f"not a SCRAM message: {message[:80]!r}") from None
