@@ -34,8 +34,8 @@ from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
 from worker.kafka.kafka_python.connection import client_config
-from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records, wait_for_partitions
-from worker.kafka.metadata import missing_requests_topic
+from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records
+from worker.kafka.metadata import missing_requests_topic, wait_for_partitions
 from worker.kafka.rebalance import RevocationRecorder
 
 log = structlog.get_logger(__name__)
@@ -82,7 +82,7 @@ class KafkaSource:
         not be in the broker's metadata yet.
         """
         try:
-            wait_for_partitions(self._consumer, {self._topic: 1}, wait_s)
+            wait_for_partitions(self._consumer.partitions_for_topic, {self._topic: 1}, wait_s)
         except LookupError:
             raise missing_requests_topic(self._topic) from None
         self._consumer.subscribe([self._topic], listener=self._listener)
