@@ -25,7 +25,7 @@ from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
 from worker.kafka.broker_facts import BrokerAdmin, read_broker_facts
 from worker.kafka.exactly_once import ExactlyOnce
-from worker.kafka.group_lag import GroupLag, GroupOffsets
+from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
 from worker.models import load_model
 from worker.models.runner import TorchRunner, pick_device
@@ -267,20 +267,24 @@ def _paced(job: BackfillJob, source: BoundedSource, clock: SystemClock) -> Paced
     live = live_lag = None
     if pacing.live_max_lag:
         live = LiveFirst(pacing.live_max_lag, pacing.live_check_s, clock)
-        live_lag = GroupLag(_group_offsets(settings, pacing.live_group), pacing.live_group)
+        live_lag = _group_lag(settings, clock, pacing.live_group)
     return PacedSource(source, RatePacer(pacing.max_rate, clock), live, live_lag)
 
 
-def _group_offsets(settings: Settings, group: str) -> GroupOffsets:
+def _group_lag(settings: Settings, clock: SystemClock, group: str) -> GroupLag:
+    """Another group's lag on the requests topic, read by a partition reader in that group."""
     if settings.kafka_client == "confluent":
-        from worker.kafka.confluent.group_lag import ConfluentGroupOffsets
+        from confluent_kafka import KafkaException
 
-        return ConfluentGroupOffsets(settings.kafka_bootstrap_servers, settings.kafka_security, group,
-                                     settings.requests_topic)
-    from worker.kafka.kafka_python.group_lag import KafkaPythonGroupOffsets
+        from worker.kafka.confluent.bounded_source import ConfluentPartitionReader
 
-    return KafkaPythonGroupOffsets(settings.kafka_bootstrap_servers, settings.kafka_security, group,
-                                   settings.requests_topic)
+        return GroupLag(ConfluentPartitionReader(settings, clock, group=group), settings.requests_topic, group,
+                        (KafkaException,))
+    from kafka.errors import KafkaError
+
+    from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
+
+    return GroupLag(KafkaPartitionReader(settings, clock, group=group), settings.requests_topic, group, (KafkaError,))
 
 
 def check_broker_fit(settings: Settings) -> None:

@@ -65,7 +65,7 @@ def test_the_confluent_client_loads_nothing_of_kafka_python():
         "import sys",
         "import worker.kafka.confluent.source, worker.kafka.confluent.sink, worker.kafka.confluent.transactions",
         "import worker.kafka.confluent.bounded_source, worker.kafka.confluent.broker_facts",
-        "import worker.kafka.confluent.group_lag, worker.kafka.exactly_once, worker.kafka.preflight",
+        "import worker.kafka.group_lag, worker.kafka.exactly_once, worker.kafka.preflight",
         "import producer.transport_confluent",
         "print('kafka-python-loaded' if 'kafka' in sys.modules else 'kafka-python-absent')",
     ])
@@ -97,7 +97,7 @@ def test_the_confluent_path_of_the_composition_root_loads_nothing_of_kafka_pytho
         "app.build_reply_sink(settings)",
         "app.build_bounded_source(settings, clock, TimeRange(0, None))",
         "app._broker_admin(settings)",
-        "import worker.kafka.confluent.source, worker.kafka.confluent.transactions, worker.kafka.confluent.group_lag",
+        "import worker.kafka.confluent.source, worker.kafka.confluent.transactions",
         "print(*sorted(name for name in ('kafka', 'confluent_kafka') if name in sys.modules))",
     ])
     assert _loaded_after(script) == ["confluent_kafka"]

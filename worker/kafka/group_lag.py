@@ -1,49 +1,43 @@
 """How far another consumer group (the live workers) lags on a topic: what a backfill that yields to live
-traffic reads, through a consumer in that group that never subscribes (so it reads the group's commits without
-joining it), on the backfill's own Kafka client (worker/kafka/kafka_python/group_lag.py,
-worker/kafka/confluent/group_lag.py)."""
+traffic reads, through a PartitionReader in that group (on the backfill's own Kafka client): it never
+subscribes, so it reads the group's commits without joining it, and it never commits."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import structlog
 
+from worker.core.bounds import METADATA_S
 from worker.core.offsets import TopicPartition as TP
+from worker.ports import PartitionReader
 
 log = structlog.get_logger(__name__)
 
 
-class GroupOffsets(Protocol):
-    """A group's committed offsets on one topic and the topic's end offsets, read by a client. Not thread-safe."""
-
-    ERRORS: tuple[type[Exception], ...]  # what the client raises for a request refused or unanswered
-
-    def committed(self) -> dict[TP, int]:
-        """The group's committed offset per partition of the topic; partitions without one are left out."""
-    def ends(self, partitions: list[TP]) -> dict[TP, int]: ...
-    def close(self) -> None: ...
-
-
 class GroupLag:
-    """Records between ``group``'s committed offsets and the ends of the topic, summed over its partitions: a
-    LagReader. Partitions the group has never committed are left out. Not thread-safe."""
+    """Records between ``group``'s committed offsets and the ends of ``topic``, summed over its partitions: a
+    LagReader. Partitions the group has never committed are left out. Not thread-safe.
 
-    def __init__(self, offsets: GroupOffsets, group: str) -> None:
-        self._offsets = offsets
+    Built, it has read the topic's partitions (up to METADATA_S; raises LookupError when the topic does not
+    exist). ``errors``: what the reader's client raises for a request refused or unanswered.
+    """
+
+    def __init__(self, reader: PartitionReader, topic: str, group: str, errors: tuple[type[Exception], ...]) -> None:
+        self._reader = reader
         self._group = group
+        self._errors = errors
+        self._partitions: list[TP] = [(topic, p) for p in reader.partitions(METADATA_S)]
 
     def __call__(self) -> int | None:
         """The lag now, or None when the group has committed nothing on the topic (or the broker did not answer)."""
         try:
-            known = self._offsets.committed()
+            known = {tp: offset for tp, (offset, _plan) in self._reader.committed(self._partitions).items()}
             if not known:
                 return None
-            ends = self._offsets.ends(list(known))
-        except self._offsets.ERRORS as exc:
+            ends = self._reader.lookups(list(known), 0, None)  # (first, until, end) per partition
+        except self._errors as exc:
             log.warning("live_lag_unknown", group=self._group, error=f"{type(exc).__name__}: {exc}")
             return None
-        return sum(max(0, ends[tp] - offset) for tp, offset in known.items())
+        return sum(max(0, ends[tp][2] - offset) for tp, offset in known.items())
 
     def close(self) -> None:
-        self._offsets.close()
+        self._reader.close(METADATA_S)
