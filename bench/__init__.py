@@ -12,7 +12,7 @@ so that ratios between them hold on a noisy machine:
 - streamscore over a grid of batch sizes and wait limits, closed-loop
   throughput and open-loop latency (``grid.py``, ``openloop.py``).
 
-``suite.py`` runs them per workload (``workloads.py``), ``targets.py`` turns
-the figures into the issue's ratios, ``report.py`` and ``plots.py`` write
+``suite.py`` runs them per workload (``workloads.py``), ``targets.py`` checks
+the figures' ratios against ``targets.toml``, ``report.py`` and ``plots.py`` write
 ``bench/results/``.
 """

@@ -10,7 +10,7 @@ from kafka.errors import TopicAlreadyExistsError
 
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.kafka_python.connection import client_config
-from worker.kafka.kafka_python.consumer import wait_for_partitions
+from worker.kafka.metadata import wait_for_partitions
 
 
 def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: float = 30.0, *,
@@ -40,7 +40,7 @@ def _wait_until_visible(bootstrap_servers: str, security: KafkaSecurity, partiti
         return
     consumer = KafkaConsumer(**client_config(bootstrap_servers, security), group_id=None)
     try:
-        wait_for_partitions(consumer, partitions, wait_s)
+        wait_for_partitions(consumer.partitions_for_topic, partitions, wait_s)
     except LookupError as exc:
         raise TimeoutError(f"topics {exc} were created but are not visible after {wait_s} s") from None
     finally:

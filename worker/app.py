@@ -9,7 +9,6 @@ from collections.abc import Callable
 import redis
 import structlog
 import torch
-from kafka.errors import KafkaError
 
 from worker.core.bounds import step_bounds
 from worker.core.broker_fit import check_session_timeout, check_topics_exist
@@ -27,13 +26,9 @@ from worker.formats.schemas import RegistrySchemas
 from worker.jobs.backfill import BackfillJob, ReplyTopicSink
 from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
+from worker.kafka.broker_facts import BrokerAdmin, read_broker_facts
 from worker.kafka.exactly_once import ExactlyOnce
-from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
-from worker.kafka.kafka_python.broker_facts import read_broker_facts
-from worker.kafka.kafka_python.group_lag import GroupLag
-from worker.kafka.kafka_python.sink import KafkaSink
-from worker.kafka.kafka_python.source import KafkaSource
-from worker.kafka.kafka_python.transactions import TransactionalSink
+from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
 from worker.models import load_model
 from worker.models.runner import TorchRunner, pick_device
@@ -132,6 +127,15 @@ def start_surface(settings: Settings, stats: WorkerStats, stopping: Callable[[],
     return surface
 
 
+# The Kafka adapters: each client's modules are imported only when ``settings.kafka_client`` names it, so that
+# neither client loads the other's library (confluent-kafka is an extra; kafka-python stays the default).
+
+
+def _no_broker(settings: Settings, exc: Exception) -> ServiceUnavailable:
+    return ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
+                              f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})")
+
+
 def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[SendTag], Transactions | None]:
     """The request source (started: subscribed to the requests topic), the reply sink and, for exactly-once,
     the transactions over both, on the client library that ``settings.kafka_client`` names.
@@ -140,6 +144,17 @@ def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[Se
     """
     if settings.kafka_client == "confluent":
         return _confluent_kafka(settings, clock)
+    return _kafka_python_kafka(settings, clock)
+
+
+def _kafka_python_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[SendTag],
+                                                                        Transactions | None]:
+    from kafka.errors import KafkaError
+
+    from worker.kafka.kafka_python.sink import KafkaSink
+    from worker.kafka.kafka_python.source import KafkaSource
+    from worker.kafka.kafka_python.transactions import TransactionalSink
+
     transactions: ExactlyOnce[SendTag] | None = None
     block_ms = int(step_bounds(settings).send_block_s * 1000)
     try:
@@ -156,14 +171,12 @@ def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[Se
             sink = KafkaSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security,
                              max_block_ms=block_ms)
     except KafkaError as exc:
-        raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
-                                 f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
+        raise _no_broker(settings, exc) from exc
     source.start()
     return source, sink, transactions
 
 
 def _confluent_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[SendTag], Transactions | None]:
-    # Imported here: confluent-kafka is an extra, and the default client never needs it.
     from confluent_kafka import KafkaException
 
     from worker.kafka.confluent.sink import ConfluentSink
@@ -187,8 +200,7 @@ def _confluent_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Si
                                  security=settings.kafka_security, max_block_s=bounds.send_block_s)
         source.start()
     except KafkaException as exc:
-        raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
-                                 f"{settings.kafka_bootstrap_servers} (confluent-kafka: {exc})") from exc
+        raise _no_broker(settings, exc) from exc
     return source, sink, transactions
 
 
@@ -199,15 +211,18 @@ def build_bounded_source(settings: Settings, clock: SystemClock, time_range: Tim
     ``settings.kafka_client`` names. Raises ServiceUnavailable when no broker answers."""
     reader: PartitionReader
     if settings.kafka_client == "confluent":
-        from worker.kafka.confluent.bounded_source import ConfluentPartitionReader  # an extra, as above
+        from worker.kafka.confluent.bounded_source import ConfluentPartitionReader
 
         reader = ConfluentPartitionReader(settings, clock)
     else:
+        from kafka.errors import KafkaError
+
+        from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
+
         try:
             reader = KafkaPartitionReader(settings, clock)
         except KafkaError as exc:
-            raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
-                                     f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
+            raise _no_broker(settings, exc) from exc
     return BoundedSource(reader, settings.requests_topic, settings.group, time_range, keep_deadlines=keep_deadlines,
                          on_progress=on_progress)
 
@@ -215,14 +230,17 @@ def build_bounded_source(settings: Settings, clock: SystemClock, time_range: Tim
 def build_reply_sink(settings: Settings) -> Sink[SendTag]:
     """A plain (not transactional) reply sink on the client library that ``settings.kafka_client`` names."""
     if settings.kafka_client == "confluent":
-        from worker.kafka.confluent.sink import ConfluentSink  # an extra, as above
+        from worker.kafka.confluent.sink import ConfluentSink
 
         return ConfluentSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security)
+    from kafka.errors import KafkaError
+
+    from worker.kafka.kafka_python.sink import KafkaSink
+
     try:
         return KafkaSink(settings.kafka_bootstrap_servers, settings.client_id, security=settings.kafka_security)
     except KafkaError as exc:
-        raise ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
-                                 f"{settings.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})") from exc
+        raise _no_broker(settings, exc) from exc
 
 
 def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
@@ -258,15 +276,29 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
 
 
 def _paced(job: BackfillJob, source: BoundedSource, clock: SystemClock) -> PacedSource:
-    """The job's source at its --max-rate, holding while the live group lags (read over kafka-python whatever
-    the job's client: see worker/kafka/kafka_python/group_lag.py)."""
+    """The job's source at its --max-rate, holding while the live group lags (read on the job's client)."""
     pacing, settings = job.pacing, job.settings
     live = live_lag = None
     if pacing.live_max_lag:
         live = LiveFirst(pacing.live_max_lag, pacing.live_check_s, clock)
-        live_lag = GroupLag(settings.kafka_bootstrap_servers, settings.kafka_security, pacing.live_group,
-                            settings.requests_topic)
+        live_lag = _group_lag(settings, clock, pacing.live_group)
     return PacedSource(source, RatePacer(pacing.max_rate, clock), live, live_lag)
+
+
+def _group_lag(settings: Settings, clock: SystemClock, group: str) -> GroupLag:
+    """Another group's lag on the requests topic, read by a partition reader in that group."""
+    if settings.kafka_client == "confluent":
+        from confluent_kafka import KafkaException
+
+        from worker.kafka.confluent.bounded_source import ConfluentPartitionReader
+
+        return GroupLag(ConfluentPartitionReader(settings, clock, group=group), settings.requests_topic, group,
+                        (KafkaException,))
+    from kafka.errors import KafkaError
+
+    from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
+
+    return GroupLag(KafkaPartitionReader(settings, clock, group=group), settings.requests_topic, group, (KafkaError,))
 
 
 def check_broker_fit(settings: Settings) -> None:
@@ -274,9 +306,19 @@ def check_broker_fit(settings: Settings) -> None:
     requests, reply or dead-letter topic it does not have (nothing creates them: see worker/core/broker_fit.py).
     Blocks for a few seconds at most; raises ConfigError, or ServiceUnavailable when the broker does not answer."""
     topics = [settings.requests_topic, settings.reply_topic, settings.dead_letter_topic]
-    facts = read_broker_facts(settings.kafka_bootstrap_servers, settings.kafka_security, expected_topics=topics)
+    facts = read_broker_facts(_broker_admin(settings), settings.kafka_bootstrap_servers, expected_topics=topics)
     check_session_timeout(settings, facts.session_timeouts)
     check_topics_exist(settings, facts.topics)
+
+
+def _broker_admin(settings: Settings) -> BrokerAdmin:
+    if settings.kafka_client == "confluent":
+        from worker.kafka.confluent.broker_facts import ConfluentAdmin
+
+        return ConfluentAdmin(settings.kafka_bootstrap_servers, settings.kafka_security)
+    from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
+
+    return KafkaPythonAdmin(settings.kafka_bootstrap_servers, settings.kafka_security)
 
 
 def build_worker(settings: Settings, stop_requested: StopRequest | None = None,

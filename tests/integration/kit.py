@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -72,6 +73,15 @@ class WorkerProcess:
     def kill(self) -> None:
         self.process.kill()
         self.process.wait(timeout=30)
+
+
+IMPORT_TIMES = {"PYTHONPROFILEIMPORTTIME": "1"}  # a child run with this lists every module it imports on stderr
+OTHER_CLIENT = {"kafka-python": "confluent_kafka", "confluent": "kafka"}  # the library a client must not load
+
+
+def imported_packages(log: str) -> set[str]:
+    """The top-level packages a child run with IMPORT_TIMES imported, read from its stderr."""
+    return set(re.findall(r"^import time:.*\|\s+([A-Za-z_]\w*)", log, re.MULTILINE))
 
 
 def start_worker(bootstrap: str, redis_url: str, topics: Topics, tmp_path: Path, *extra: str,

@@ -56,11 +56,12 @@ def big_topic(services):
     return topic, live
 
 
-def backfill(bootstrap, redis_url, tmp_path, topic, reply_topic, *extra, name="backfill", kafka_client="kafka-python"):
-    """Start ``python -m worker backfill`` on ``kafka_client``; returns the process and its log (stderr) and
-    stdout paths."""
+def backfill(bootstrap, redis_url, tmp_path, topic, reply_topic, *extra, name="backfill", kafka_client="kafka-python",
+             env=None):
+    """Start ``python -m worker backfill`` on ``kafka_client``, ``env`` added to its environment; returns the
+    process and its log (stderr) and stdout paths."""
     log_path, out_path = tmp_path / f"{name}.log", tmp_path / f"{name}.out"
-    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
+    env = dict(os.environ, **(env or {}), KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "worker", "backfill", "--requests-topic", topic, "--reply-topic", reply_topic,
                "--log-format", "json", "--no-progress", "--torch-threads", "1", "--kafka-client", kafka_client,
                *extra]

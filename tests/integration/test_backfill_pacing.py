@@ -3,7 +3,7 @@ and reads under --max-rate; on a real broker and Redis, over either Kafka client
 
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 
-from tests.integration.kit import TopicReader, wait_until
+from tests.integration.kit import IMPORT_TIMES, OTHER_CLIENT, TopicReader, imported_packages, wait_until
 from tests.integration.test_backfill import backfill, events, make_reply_topics
 from tests.integration.test_pipeline import churn_inputs
 
@@ -27,7 +27,7 @@ def test_a_backfill_waits_for_the_live_group_to_catch_up(bootstrap, redis_url, t
     replies = make_reply_topics(bootstrap, f"{topics.requests}.bf")
     process, log_path, _ = backfill(bootstrap, redis_url, tmp_path, topics.requests, replies, "--from-time", "0",
                                     "--live-max-lag", "100", "--live-group", live_group, "--live-check-s", "0.5",
-                                    "--max-rate", "1000", kafka_client=kafka_client)
+                                    "--max-rate", "1000", kafka_client=kafka_client, env=IMPORT_TIMES)
     wait_until(lambda: events(log_path, "backfill_yielding_to_live") or process.poll() is not None, 120,
                "the backfill to yield to the live group")
     assert process.poll() is None, log_path.read_text()[-3000:]
@@ -44,3 +44,6 @@ def test_a_backfill_waits_for_the_live_group_to_catch_up(bootstrap, redis_url, t
     assert sorted(landed.by_id()) == sorted(f"h{i}" for i in range(RECORDS))
     [resumed] = events(log_path, "backfill_resuming")
     assert resumed["live_lag"] == 0
+    # The whole job (start checks, source, sink, the live group's lag) on one client: the other's library unloaded.
+    loaded = imported_packages(log_path.read_text())
+    assert {"worker", "torch"} <= loaded and OTHER_CLIENT[kafka_client] not in loaded

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.gated_model import GATE_ENV, HOLD
-from tests.integration.kit import TopicReader, start_worker, wait_until
+from tests.integration.kit import IMPORT_TIMES, TopicReader, imported_packages, start_worker, wait_until
 from tests.integration.test_pipeline import CHURN, churn_inputs
 from worker.models.runner import TorchRunner
 
@@ -23,7 +23,7 @@ def test_every_request_gets_one_correct_reply_and_a_duplicated_id_is_scored_once
                                                                                  producer, tmp_path):
     inputs = churn_inputs(500)
     worker = start_worker(bootstrap, redis_url, topics, tmp_path, *CONFLUENT, "--max-batch-size", "32",
-                          "--max-wait-ms", "20")
+                          "--max-wait-ms", "20", env=IMPORT_TIMES)
     producer.send_requests(topics.requests, "c", inputs)
     for partition_key in (b"a", b"b", b"c"):  # three more records with an id already sent, likely on other partitions
         producer.send(topics.requests, {"id": "c7", "inputs": inputs[7]}, key=partition_key)
@@ -45,6 +45,8 @@ def test_every_request_gets_one_correct_reply_and_a_duplicated_id_is_scored_once
     (stopped,) = stopped_events(worker)
     assert stopped["replied_ok"] == 501 and stopped["duplicates"] >= 3
     assert any(e.get("event") == "partitions_assigned" for e in worker.events())
+    loaded = imported_packages(worker.log())  # start checks, source, sink: nothing of kafka-python
+    assert {"worker", "confluent_kafka"} <= loaded and "kafka" not in loaded
 
 
 def test_sigterm_mid_stream_loses_nothing_and_repeats_nothing(bootstrap, redis_url, topics, producer, tmp_path):

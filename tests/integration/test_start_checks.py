@@ -9,7 +9,8 @@ from structlog.testing import capture_logs
 
 from tests.integration.kit import start_worker
 from worker.core.security import PLAINTEXT
-from worker.kafka.kafka_python.broker_facts import read_broker_facts
+from worker.kafka.broker_facts import read_broker_facts
+from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
 from worker.kafka.kafka_python.connection import client_config
 
 DEBUG = ("--log-level", "debug")  # model_loading is a debug line
@@ -57,19 +58,29 @@ def test_a_topic_the_broker_lacks_is_refused_at_start_and_not_created(bootstrap,
         admin.close()
 
 
-def test_the_brokers_session_timeout_range_is_read_and_kafkas_defaults_stand_in_when_it_cannot_be(
-        bootstrap, topics, monkeypatch):
-    facts = read_broker_facts(bootstrap, PLAINTEXT, expected_topics=[topics.requests])
+def broker_admin(kafka_client, bootstrap):
+    if kafka_client == "confluent":
+        from worker.kafka.confluent.broker_facts import ConfluentAdmin
+
+        return ConfluentAdmin(bootstrap, PLAINTEXT)
+    return KafkaPythonAdmin(bootstrap, PLAINTEXT)
+
+
+def test_the_brokers_topics_and_session_timeout_range_are_read(bootstrap, topics, kafka_client):
+    facts = read_broker_facts(broker_admin(kafka_client, bootstrap), bootstrap, expected_topics=[topics.requests])
     assert topics.requests in facts.topics
     assert (facts.session_timeouts.low, facts.session_timeouts.high, facts.session_timeouts.from_broker) == (
         6_000, 1_800_000, True)  # the local broker keeps Kafka's defaults, read from it here
+
+
+def test_kafkas_default_session_timeouts_stand_in_when_the_broker_refuses_to_say(bootstrap, topics, monkeypatch):
 
     def refused(self, *args, **kwargs):
         raise ClusterAuthorizationFailedError("no DESCRIBE_CONFIGS on the cluster")
 
     monkeypatch.setattr(KafkaAdminClient, "describe_configs", refused)
     with capture_logs() as logs:
-        facts = read_broker_facts(bootstrap, PLAINTEXT)
+        facts = read_broker_facts(KafkaPythonAdmin(bootstrap, PLAINTEXT), bootstrap)
     assert not facts.session_timeouts.from_broker and topics.requests in facts.topics
     (warning,) = [e for e in logs if e["event"] == "broker_configs_unreadable"]
     assert "ClusterAuthorizationFailedError" in warning["error"] and warning["using"] == [6_000, 1_800_000]

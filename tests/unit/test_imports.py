@@ -49,26 +49,48 @@ def test_every_producer_module_imports_without_torch():
     assert printed[-1] == "torch-absent"
 
 
+def _clients_after(*lines: str) -> list[str]:
+    """The Kafka client libraries (``kafka`` is kafka-python) a fresh interpreter has loaded after ``lines``."""
+    return _loaded_after("\n".join(["import sys", *lines, "print(*sorted(name for name in ('kafka', 'confluent_kafka') "
+                                                           "if name in sys.modules) or ['none'])"]))
+
+
 def test_the_default_kafka_client_never_loads_the_confluent_extra():
-    script = "\n".join([
-        "import sys",
+    assert "confluent_kafka" not in _clients_after(
         "import worker.app, worker.cli, worker.jobs.backfill",
-        "import producer, producer.cli, producer.client, producer.send, producer.demo, producer.transport",
-        "print('confluent-loaded' if 'confluent_kafka' in sys.modules else 'confluent-absent')",
-    ])
-    assert _loaded_after(script) == ["confluent-absent"]
+        "import producer, producer.cli, producer.client, producer.send, producer.demo, producer.transport")
 
 
 def test_the_confluent_client_loads_nothing_of_kafka_python():
     pytest.importorskip("confluent_kafka")
-    script = "\n".join([
-        "import sys",
+    assert _clients_after(
         "import worker.kafka.confluent.source, worker.kafka.confluent.sink, worker.kafka.confluent.transactions",
-        "import worker.kafka.confluent.bounded_source, worker.kafka.exactly_once, worker.kafka.preflight",
-        "import producer.transport_confluent",
-        "print('kafka-python-loaded' if 'kafka' in sys.modules else 'kafka-python-absent')",
-    ])
-    assert _loaded_after(script) == ["kafka-python-absent"]
+        "import worker.kafka.confluent.bounded_source, worker.kafka.confluent.broker_facts",
+        "import worker.kafka.group_lag, worker.kafka.exactly_once, worker.kafka.preflight",
+        "import producer.transport_confluent") == ["confluent_kafka"]
+
+
+def test_the_entry_points_load_no_kafka_client_until_one_is_chosen():
+    assert _clients_after(
+        "import worker.app, worker.cli, worker.jobs.backfill, worker.kafka.preflight, worker.kafka.broker_facts",
+        "import worker.kafka.group_lag") == ["none"]
+
+
+def test_the_confluent_path_of_the_composition_root_loads_nothing_of_kafka_python():
+    """The root's confluent builders that need no broker to build (the others are run on a real one in
+    tests/integration/test_confluent.py and test_backfill_pacing.py)."""
+    pytest.importorskip("confluent_kafka")
+    assert _clients_after(
+        "from worker import app",
+        "from worker.core.clock import SystemClock",
+        "from worker.core.settings import Settings",
+        "from worker.core.timerange import TimeRange",
+        "settings = Settings(kafka_client='confluent', kafka_bootstrap_servers='127.0.0.1:1', group='g')",
+        "clock = SystemClock()",
+        "app.build_reply_sink(settings)",
+        "app.build_bounded_source(settings, clock, TimeRange(0, None))",
+        "app._broker_admin(settings)",
+        "import worker.kafka.confluent.source, worker.kafka.confluent.transactions") == ["confluent_kafka"]
 
 
 def test_the_shared_kafka_core_loads_no_client_library():

@@ -2,7 +2,29 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 # kafka-python doubles the wait between reconnects up to 30 s by default: after a 15 s broker outage a
 # producer came back up to 30 s after the broker did, its replies unacknowledged meanwhile, and the group
 # moved its partitions (chaos scenario c). Retrying every second at most is cheap for a broker.
 RECONNECT_BACKOFF_MAX_MS = 1_000
+
+
+class Unprinted(str):
+    """A secret that is itself to the client but prints as ``'***'`` inside a container: kafka-python's admin
+    client logs its whole configuration at debug ("Starting KafkaAdminClient with configuration: ...")."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
+def close_within(close: Callable[[], None], timeout_s: float, name: str) -> bool:
+    """Run a client's ``close`` (which takes no timeout: librdkafka's) on a daemon thread of its own, waiting up
+    to ``timeout_s``; False when it was given up on then, left to finish in the background."""
+    closing = threading.Thread(target=close, name=name, daemon=True)
+    closing.start()
+    closing.join(timeout_s)
+    return not closing.is_alive()

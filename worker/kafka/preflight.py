@@ -3,19 +3,16 @@
 kafka-python retries a refused TLS handshake or SASL exchange in the
 background until its timeouts end, and then reports only that no broker
 answered. So every entry point, whichever client it then builds, first makes one
-connection of its own, with the same TLS context and kafka-python's own SASL
-mechanisms, and turns each
-way it can fail into a ConfigError that names the cause and the setting to
+connection of its own, with the same TLS context and the same SASL mechanisms
+(worker/kafka/sasl.py), and turns each way it can fail into a ConfigError that names the cause and the setting to
 check: an untrusted CA, a hostname mismatch, a refused client certificate, an
 unknown user, a wrong password, a refused token, TLS on a plaintext port or
 the reverse, a listener that wants SASL. Each socket operation has a timeout,
 so the check ends within seconds whatever the broker does.
 
 The requests are the oldest versions Kafka 4 still serves: ApiVersions v0,
-Metadata v4 (no topics), SaslHandshake v1, SaslAuthenticate v1. Only the SASL
-exchange calls a client library (kafka-python's mechanisms, which both clients'
-brokers accept): it is imported when a listener wants SASL, so a plaintext or
-TLS check loads no client.
+Metadata v4 (no topics), SaslHandshake v1, SaslAuthenticate v1. No client
+library is loaded: the SASL exchange is the protocol's own (worker/kafka/sasl.py).
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ import struct
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.security import KafkaSecurity
 from worker.core.tls import TlsPeer, explain_tls_failure
+from worker.kafka.sasl import mechanism as sasl_mechanism
 
 API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
 UNSUPPORTED_SASL_MECHANISM = 33
@@ -132,7 +130,7 @@ def _exchange(wire: _Wire, api_key: int, version: int, peer: TlsPeer, security: 
 
 
 def _authenticate(wire: _Wire, security: KafkaSecurity, address: str) -> None:
-    """SaslHandshake, then SaslAuthenticate rounds driven by kafka-python's own mechanism."""
+    """SaslHandshake, then SaslAuthenticate rounds driven by the mechanism (worker/kafka/sasl.py)."""
     peer = TlsPeer(f"the Kafka broker at {address}", "KAFKA_SSL_CAFILE", security.ssl_cafile, "", "", "")
     mechanism_name = security.sasl_mechanism
     response = _exchange(wire, SASL_HANDSHAKE, 1, peer, security, body=_string(mechanism_name))
@@ -142,21 +140,19 @@ def _authenticate(wire: _Wire, security: KafkaSecurity, address: str) -> None:
                           f"this listener; it offers {', '.join(offered) or 'none'}")
     if error_code:
         raise ConfigError(f"the Kafka broker at {address} refused the SASL handshake (error code {error_code})")
-    from worker.kafka.kafka_python.connection import sasl_mechanism  # see the module's docstring
-
-    mechanism = sasl_mechanism(address, security)
+    mechanism = sasl_mechanism(security)
     step = 0
-    while not mechanism.is_done():
-        response = _exchange(wire, SASL_AUTHENTICATE, 1, peer, security, body=_bytes(mechanism.auth_bytes()))
+    while not mechanism.done:
+        response = _exchange(wire, SASL_AUTHENTICATE, 1, peer, security, body=_bytes(mechanism.message()))
         error_code, message, challenge = _authenticate_response(response)
         if error_code:
             raise ConfigError(_refusal(security, address, step, message))
         try:
             mechanism.receive(challenge)
-        except ValueError as exc:  # a SCRAM server signature that does not verify: not the broker we meant
+        except ValueError as exc:  # a SCRAM nonce or signature that does not verify: not the broker we meant
             raise ConfigError(f"the Kafka broker at {address} failed SCRAM's server proof ({exc})") from None
         step += 1
-    if not mechanism.is_authenticated():
+    if not mechanism.authenticated:
         raise ConfigError(_refusal(security, address, step, "the exchange ended unauthenticated"))
 
 

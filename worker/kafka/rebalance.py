@@ -28,6 +28,7 @@ partition assigned back keeps, so each has its recorder:
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from collections.abc import Iterable
@@ -128,7 +129,8 @@ class RebalanceRecorder:
     A lost partition is gone at once, even if assigned back: it restarts from the committed offset.
     """
 
-    def __init__(self, client_id: str, eager: bool) -> None:
+    def __init__(self, client_id: str, eager: bool, max_poll_interval_s: float = math.inf, now: float = 0.0) -> None:
+        """``max_poll_interval_s``: the consumer's max.poll.interval.ms; ``now``: the monotonic time at start."""
         self._client_id = client_id
         self._eager = eager
         self._lock = threading.Lock()
@@ -137,6 +139,9 @@ class RebalanceRecorder:
         self._gone: set[TP] = set()  # gone for good, not taken yet
         self._gone_in_poll: set[TP] = set()  # gone for good during the poll under way
         self.assignments = 0  # assignments so far
+        self._max_poll_interval_s = max_poll_interval_s
+        self._generation = -1  # as of the last poll (only the polling thread reads and writes it)
+        self._polled_at = now
 
     def begin_poll(self) -> None:
         with self._lock:
@@ -183,6 +188,22 @@ class RebalanceRecorder:
         """Partitions gone for good since ``begin_poll``."""
         with self._lock:
             return set(self._gone_in_poll)
+
+    def polled(self, now: float, generation: int) -> None:
+        """A poll ended at ``now`` (monotonic) with the group at ``generation`` (-1: not a member)."""
+        self._polled_at, self._generation = now, generation
+
+    def generation(self, now: float) -> int:
+        """The group generation as of the last poll; -1 while not a member, and once the time since the last
+        poll passed max.poll.interval.ms (librdkafka leaves the group then, without a sign of it with KIP-848).
+
+        Between polls librdkafka is not asked: its member id and group metadata wait on the lock of its main
+        thread, about half a millisecond a call under load (the loop asks after every batch). A group that
+        dropped this member otherwise (missed heartbeats) shows at the next poll, as a loss.
+        """
+        if now - self._polled_at > self._max_poll_interval_s:
+            return -1
+        return self._generation
 
     def take_gone(self) -> set[TP]:
         with self._lock:

@@ -1,20 +1,28 @@
-"""The sends a sink has made and not yet reported, in the order made: what both clients' sinks settle.
+"""Both clients' sinks, less their library's calls: the sends made and not yet reported, in the order made.
 
-Client-free: a client's sink records each send with its handle on the outcome
-(kafka-python's future, librdkafka's delivery report), or with the error that
-failed it before it was queued, and says how to read a handle: whether its
-send is finished, and the error that lost it (None: the broker has it).
+Client-free: a client's sink (``LedgerSink``) queues each send with its
+library and records it with its handle on the outcome (kafka-python's future,
+librdkafka's ``DeliveryReport``), or with the error that failed it before it
+was queued, and says how to read a handle: whether its send is finished, and
+the error that lost it (None: the broker has it). Replies count as delivered
+only once the broker acknowledged them (each client's producer: acks=all,
+idempotent).
 """
 
 from __future__ import annotations
 
+import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from worker.core.messages import Headers
 from worker.ports import Delivery
 
 T = TypeVar("T")
 H = TypeVar("H")
+
+QUEUE_FULL_WAIT_S = 0.01  # serve delivery reports this long before trying a refused send again
 
 
 class SendLedger(Generic[T, H]):
@@ -55,3 +63,78 @@ class SendLedger(Generic[T, H]):
             deliveries.append(Delivery(tag, error))
         self._sends = still_out
         return deliveries
+
+
+class LedgerSink(ABC, Generic[T, H]):
+    """A Sink over a client's producer: ``send`` never raises for a failed send; ``settle`` waits for the sends
+    out and says which succeeded. Not thread-safe. A client's sink supplies the abstract methods below."""
+
+    SEND_ERRORS: ClassVar[tuple[type[Exception], ...]]  # what the client raises for a record it does not queue
+    _pending: SendLedger[T, H]
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
+        """Queue a record for ``topic``; its outcome is reported by a later ``settle``. Blocks while the client
+        waits for the topic's metadata or for room in its queue, up to the bound the sink was built with."""
+        try:
+            handle = self._queue(topic, key, value, headers)
+        except self.SEND_ERRORS as exc:  # e.g. no metadata for the topic in time, larger than the broker takes
+            self._pending.failed(tag, exc)
+            return
+        self._pending.sent(tag, handle)
+
+    def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
+        """Flush, then report every finished send in the order it was made. Blocks up to ``timeout_s``.
+
+        Sends still unanswered then (the broker is away) stay queued for the next settle.
+        """
+        self._flush(timeout_s)
+        deliveries = self._pending.settle()
+        self._settled()
+        return deliveries
+
+    def _settled(self) -> None:
+        """After each settle's report (by default, nothing)."""
+
+    @abstractmethod
+    def _queue(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> H:
+        """Hand the record to the client; its handle on the outcome. Raises SEND_ERRORS."""
+
+    @abstractmethod
+    def _flush(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the sends out to be answered; a timeout is not an error."""
+
+
+class DeliveryReport:
+    """One send's delivery report, once it comes: librdkafka calls ``delivered`` from poll() or flush(), with
+    its error (None: the broker has the record)."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.error: Any = None
+
+    def delivered(self, error: Any, _message: Any) -> None:
+        self.done = True
+        self.error = error
+
+
+def retry_while_full(attempt: Callable[[], None], serve: Callable[[float], object], max_block_s: float) -> None:
+    """``attempt()`` again while it raises BufferError (the client's send queue is full), serving delivery
+    reports with ``serve(seconds)`` in between (which frees room), for up to ``max_block_s``; then the
+    BufferError is raised. Any other error of ``attempt`` is raised at once."""
+    deadline: float | None = None
+    while True:
+        try:
+            attempt()
+            return
+        except BufferError:  # the queue is full: let acknowledgements free room
+            deadline = deadline if deadline is not None else time.monotonic() + max_block_s
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            serve(min(QUEUE_FULL_WAIT_S, left))

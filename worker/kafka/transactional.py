@@ -19,26 +19,25 @@ last); a client's sink supplies the rest (the abstract methods below).
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Generic, TypeVar
+from abc import abstractmethod
+from typing import Any, ClassVar, TypeVar
 
 import structlog
 
 from worker.core.errors import TransactionAborted
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
-from worker.kafka.sends import SendLedger
+from worker.kafka.sends import LedgerSink
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-class TransactionalSends(ABC, Generic[T]):
+class TransactionalSends(LedgerSink[T, Any]):
     """A sink's sends in transactions. Not thread-safe. Mixed into a client's sink, before it."""
 
     CLIENT_ERRORS: ClassVar[tuple[type[Exception], ...]]  # what the client's transactional calls raise
     _producer: Any
-    _pending: SendLedger[T, Any]
     _in_transaction = False
     _timeout: tuple[float, ...] = ()  # the last argument of the calls that take one (commit, abort, offsets)
 
@@ -56,7 +55,7 @@ class TransactionalSends(ABC, Generic[T]):
                 self._pending.failed(tag, exc)
                 return
             self._in_transaction = True
-        self._send(topic, key, value, headers, tag)
+        super().send(topic, key, value, headers, tag)
 
     def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
         """Commit every send since the last commit together with ``offsets`` (next offsets to read).
@@ -99,10 +98,6 @@ class TransactionalSends(ABC, Generic[T]):
     def _fatal(self, error: Exception) -> bool:
         """Whether a failed commit left the producer unable even to abort (default: try to abort)."""
         return False
-
-    @abstractmethod
-    def _send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
-        """The client sink's own send, inside the open transaction."""
 
     @abstractmethod
     def _offsets(self, offsets: dict[TP, int]) -> Any:

@@ -48,10 +48,11 @@ def reader_config(settings: Settings) -> dict[str, Any]:
 class ConfluentPartitionReader:
     """A PartitionReader (worker/jobs/bounded_source.py) over confluent-kafka. Not thread-safe."""
 
-    def __init__(self, settings: Settings, clock: Clock) -> None:
+    def __init__(self, settings: Settings, clock: Clock, group: str | None = None) -> None:
+        """In ``group`` (default: ``settings.group``): another group's reader reads its commits, never its own."""
         self._topic = settings.requests_topic
         self._clock = clock
-        self._consumer = Consumer(reader_config(settings))
+        self._consumer = Consumer({**reader_config(settings), "group.id": group or settings.group})
         self._positions: dict[TP, int] = {}
 
     def partitions(self, wait_s: float) -> list[int]:

@@ -27,7 +27,6 @@ Where librdkafka differs from kafka-python, and what this adapter does:
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -51,6 +50,7 @@ from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
 from worker.kafka.confluent.consumer import at_end, fetch, group_config, partitions_of, raw_record
+from worker.kafka.connection import close_within
 from worker.kafka.metadata import missing_requests_topic, wait_for
 from worker.kafka.rebalance import RebalanceRecorder, group_generation, tp_of
 
@@ -93,11 +93,9 @@ class ConfluentSource:
         self._metadata_s = step_bounds(settings).metadata_s
         self._commits_out: deque[Callable[[Exception | None], None]] = deque()  # answered in this order
         self._eager = settings.kafka_group_protocol == "classic" and settings.assignor in EAGER_ASSIGNORS
-        self._recorder = RebalanceRecorder(settings.client_id, self._eager)
-        self._max_poll_interval_s = settings.max_poll_interval_ms / 1000
+        self._recorder = RebalanceRecorder(settings.client_id, self._eager, settings.max_poll_interval_ms / 1000,
+                                           clock.monotonic())
         self._paused = False
-        self._generation = -1  # as of the last poll
-        self._polled_at = clock.monotonic()
 
     def start(self, wait_s: float = 10.0) -> None:
         """Check the topic exists, then subscribe (librdkafka joins the group in the background and
@@ -133,8 +131,7 @@ class ConfluentSource:
         May run rebalance callbacks; records of a partition revoked meanwhile are not returned."""
         self._recorder.begin_poll()
         messages = self._fetch(timeout_s, max_records)
-        self._polled_at = self._clock.monotonic()
-        self._generation = self._live_generation()
+        self._recorder.polled(self._clock.monotonic(), self._live_generation())
         if messages:
             messages = self._without_gone(messages)
         now = self._clock.monotonic()
@@ -175,16 +172,8 @@ class ConfluentSource:
         return self._recorder.pending
 
     def generation(self) -> int:
-        """The group generation as of the last poll; -1 while not a member, and once the time since the last
-        poll passed max.poll.interval.ms (librdkafka leaves the group then, without a sign of it with KIP-848).
-
-        Between polls librdkafka is not asked: its member id and group metadata wait on the lock of its main
-        thread, about half a millisecond a call under load (the loop asks after every batch). A group that
-        dropped this member otherwise (missed heartbeats) shows at the next poll, as a loss.
-        """
-        if self._clock.monotonic() - self._polled_at > self._max_poll_interval_s:
-            return -1
-        return self._generation
+        """The group generation as of the last poll, as RebalanceRecorder.generation tells it."""
+        return self._recorder.generation(self._clock.monotonic())
 
     def _live_generation(self) -> int:
         if not self._consumer.memberid():
@@ -241,11 +230,11 @@ class ConfluentSource:
             self.pause(True)
             self._recorder.begin_poll()
             fetched = self._fetch(min(SETTLE_SLICE_S, max(0.0, deadline - time.monotonic())), 500)
-            self._polled_at = self._clock.monotonic()
-            self._generation = self._live_generation()
+            self._recorder.polled(self._clock.monotonic(), self._live_generation())
             fetched = self._without_gone(fetched)
             self._seek_first(fetched)
-            if (not self._recorder.pending and self._generation >= 0) or time.monotonic() >= deadline:
+            if (not self._recorder.pending and self._recorder.generation(self._clock.monotonic()) >= 0) or \
+                    time.monotonic() >= deadline:
                 return
 
     def _seek_first(self, messages: list[Message]) -> None:
@@ -319,10 +308,7 @@ class ConfluentSource:
         librdkafka's close takes no timeout: it runs on a thread of its own, given up on (and left to
         finish in the background) when ``timeout_s`` has passed.
         """
-        closing = threading.Thread(target=self._close, name="confluent-source-close", daemon=True)
-        closing.start()
-        closing.join(timeout_s)
-        if closing.is_alive():
+        if not close_within(self._close, timeout_s, "confluent-source-close"):
             log.warning("source_close_timed_out", timeout_s=timeout_s,
                         consequence="the group takes the partitions over after the session timeout")
 

@@ -14,7 +14,6 @@ from typing import Any, ClassVar, TypeVar
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from worker.core.bounds import SEND_BLOCK_S, TRANSACTION_S
-from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.confluent.sink import ConfluentSink
@@ -34,9 +33,6 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
                          **{"transactional.id": transactional_id})
         self._timeout = (transaction_s,)
         self._producer.init_transactions(transaction_s)  # aborts what a previous instance left open
-
-    def _send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
-        ConfluentSink.send(self, topic, key, value, headers, tag)
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
         return [TopicPartition(t, p, o) for (t, p), o in offsets.items()]

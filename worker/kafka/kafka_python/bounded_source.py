@@ -18,20 +18,23 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records, wait_for_partitions
+from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records
+from worker.kafka.metadata import wait_for_partitions
 
 
 class KafkaPartitionReader:
     """A PartitionReader (worker/jobs/bounded_source.py) over kafka-python. Not thread-safe."""
 
-    def __init__(self, settings: Settings, clock: Clock, consumer: Any = None) -> None:
+    def __init__(self, settings: Settings, clock: Clock, consumer: Any = None, group: str | None = None) -> None:
+        """In ``group`` (default: ``settings.group``): another group's reader reads its commits, never its own."""
         self._topic = settings.requests_topic
         self._clock = clock
         # A resumed offset that retention deleted: go on from the oldest.
-        self._consumer = consumer if consumer is not None else group_consumer(settings, auto_offset_reset="earliest")
+        self._consumer = consumer if consumer is not None else group_consumer(
+            settings, auto_offset_reset="earliest", group_id=group or settings.group)
 
     def partitions(self, wait_s: float) -> list[int]:
-        return wait_for_partitions(self._consumer, {self._topic: 1}, wait_s)[self._topic]
+        return wait_for_partitions(self._consumer.partitions_for_topic, {self._topic: 1}, wait_s)[self._topic]
 
     def lookups(self, partitions: list[TP], from_ms: int, until_ms: int | None) -> dict[TP, tuple[
             int | None, int | None, int]]:

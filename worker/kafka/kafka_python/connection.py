@@ -5,27 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.net.sasl import get_sasl_mechanism
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS
+from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS, Unprinted
 from worker.kafka.tokens import TokenFile
 
 
 class FileTokenProvider(TokenFile, AbstractTokenProvider):  # type: ignore[misc]
     """kafka-python's OAUTHBEARER token provider over a TokenFile (worker/kafka/tokens.py): kafka-python
     re-authenticates before the session the broker granted ends, and the next token is read then."""
-
-
-class Unprinted(str):
-    """A secret that is itself to the client but prints as ``'***'`` inside a container: kafka-python's admin
-    client logs its whole configuration at debug ("Starting KafkaAdminClient with configuration: ...")."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "'***'"
 
 
 def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -> dict[str, Any]:
@@ -48,8 +37,3 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
                           sasl_plain_password=Unprinted(security.password()))
     return config
 
-
-def sasl_mechanism(address: str, security: KafkaSecurity) -> Any:
-    """kafka-python's SASL mechanism for ``security``, set up as its clients would be: what the preflight
-    (worker/kafka/preflight.py) authenticates with. Raises ConfigError when the password file cannot be read."""
-    return get_sasl_mechanism(security.sasl_mechanism)(**client_config(address, security))

@@ -1,4 +1,4 @@
-"""Building kafka-python consumers the worker's way, and waiting for a topic's metadata.
+"""Building kafka-python consumers the worker's way, fetching, and reading what they fetched.
 
 Every consumer of the worker's (the stream's source, the backfill's bounded
 source) commits by hand, never creates topics by consuming, and reads at most
@@ -15,7 +15,6 @@ from kafka.consumer.fetcher import ConsumerRecord
 from worker.core.messages import Position, RawRecord
 from worker.core.settings import Settings
 from worker.kafka.kafka_python.connection import client_config
-from worker.kafka.metadata import wait_for
 
 
 def group_consumer(settings: Settings, **config: Any) -> KafkaConsumer:
@@ -32,22 +31,6 @@ def group_consumer(settings: Settings, **config: Any) -> KafkaConsumer:
         "max_poll_records": settings.max_poll_records,
         **config,
     })
-
-
-def wait_for_partitions(consumer: KafkaConsumer, topics: dict[str, int], wait_s: float) -> dict[str, list[int]]:
-    """Each topic's partitions, once the client's metadata shows at least the wanted count of each, waiting
-    up to ``wait_s`` (worker/kafka/metadata.py). Raises LookupError naming the topics still missing then."""
-    def found() -> dict[str, list[int]]:
-        return {name: sorted(consumer.partitions_for_topic(name) or ()) for name in topics}
-
-    def missing(partitions: dict[str, list[int]]) -> list[str]:
-        return sorted(name for name, count in topics.items() if len(partitions[name]) < count)
-
-    def complete() -> dict[str, list[int]] | None:
-        partitions = found()
-        return None if missing(partitions) else partitions
-
-    return wait_for(complete, wait_s, lambda: LookupError(", ".join(missing(found()))))
 
 
 def fetch(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[ConsumerRecord]:

@@ -1,14 +1,9 @@
-"""Publishing replies and dead letters: a thin adapter over kafka-python's KafkaProducer.
-
-``send`` never raises for a failed delivery; ``settle`` waits for every send
-since the last settle and says which succeeded. Replies count as delivered
-only once the broker acknowledged them (acks=all, idempotent producer).
-"""
+"""Publishing replies and dead letters: kafka-python's KafkaProducer under the shared sink (worker/kafka/sends.py)."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import structlog
 from kafka import KafkaProducer
@@ -19,14 +14,14 @@ from worker.core.bounds import SEND_BLOCK_S
 from worker.core.messages import Headers
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.kafka_python.connection import client_config
-from worker.kafka.sends import SendLedger
-from worker.ports import Delivery
+from worker.kafka.sends import LedgerSink, SendLedger
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
-class KafkaSink(Generic[T]):
+class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
+    SEND_ERRORS: ClassVar[tuple[type[Exception], ...]] = (KafkaError,)  # e.g. no metadata within max_block_ms
     PRODUCER: type[KafkaProducer] = KafkaProducer  # what the sink builds (a subclass may bound more calls)
 
     def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, *,
@@ -37,32 +32,15 @@ class KafkaSink(Generic[T]):
         self._producer = self.PRODUCER(**self._config)
         self._pending: SendLedger[T, FutureRecordMetadata] = SendLedger(_outcome)
 
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
+    def _queue(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> FutureRecordMetadata:
+        return self._producer.send(topic, key=key, value=value, headers=headers)
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
-        """Queue a record for ``topic``; its outcome is reported by the next ``settle``."""
-        try:
-            future = self._producer.send(topic, key=key, value=value, headers=headers)
-        except KafkaError as exc:  # e.g. no metadata for the topic within max_block_ms
-            self._pending.failed(tag, exc)
-            return
-        self._pending.sent(tag, future)
-
-    def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
-        """Flush, then report every finished send in the order it was made. Blocks up to ``timeout_s``.
-
-        Sends still unanswered then (the broker is away) stay queued for the next settle.
-        """
-        # A timeout leaves some sends out: report the finished ones, keep the rest.
+    def _flush(self, timeout_s: float) -> None:
+        # A timeout leaves some sends out: the settle reports the finished ones and keeps the rest.
         with contextlib.suppress(KafkaTimeoutError):
             self._producer.flush(timeout=timeout_s)
-        deliveries = self._pending.settle()
-        self._replace_if_fatal()
-        return deliveries
 
-    def _replace_if_fatal(self) -> None:
+    def _settled(self) -> None:
         """kafka-python's idempotent (not transactional) producer turns fatal on any send the broker
         refuses for good (a record too large for its topic, a topic it may not write to) and fails every
         send after it with that refusal: replace it, so that the sends the Responder makes again, each

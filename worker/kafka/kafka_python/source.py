@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from kafka import ConsumerRebalanceListener, KafkaAdminClient, OffsetAndMetadata, TopicPartition
+from kafka import ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -33,9 +33,9 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings
-from worker.kafka.kafka_python.connection import client_config
-from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records, wait_for_partitions
-from worker.kafka.metadata import missing_requests_topic
+from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
+from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records
+from worker.kafka.metadata import missing_requests_topic, wait_for_partitions
 from worker.kafka.rebalance import RevocationRecorder
 
 log = structlog.get_logger(__name__)
@@ -71,7 +71,7 @@ class KafkaSource:
         self._listener = _Listener(settings.client_id)
         self._bootstrap, self._security, self._client_id = (settings.kafka_bootstrap_servers,
                                                              settings.kafka_security, settings.client_id)
-        self._lister: KafkaAdminClient | None = None
+        self._lister: KafkaPythonAdmin | None = None
         self._metadata_s = step_bounds(settings).metadata_s
         self._lister_lock = threading.Lock()
 
@@ -82,7 +82,7 @@ class KafkaSource:
         not be in the broker's metadata yet.
         """
         try:
-            wait_for_partitions(self._consumer, {self._topic: 1}, wait_s)
+            wait_for_partitions(self._consumer.partitions_for_topic, {self._topic: 1}, wait_s)
         except LookupError:
             raise missing_requests_topic(self._topic) from None
         self._consumer.subscribe([self._topic], listener=self._listener)
@@ -190,14 +190,13 @@ class KafkaSource:
     def list_topics(self) -> set[str]:
         """Every topic on the broker, from a client of its own (so that another thread may ask while the loop
         polls: the consumer is not thread-safe, and its own lookup waits without a bound). Blocks up to
-        about twice the metadata bound (worker/core/bounds.py); raises KafkaError."""
+        about twice the metadata bound (worker/core/bounds.py); raises KafkaError, or ServiceUnavailable when no
+        broker answered its first request."""
         with self._lister_lock:
             if self._lister is None:
-                self._lister = KafkaAdminClient(**client_config(self._bootstrap, self._security),
-                                                client_id=f"{self._client_id}-topics",
-                                                request_timeout_ms=int(self._metadata_s * 1000),
-                                                bootstrap_timeout_ms=int(self._metadata_s * 1000))
-            return set(self._lister.list_topics())
+                self._lister = KafkaPythonAdmin(self._bootstrap, self._security, self._metadata_s,
+                                                client_id=f"{self._client_id}-topics")
+            return self._lister.topics()
 
     def lag(self) -> dict[TP, int]:
         """Highwater minus position per assigned partition, both as of the last fetch (no request is

@@ -19,7 +19,6 @@ from kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
 
 from worker.core.bounds import TRANSACTION_S
-from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.kafka_python.sink import KafkaSink
@@ -62,9 +61,6 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
                          **producer_config)
         self._timeout = (transaction_s,)
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
-
-    def _send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
-        KafkaSink.send(self, topic, key, value, headers, tag)
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
         return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
