@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     except WorkerError as exc:
         configure_logging(_format_asked(args))  # the settings are unusable: report in the format asked for
         return _fail(exc)
-    configure_logging(settings.log_format, settings.log_level)
+    configure_logging(settings.operations.log_format, settings.operations.log_level)
     try:
         if args.command == "score-file":
             return _score_file(settings, args)
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "inspect-model":
             with exit_if_signalled_while_starting():  # all of it is the model's load and warmup
                 return run_inspect(settings, args.json)
-        if settings.processes > 1:
+        if settings.operations.processes > 1:
             require_services(settings)  # one clear message here rather than one per child
             return _run_processes(settings, argv[1:])
         return _run(settings, log)
@@ -173,7 +173,7 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
     stop_requested = StopRequest(SystemClock())
     stop_on_signals(stop_requested)
     stats = WorkerStats()
-    surface = start_surface(settings, stats, stop_requested.is_set)  # answers /healthz while the model loads
+    surface = start_surface(settings.operations, stats, stop_requested.is_set)  # answers /healthz while the model loads
     try:
         with exit_if_signalled_while_starting():
             worker = build_worker(settings, stop_requested, stats)
@@ -202,9 +202,10 @@ def _exit_now_if_threads_linger(code: int, log: structlog.typing.FilteringBoundL
 
 
 def _run_processes(settings: Settings, argv: list[str]) -> int:
-    pick_device(settings.device)  # one clear message here rather than a child failing again and again
-    commands = child_commands(argv, settings.processes, settings.client_id, settings.device,
-                              torch.cuda.device_count(), settings.transactional_id, settings.http_port)
+    operations, device = settings.operations, settings.model.device
+    pick_device(device)  # one clear message here rather than a child failing again and again
+    commands = child_commands(argv, operations.processes, settings.kafka.client_id, device,
+                              torch.cuda.device_count(), settings.delivery.transactional_id, operations.http_port)
     return supervise(commands)
 
 
@@ -242,7 +243,7 @@ def _score_file(settings: Settings, args: argparse.Namespace) -> int:
             runner = build_runner(settings)
         started = time.monotonic()
         # With JSON logs, stderr carries JSON lines only: no progress bar, and the summary is a log line.
-        summary = score_file(runner, args.input, args.output, settings,
+        summary = score_file(runner, args.input, args.output, settings.batching,
                              progress=not args.no_progress and not renders_json(), chunk_rows=args.chunk_rows,
                              stop=stop.is_set)
     except ScoringStopped as stopped:

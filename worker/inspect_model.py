@@ -81,7 +81,7 @@ def add_inspect_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
 def inspect_model(settings: Settings) -> ModelReport:
     """Raises ConfigError or ModelError as the worker would at start."""
     runner = build_runner(settings)
-    return _report(runner, runner.last_warmup or runner.warmup(settings.max_batch_size))
+    return _report(runner, runner.last_warmup or runner.warmup(settings.batching.max_batch_size))
 
 
 def run_inspect(settings: Settings, as_json: bool) -> int:

@@ -3,11 +3,13 @@
     python -m worker.settings_doc           # rewrite the table in docs/configuration.md
     python -m worker.settings_doc --check   # exit 1, changing nothing, if the table there is stale
 
-One row per setting of ``python -m worker run``: each field of ``Settings``
-(worker/core/settings.py) and of its nested groups (the Kafka security
-settings, worker/core/security.py), with the flag ``add_flags`` gives it, the
-environment variable it is read from, its default and its help text. Only the
-lines between BEGIN and END are written; the prose around them is edited by hand.
+One table per section of ``Settings`` (worker/core/sections.py, and the
+formats group of worker/core/formats.py), headed by the section's name and its
+docstring's first line; one row per setting of ``python -m worker run``: each
+field of the section and of its nested groups (the Kafka security settings,
+worker/core/security.py), with the flag ``add_flags`` gives it, the environment
+variable it is read from, its default and its help text. Only the lines between BEGIN and END are written; the prose
+around them is edited by hand.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import argparse
 import sys
 from dataclasses import MISSING, Field, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
-from worker.core.settings import ENV_PREFIX, PLAIN_ENV, Settings, add_flags
+from worker.core.sections import env_name
+from worker.core.settings import Settings, add_flags
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 COMMAND = "python -m worker.settings_doc"
@@ -28,6 +31,7 @@ END = "<!-- END settings table -->"
 
 @dataclass(frozen=True)
 class Row:
+    section: str  # the Settings field that holds it: kafka, dedup, ...
     setting: str
     flag: str
     env: str
@@ -36,28 +40,42 @@ class Row:
 
 
 def rows() -> list[Row]:
-    """Every setting, in the order of the dataclasses. Raises KeyError for a field that has no flag."""
+    """Every setting, section by section, in the order of the dataclasses. Raises KeyError for a field that has
+    no flag."""
     parser = argparse.ArgumentParser(add_help=False)
     add_flags(parser)
     actions = [a for a in parser._actions if a.option_strings]
     by_dest = {a.dest: a.option_strings[0] for a in actions}
     by_metavar = {a.metavar: a.option_strings[0] for a in actions if isinstance(a.metavar, str)}
     table: list[Row] = []
-    for f in fields(Settings):
-        if not f.metadata.get("nested"):
-            env = PLAIN_ENV.get(f.name, ENV_PREFIX + f.name.upper())
-            table.append(Row(f.name, by_dest[f.name], env, _shown(_default(f)), f.metadata["help"]))
+    for section, kind in get_type_hints(Settings).items():
+        if all("env" in f.metadata for f in fields(kind)):  # formats: a group naming its own variables, whole
+            table += _group_rows(section, "", kind, by_metavar)
             continue
-        for sub in fields(_default(f)):  # a nested group names its own variables; its flags are named after them
-            env = sub.metadata["env"]
-            table.append(Row(f"{f.name}.{sub.name}", by_metavar[env], env, _shown(_default(sub)), sub.metadata["help"]))
+        for f in fields(kind):
+            if f.metadata.get("nested"):
+                table += _group_rows(section, f"{f.name}.", _default(f), by_metavar)
+                continue
+            table.append(Row(section, f.name, by_dest[f.name], env_name(f.name), _shown(_default(f)),
+                             f.metadata["help"]))
     return table
 
 
+def _group_rows(section: str, prefix: str, group: Any, by_metavar: dict[str, str]) -> list[Row]:
+    """The rows of a group that names its own variables (kafka_security, formats); its flags are named after them."""
+    return [Row(section, prefix + sub.name, by_metavar[sub.metadata["env"]], sub.metadata["env"],
+                _shown(_default(sub)), sub.metadata["help"]) for sub in fields(group)]
+
+
 def render() -> str:
-    """The table, markers included."""
-    lines = [BEGIN, "", "| setting | flag | environment variable | default | meaning |", "|---|---|---|---|---|"]
-    lines += [f"| `{r.setting}` | `{r.flag}` | `{r.env}` | {r.default} | {_escape(r.help)} |" for r in rows()]
+    """The tables, one per section, markers included."""
+    lines = [BEGIN]
+    for section, kind in get_type_hints(Settings).items():
+        summary = (kind.__doc__ or "").strip().splitlines()[0]
+        lines += ["", f"### `{section}`", "", _escape(summary), "",
+                  "| setting | flag | environment variable | default | meaning |", "|---|---|---|---|---|"]
+        lines += [f"| `{r.setting}` | `{r.flag}` | `{r.env}` | {r.default} | {_escape(r.help)} |" for r in rows()
+                  if r.section == section]
     return "\n".join([*lines, "", END])
 
 

@@ -36,11 +36,11 @@ def check_compose(directory: Path, dockerfile: Path, problems: Problems) -> str:
         settings = worker_settings(image | env, f"service {name}", problems)
         if settings is None:
             continue
-        ports.add(settings.http_port)
+        ports.add(settings.operations.http_port)
         grace = _seconds(service.get("stop_grace_period", "10s"))
-        if grace <= settings.shutdown_timeout_s:
+        if grace <= settings.operations.shutdown_timeout_s:
             problems.append(f"service {name}: stop_grace_period {grace:g} s is not above "
-                            f"STREAMSCORE_SHUTDOWN_TIMEOUT_S {settings.shutdown_timeout_s:g} s")
+                            f"STREAMSCORE_SHUTDOWN_TIMEOUT_S {settings.operations.shutdown_timeout_s:g} s")
     for name, service in services.items():
         build = service.get("build")
         if isinstance(build, dict):

@@ -250,20 +250,20 @@ def _check_pod(pod: dict[str, Any], container: dict[str, Any], settings: Setting
                where: str) -> Problems:
     problems: Problems = []
     grace = pod.get("terminationGracePeriodSeconds", 30)
-    if grace <= settings.shutdown_timeout_s:
+    if grace <= settings.operations.shutdown_timeout_s:
         problems.append(f"{where}: terminationGracePeriodSeconds {grace} is not above "
-                        f"STREAMSCORE_SHUTDOWN_TIMEOUT_S {settings.shutdown_timeout_s:g}")
+                        f"STREAMSCORE_SHUTDOWN_TIMEOUT_S {settings.operations.shutdown_timeout_s:g}")
     ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         http = container.get(probe, {}).get("httpGet", {})
         port = ports.get(http.get("port"), http.get("port"))
-        if http.get("path") != path or port != settings.http_port:
-            problems.append(f"{where}: {probe} must GET {path} on {settings.http_port}, not "
+        if http.get("path") != path or port != settings.operations.http_port:
+            problems.append(f"{where}: {probe} must GET {path} on {settings.operations.http_port}, not "
                             f"{http.get('path')} on {port}")
     annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
-    if annotations.get("prometheus.io/port") != str(settings.http_port):
+    if annotations.get("prometheus.io/port") != str(settings.operations.http_port):
         problems.append(f"{where}: prometheus.io/port annotation {annotations.get('prometheus.io/port')} "
-                        f"is not STREAMSCORE_HTTP_PORT {settings.http_port}")
+                        f"is not STREAMSCORE_HTTP_PORT {settings.operations.http_port}")
     security = pod.get("securityContext", {}) | container.get("securityContext", {})
     if not security.get("runAsNonRoot"):
         problems.append(f"{where}: runAsNonRoot is not set")
@@ -272,8 +272,8 @@ def _check_pod(pod: dict[str, Any], container: dict[str, Any], settings: Setting
             if not QUANTITY.fullmatch(str(amount)):
                 problems.append(f"{where}: resources.{kind}.{resource} {amount!r} is not a quantity")
     gpus = container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
-    if settings.device.startswith("cuda") != bool(gpus):
-        problems.append(f"{where}: STREAMSCORE_DEVICE={settings.device} but nvidia.com/gpu limit {gpus}")
+    if settings.model.device.startswith("cuda") != bool(gpus):
+        problems.append(f"{where}: STREAMSCORE_DEVICE={settings.model.device} but nvidia.com/gpu limit {gpus}")
     return problems
 
 
@@ -294,8 +294,9 @@ def _check_scaler(by_kind: dict[tuple[str, str], dict[str, Any]], deployment: st
             if trigger.get("type") != "kafka":
                 continue
             meta = trigger.get("metadata", {})
-            expected = {"bootstrapServers": settings.kafka_bootstrap_servers, "consumerGroup": settings.group,
-                        "topic": settings.requests_topic}
+            kafka = settings.kafka
+            expected = {"bootstrapServers": kafka.kafka_bootstrap_servers, "consumerGroup": kafka.group,
+                        "topic": kafka.requests_topic}
             for key, value in expected.items():
                 if meta.get(key) != value:
                     problems.append(f"{where}: kafka trigger {key} {meta.get(key)!r} is not the worker's {value!r}")

@@ -44,8 +44,8 @@ class Harness:
         self.clock = FakeClock()
         if exactly_once:
             settings = {"delivery": "exactly-once", **settings}
-        self.settings = Settings(kafka_bootstrap_servers="fake:1", redis_url="memory://", requests_topic="requests",
-                                 **settings).with_derived_defaults()
+        self.settings = Settings.from_values(kafka_bootstrap_servers="fake:1", redis_url="memory://",
+                                             requests_topic="requests", **settings).with_derived_defaults()
         self.source = FakeSource(self.clock)
         self.sink: FakeSink = FakeSink()
         self.transactions: FakeExactlyOnce | None = None
@@ -53,15 +53,17 @@ class Harness:
             self.sink = sink = FakeTransactionalSink()
             self.transactions = FakeExactlyOnce(sink, self.source)
         self.dedup = InMemoryDedupStore(self.clock)
-        self.runner = runner or TorchRunner(load_model("churn"), "cpu", self.settings.max_batch_size)
+        self.runner = runner or TorchRunner(load_model("churn"), "cpu", self.settings.batching.max_batch_size)
         self._scorer = scorer
         self.worker = self.build_worker()
 
     def build_worker(self, dedup: DedupStore | None = None) -> Worker:
         """A Worker over this harness's parts as they are now (``settings``, ``runner``), and ``dedup`` if given."""
         scorer = self._scorer(self.runner, self.clock) if self._scorer else None
-        return Worker(self.settings, self.source, self.sink, dedup or self.dedup, self.runner, self.runner.prepare,
-                      self.clock, transactions=self.transactions, scorer=scorer)
+        s = self.settings
+        return Worker(self.source, self.sink, dedup or self.dedup, self.runner, self.runner.prepare, self.clock,
+                      kafka=s.kafka, batching=s.batching, delivery=s.delivery, operations=s.operations,
+                      transactions=self.transactions, scorer=scorer)
 
     def steps(self, count: int = 5) -> None:
         for _ in range(count):

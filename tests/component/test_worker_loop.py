@@ -1,5 +1,3 @@
-import dataclasses
-
 import orjson
 import pytest
 
@@ -266,7 +264,7 @@ def test_token_budget_needs_a_model_that_says_what_an_item_costs():
 def test_token_budget_caps_batches_and_refuses_an_item_too_large_alone():
     h = Harness(max_batch_size=64, max_wait_ms=0)
     h.runner.cost = lambda item: int(item[0])  # the first feature plays "tokens"
-    h.settings = dataclasses.replace(h.settings, max_batch_tokens=40)
+    h.settings = h.settings.replace(max_batch_tokens=40)
     h.worker = h.build_worker()
     for i, tokens in enumerate([20, 20, 20, 50]):
         h.source.produce({"id": f"t{i}", "inputs": [tokens] + [0.0] * 15})

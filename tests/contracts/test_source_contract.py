@@ -21,10 +21,11 @@ import pytest
 from tests.component.fakes import FakeSource
 from tests.fakes import FakeClock
 from tests.integration.kit import Producer
+from worker.core.bounds import METADATA_S
 from worker.core.clock import SystemClock
 from worker.core.messages import Headers, RawRecord
 from worker.core.offsets import TopicPartition as TP
-from worker.core.settings import Settings
+from worker.core.sections import KafkaSettings
 from worker.kafka.kafka_python.source import KafkaSource
 from worker.ports import Source
 
@@ -89,16 +90,16 @@ class KafkaSources:
         self._producer.flush()
 
     def member(self) -> Source:
-        settings = Settings(kafka_bootstrap_servers=self._bootstrap, redis_url="memory://",
-                            requests_topic=self.topic, group=self._group, kafka_client=self._kafka_client,
-                            client_id=f"contract-{len(self._members)}", session_timeout_ms=6_000,
-                            max_poll_interval_ms=10_000).with_derived_defaults()
+        kafka = KafkaSettings(kafka_bootstrap_servers=self._bootstrap, requests_topic=self.topic, group=self._group,
+                              kafka_client=self._kafka_client, client_id=f"contract-{len(self._members)}",
+                              session_timeout_ms=6_000, max_poll_interval_ms=10_000)
         if self._kafka_client == "confluent":
             from worker.kafka.confluent.source import ConfluentSource  # an extra: imported when tested
 
-            member: KafkaSource | ConfluentSource = ConfluentSource(settings, self.clock)
+            member: KafkaSource | ConfluentSource = ConfluentSource(kafka, self.clock, read_committed=False,
+                                                                                   metadata_s=METADATA_S)
         else:
-            member = KafkaSource(settings, self.clock)
+            member = KafkaSource(kafka, self.clock, read_committed=False, metadata_s=METADATA_S)
         member.start()
         self._members.append(member)
         return member

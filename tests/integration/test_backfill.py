@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import replace
 
 import orjson
 import pytest
@@ -145,7 +144,7 @@ def test_an_interrupted_backfill_resumes_where_it_stopped_and_repeats_nothing(bo
 
 
 def bounded_source(kafka_client, settings, time_range):
-    return build_bounded_source(replace(settings, kafka_client=kafka_client), SystemClock(), time_range)
+    return build_bounded_source(settings.replace(kafka_client=kafka_client).kafka, SystemClock(), time_range)
 
 
 @pytest.mark.parametrize("first_client, second_client", [
@@ -159,8 +158,8 @@ def test_an_open_range_ends_at_the_end_when_the_job_first_started_also_after_a_r
     for i in range(40):
         producer.send(topics.requests, value=b"{}", partition=i % 2, timestamp_ms=stamped(i))
     producer.flush()
-    settings = Settings(kafka_bootstrap_servers=bootstrap, redis_url="memory://", requests_topic=topics.requests,
-                        group=f"{topics.requests}.open", max_poll_records=7)
+    settings = Settings.from_values(kafka_bootstrap_servers=bootstrap, redis_url="memory://",
+                                    requests_topic=topics.requests, group=f"{topics.requests}.open", max_poll_records=7)
 
     def run_source(kafka_client, appended, stop_after=None):
         source = bounded_source(kafka_client, settings, TimeRange(stamped(10)))

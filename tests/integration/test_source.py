@@ -3,15 +3,17 @@
 import pytest
 from kafka.errors import KafkaConnectionError, UnsupportedVersionError
 
+from worker.core.bounds import METADATA_S
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings
 from worker.kafka.kafka_python.source import KafkaSource
 
 
 def _source(bootstrap: str, requests_topic: str, group: str) -> KafkaSource:
-    settings = Settings(kafka_bootstrap_servers=bootstrap, redis_url="memory://", requests_topic=requests_topic,
-                        group=group, client_id="it-source").with_derived_defaults()
-    source = KafkaSource(settings, SystemClock())
+    settings = Settings.from_values(kafka_bootstrap_servers=bootstrap, redis_url="memory://",
+                                    requests_topic=requests_topic, group=group,
+                                    client_id="it-source").with_derived_defaults()
+    source = KafkaSource(settings.kafka, SystemClock(), read_committed=False, metadata_s=METADATA_S)
     source.start()
     return source
 

@@ -22,9 +22,10 @@ def test_a_backfill_gets_its_own_group_namespace_and_dead_letter_topic():
     settings, time_range = backfill_settings(args, ENV)
     assert (time_range.from_ms, time_range.until_ms) == (1_764_374_400_000, 1_764_460_800_000)
     job = "requests.1764374400000-1764460800000"
-    assert settings.group == f"streamscore-backfill.{job}"
-    assert settings.dedup_namespace == f"backfill.{job}"
-    assert (settings.reply_topic, settings.dead_letter_topic) == ("requests.backfill", "requests.backfill.dlq")
+    assert settings.kafka.group == f"streamscore-backfill.{job}"
+    assert settings.dedup.dedup_namespace == f"backfill.{job}"
+    kafka = settings.kafka
+    assert (kafka.reply_topic, kafka.dead_letter_topic) == ("requests.backfill", "requests.backfill.dlq")
 
 
 def test_the_live_workers_names_in_the_environment_are_ignored_flags_and_job_are_not():
@@ -33,13 +34,14 @@ def test_the_live_workers_names_in_the_environment_are_ignored_flags_and_job_are
                STREAMSCORE_MAX_BATCH_SIZE="256")
     args = parse(["--requests-topic", "requests", "--reply-topic", "bf", "--job", "nightly", *RANGE])
     settings, _ = backfill_settings(args, env)
-    assert (settings.group, settings.dedup_namespace) == ("streamscore-backfill.nightly", "backfill.nightly")
-    assert settings.reply_topic == "bf" and settings.processes == 1
-    assert settings.max_batch_size == 256  # tuning still comes from the environment
+    assert (settings.kafka.group, settings.dedup.dedup_namespace) == (
+        "streamscore-backfill.nightly", "backfill.nightly")
+    assert settings.kafka.reply_topic == "bf" and settings.operations.processes == 1
+    assert settings.batching.max_batch_size == 256  # tuning still comes from the environment
     args = parse(["--requests-topic", "requests", "--reply-topic", "bf", "--group", "g", "--dedup-namespace", "ns",
                   "--dead-letter-topic", "dl", *RANGE])
     settings, _ = backfill_settings(args, env)
-    assert (settings.group, settings.dedup_namespace, settings.dead_letter_topic) == ("g", "ns", "dl")
+    assert (settings.kafka.group, settings.dedup.dedup_namespace, settings.kafka.dead_letter_topic) == ("g", "ns", "dl")
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -79,7 +81,7 @@ def test_every_reply_goes_to_the_backfill_reply_topic_and_dead_letters_keep_thei
 
 
 def test_a_backfill_may_run_over_the_confluent_client(monkeypatch):
-    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: object())
+    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: object())
     args = parse(["--requests-topic", "requests", "--reply-topic", "bf", "--kafka-client", "confluent", *RANGE])
     settings, _ = backfill_settings(args, ENV)
-    assert settings.kafka_client == "confluent"
+    assert settings.kafka.kafka_client == "confluent"

@@ -15,12 +15,12 @@ import pytest
 
 from tests.fakes import FakeClock
 from worker.core.errors import ConfigError, InvalidInput
-from worker.core.settings import Settings
+from worker.core.sections import BatchingSettings
 from worker.jobs.batch_file import ScoringStopped, check_files, score_file
 from worker.jobs.tables import count_requests
 from worker.ports import Outcome
 
-SETTINGS = Settings(requests_topic="requests", max_batch_size=4)
+BATCHING = BatchingSettings(max_batch_size=4)
 
 
 class WordCounter:
@@ -55,7 +55,7 @@ def test_replies_come_in_input_order_with_errors_and_dead_letters_in_place(tmp_p
                          {"id": "c", "inputs": "two words"}, b"", {"id": "d", "inputs": "x y z"},
                          {"id": "e", "inputs": "a b c d"}, {"id": "f", "inputs": "last"}])
     runner = WordCounter()
-    summary = score_file(runner, source, target, SETTINGS, progress=False)
+    summary = score_file(runner, source, target, BATCHING, progress=False)
     replies = [orjson.loads(line) for line in target.read_bytes().splitlines()]
     assert [r["id"] for r in replies] == ["a", "b", "c", "d", "e", "f"]
     assert [r.get("outputs") for r in replies] == [1, None, 2, 3, 4, 1]
@@ -71,7 +71,7 @@ def test_the_token_budget_bounds_every_batch_and_refuses_an_input_too_large_alon
     texts = ["a b c", "d e", "f g h i", "j", "k l m n o p q", "r s"]
     write_lines(source, [{"id": str(i), "inputs": text} for i, text in enumerate(texts)])
     runner = WordCounter()
-    score_file(runner, source, target, replace(SETTINGS, max_batch_tokens=6), progress=False)
+    score_file(runner, source, target, replace(BATCHING, max_batch_tokens=6), progress=False)
     assert all(sum(runner.cost(item) for item in batch) <= 6 for batch in runner.batches)
     assert sorted(item for batch in runner.batches for item in batch) == sorted(t for t in texts if len(t.split()) <= 6)
     replies = [orjson.loads(line) for line in target.read_bytes().splitlines()]
@@ -127,7 +127,7 @@ def read_replies(path):
 
 
 def score_without_dead_letters(model, source, target):
-    score_file(model, source, target, SETTINGS, progress=False)
+    score_file(model, source, target, BATCHING, progress=False)
     assert not target.with_name(target.name + ".deadletter.jsonl").exists()
     return read_replies(target)
 
@@ -147,7 +147,7 @@ MIXED = [{"id": "a", "inputs": "one"}, {"id": "b", "inputs": 7}, {"inputs": "no 
 def test_every_combination_of_formats_gives_the_same_replies(tmp_path, suffix_in, suffix_out):
     source, target = tmp_path / f"in{suffix_in}", tmp_path / f"out{suffix_out}"
     write_requests(source, MIXED)
-    summary = score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    summary = score_file(WordCounter(), source, target, BATCHING, progress=False)
     assert read_replies(target) == [
         {"id": "a", "status": "ok", "outputs": 1, "model": "words", "model_version": "1"},
         {"id": "b", "status": "error", "error": {"code": "invalid_inputs", "message": "expected a string"},
@@ -164,7 +164,7 @@ def test_without_an_inputs_column_the_other_columns_are_the_inputs_fields(tmp_pa
     pq.write_table(pa.table({"id": ["a", "b"], "tenure": [3, 12], "plan_price": [19.9, 5.0],
                              "deadline_ms": [None, 1_900_000_000_000]}), source)
     model = FieldsEcho()
-    score_file(model, source, target, SETTINGS, progress=False)
+    score_file(model, source, target, BATCHING, progress=False)
     assert model.seen == [{"tenure": 3, "plan_price": 19.9}, {"tenure": 12, "plan_price": 5.0}]
     assert [(r["id"], r["outputs"]) for r in read_replies(target)] == [("a", 22.9), ("b", 17.0)]
 
@@ -172,7 +172,7 @@ def test_without_an_inputs_column_the_other_columns_are_the_inputs_fields(tmp_pa
 def test_a_row_without_a_usable_id_is_a_dead_letter_with_its_row_number(tmp_path):
     source, target = tmp_path / "in.parquet", tmp_path / "out.jsonl"
     pq.write_table(pa.table({"id": ["a", None, "", "b", "x" * 257], "inputs": ['"one"'] * 5}), source)
-    summary = score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    summary = score_file(WordCounter(), source, target, BATCHING, progress=False)
     assert [r["id"] for r in read_replies(target)] == ["a", "b"]
     assert dead_letters(target) == [(2, "missing_id"), (3, "invalid_id"), (5, "invalid_id")]
     assert summary.dead_letters == 3
@@ -206,7 +206,7 @@ def test_a_file_of_many_chunks_is_scored_completely_in_order_a_row_group_per_chu
     # Input row groups of 1,500 rows, read in chunks of 1,000: chunks cross row groups.
     write_requests(source, [{"id": f"r{i}", "inputs": "w " * (i % 5 + 1)} for i in range(5000)], row_group_size=1500)
     runner = WordCounter()
-    summary = score_file(runner, source, target, SETTINGS, progress=False, chunk_rows=1000)
+    summary = score_file(runner, source, target, BATCHING, progress=False, chunk_rows=1000)
     replies = read_replies(target)
     assert [r["id"] for r in replies] == [f"r{i}" for i in range(5000)]
     assert [r["outputs"] for r in replies] == [i % 5 + 1 for i in range(5000)]
@@ -221,7 +221,7 @@ def test_an_unknown_format_a_bad_chunk_size_or_not_parquet_is_refused_before_wri
     source, target = tmp_path / name, tmp_path / "out.jsonl"
     source.write_bytes(b"")
     with pytest.raises(ConfigError, match=named):
-        score_file(WordCounter(), source, target, SETTINGS, progress=False, chunk_rows=chunk_rows)
+        score_file(WordCounter(), source, target, BATCHING, progress=False, chunk_rows=chunk_rows)
     assert not target.exists()
 
 
@@ -249,7 +249,7 @@ def test_an_output_that_is_the_input_is_refused_naming_both_and_the_input_is_kep
     elif how == "a hard link":
         target.hardlink_to(source)
     with pytest.raises(ConfigError) as refused:
-        score_file(WordCounter(), source, target, SETTINGS, progress=False)
+        score_file(WordCounter(), source, target, BATCHING, progress=False)
     assert f"the output {target} is the input {source}" in str(refused.value)
     assert source.read_bytes() == before
 
@@ -266,7 +266,7 @@ def test_an_output_whose_dead_letter_file_is_the_input_is_refused(tmp_path):
     write_requests(source, MIXED)
     before = source.read_bytes()
     with pytest.raises(ConfigError, match=f"the dead-letter file {source} of output {target} is the input"):
-        score_file(WordCounter(), source, target, SETTINGS, progress=False)
+        score_file(WordCounter(), source, target, BATCHING, progress=False)
     assert source.read_bytes() == before and not target.exists()
 
 
@@ -298,7 +298,7 @@ def test_a_run_that_fails_part_way_leaves_the_previous_output_as_it_was_and_no_p
     target.write_bytes(b"the replies of yesterday")
     runner = FailingOnBatch(5, tmp_path, error)
     with pytest.raises(type(error)):
-        score_file(runner, source, target, SETTINGS, progress=False, chunk_rows=4)
+        score_file(runner, source, target, BATCHING, progress=False, chunk_rows=4)
     partial = f".out{suffix}.partial-{os.getpid()}"
     assert {partial, f".out{suffix}.deadletter.jsonl.partial-{os.getpid()}"} <= runner.seen  # written meanwhile
     assert target.read_bytes() == b"the replies of yesterday"
@@ -311,7 +311,7 @@ def test_a_stop_asked_for_ends_the_run_between_batches_saying_how_far_it_got_and
     write_requests(source, many_requests(100))
     runner = WordCounter()
     with pytest.raises(ScoringStopped) as stopped:
-        score_file(runner, source, target, SETTINGS, progress=False, chunk_rows=4,
+        score_file(runner, source, target, BATCHING, progress=False, chunk_rows=4,
                    stop=lambda: len(runner.batches) == 3)
     assert len(runner.batches) == 3  # no batch after the stop
     summary = stopped.value.summary
@@ -326,7 +326,7 @@ def test_a_stop_asked_for_after_the_last_batch_still_writes_nothing(tmp_path):
     write_requests(source, many_requests(10))
     runner = WordCounter()
     with pytest.raises(ScoringStopped) as stopped:
-        score_file(runner, source, target, SETTINGS, progress=False, stop=lambda: sum(map(len, runner.batches)) == 8)
+        score_file(runner, source, target, BATCHING, progress=False, stop=lambda: sum(map(len, runner.batches)) == 8)
     assert stopped.value.summary.lines == 10
     assert sorted(path.name for path in tmp_path.iterdir()) == [source.name]
 
@@ -336,7 +336,7 @@ def test_through_a_symlink_the_file_it_names_is_replaced_and_the_link_kept(tmp_p
     write_requests(source, [{"id": "a", "inputs": "one"}])
     real.write_bytes(b"old")
     link.symlink_to(real)
-    score_file(WordCounter(), source, link, SETTINGS, progress=False)
+    score_file(WordCounter(), source, link, BATCHING, progress=False)
     assert link.is_symlink() and [r["id"] for r in read_replies(real)] == ["a"]
 
 
@@ -345,7 +345,7 @@ def test_an_output_replaced_keeps_its_mode(tmp_path):
     write_requests(source, [{"id": "a", "inputs": "one"}])
     target.write_bytes(b"old")
     target.chmod(0o640)
-    score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    score_file(WordCounter(), source, target, BATCHING, progress=False)
     assert [r["id"] for r in read_replies(target)] == ["a"] and target.stat().st_mode & 0o777 == 0o640
 
 
@@ -353,7 +353,7 @@ def test_a_dead_letter_file_of_an_earlier_run_goes_when_this_run_has_none(tmp_pa
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     write_requests(source, [{"id": "a", "inputs": "one"}])
     (tmp_path / "out.jsonl.deadletter.jsonl").write_bytes(b"an old dead letter\n")
-    score_file(WordCounter(), source, target, SETTINGS, progress=False)
+    score_file(WordCounter(), source, target, BATCHING, progress=False)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
 
 
@@ -381,7 +381,7 @@ def test_a_request_whose_deadline_passed_when_its_batch_is_scored_is_answered_ex
     source, target = tmp_path / "in.jsonl", tmp_path / f"out{suffix}"
     write_lines(source, [{"id": i, "inputs": i} | ({"deadline_ms": d} if d else {}) for i, (d, _) in cases.items()])
     runner = TakingTenMs(clock)
-    summary = score_file(runner, source, target, SETTINGS, progress=False, clock=clock)
+    summary = score_file(runner, source, target, BATCHING, progress=False, clock=clock)
     expired = {"code": "deadline_exceeded", "message": "the deadline passed before scoring"}
     assert [(r["id"], r["status"], r.get("error")) for r in read_replies(target)] == [
         (i, status, expired if status == "expired" else None) for i, (_, status) in cases.items()]
@@ -402,7 +402,7 @@ TOO_LARGE_LINES = [{"id": "no inputs", "padding": BIG},  # a readable id, and an
 def test_a_request_over_the_size_limit_is_answered_record_too_large_when_its_id_can_be_read(tmp_path, suffix):
     source, target = tmp_path / f"in{suffix}", tmp_path / "out.jsonl"
     write_requests(source, TOO_LARGE + (TOO_LARGE_LINES if suffix == ".jsonl" else []))
-    summary = score_file(WordCounter(), source, target, replace(SETTINGS, max_record_bytes=100), progress=False)
+    summary = score_file(WordCounter(), source, target, replace(BATCHING, max_record_bytes=100), progress=False)
     replies = read_replies(target)
     assert [(r["id"], r["status"], r.get("error", {}).get("code")) for r in replies] == [
         ("small", "ok", None), ("big", "error", "record_too_large"),
@@ -429,7 +429,7 @@ def test_a_parquet_file_without_a_string_id_column_is_refused_at_start_naming_it
     with pytest.raises(ConfigError, match=refused):
         check_files(source, target)  # what the command line asks before the model loads
     with pytest.raises(ConfigError, match=refused):
-        score_file(WordCounter(), source, target, SETTINGS, progress=False)
+        score_file(WordCounter(), source, target, BATCHING, progress=False)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.parquet"]
 
 

@@ -9,14 +9,14 @@ from kafka import OffsetAndMetadata, TopicPartition
 
 from tests.fakes import FakeClock
 from worker.core.errors import ConfigError
-from worker.core.settings import Settings
+from worker.core.sections import KafkaSettings
 from worker.core.timerange import Span, TimeRange
 from worker.jobs.backfill_plan import decode_plan, encode_plan
 from worker.jobs.bounded_source import BoundedSource
 from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
 
 TOPIC = "req"
-SETTINGS = Settings(kafka_bootstrap_servers="k:9092", redis_url="memory://", requests_topic=TOPIC, group="bf")
+KAFKA = KafkaSettings(kafka_bootstrap_servers="k:9092", requests_topic=TOPIC, group="bf")
 
 
 @dataclass
@@ -111,7 +111,7 @@ def log_of(partition, timestamps, offsets=None):
 
 def source_over(consumer, time_range, **options):
     progress = []
-    source = BoundedSource(KafkaPartitionReader(SETTINGS, FakeClock(), consumer), TOPIC, SETTINGS.group, time_range,
+    source = BoundedSource(KafkaPartitionReader(KAFKA, FakeClock(), consumer), TOPIC, KAFKA.group, time_range,
                            on_progress=progress.append, **options)
     source.start(wait_s=0)
     return source, progress

@@ -15,7 +15,7 @@ BROKER = SessionTimeouts(6_000, 300_000, from_broker=True)
 
 
 def settings(**env):
-    return Settings.from_sources(None, {"STREAMSCORE_REQUESTS_TOPIC": "req", **env})
+    return Settings.from_sources(None, {"STREAMSCORE_REQUESTS_TOPIC": "req", **env}).kafka
 
 
 @pytest.mark.parametrize("timeout_ms, fits", [(6_000, True), (45_000, True), (300_000, True), (5_999, False),
@@ -42,7 +42,7 @@ def test_without_the_brokers_figures_kafkas_defaults_stand_in_and_the_message_sa
 
 
 def test_with_the_consumer_group_protocol_the_broker_sets_the_session_timeout_itself(monkeypatch):
-    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: object())  # installed or not, here
+    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: object())  # installed or not, here
     consumer = settings(STREAMSCORE_KAFKA_CLIENT="confluent", STREAMSCORE_KAFKA_GROUP_PROTOCOL="consumer")
     check_session_timeout(consumer, SessionTimeouts(60_000, 60_000, from_broker=True))  # 45000 is not sent
 

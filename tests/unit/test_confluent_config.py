@@ -14,6 +14,7 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from tests.fakes import FakeClock  # noqa: E402
+from worker.core.bounds import METADATA_S  # noqa: E402
 from worker.core.clock import SystemClock  # noqa: E402
 from worker.core.errors import ConfigError  # noqa: E402
 from worker.core.security import KafkaSecurity, Secret  # noqa: E402
@@ -115,22 +116,22 @@ def test_jwt_expiry_reads_the_exp_claim_only():
 
 
 def settings(**values):
-    return Settings(kafka_bootstrap_servers=NOWHERE, redis_url="memory://", requests_topic="req",
-                    kafka_client="confluent", **values).with_derived_defaults()
+    return Settings.from_values(kafka_bootstrap_servers=NOWHERE, redis_url="memory://", requests_topic="req",
+                                kafka_client="confluent", **values).with_derived_defaults().kafka
 
 
 def test_the_classic_consumer_takes_our_assignor_and_session_timeout_and_commits_by_hand():
-    config = consumer_config(settings(assignor="cooperative-sticky", session_timeout_ms=6000))
+    config = consumer_config(settings(assignor="cooperative-sticky", session_timeout_ms=6000), read_committed=False)
     assert (config["partition.assignment.strategy"], config["session.timeout.ms"]) == ("cooperative-sticky", 6000)
     assert (config["enable.auto.commit"], config["allow.auto.create.topics"]) == (False, False)
     assert (config["group.id"], config["auto.offset.reset"], config["group.protocol"]) == (
         "streamscore-churn", "earliest", "classic")
     assert config["isolation.level"] == "read_uncommitted"
-    assert consumer_config(settings(delivery="exactly-once"))["isolation.level"] == "read_committed"
+    assert consumer_config(settings(), read_committed=True)["isolation.level"] == "read_committed"
 
 
 def test_the_consumer_protocol_leaves_assignor_and_session_timeout_to_the_broker():
-    config = consumer_config(settings(kafka_group_protocol="consumer"))
+    config = consumer_config(settings(kafka_group_protocol="consumer"), read_committed=False)
     assert config["group.protocol"] == "consumer"
     assert "partition.assignment.strategy" not in config and "session.timeout.ms" not in config
     confluent_kafka.Consumer(config).close()  # librdkafka accepts it
@@ -140,7 +141,7 @@ def test_the_generation_is_read_from_the_group_metadata_and_negative_before_join
     assert group_generation(b"CGMDv2:" + (7).to_bytes(4, sys.byteorder, signed=True) + b"g") == 7
     assert group_generation(b"CGMDv9:\x00\x00\x00\x01") is None  # a format we do not know: count ourselves
     assert group_generation(object()) is None
-    source = ConfluentSource(settings(), SystemClock())
+    source = ConfluentSource(settings(), SystemClock(), read_committed=False, metadata_s=METADATA_S)
     try:
         assert group_generation(source.group_metadata()) == -1
         assert source.generation() == -1 and not source.rebalancing() and source.take_revoked() == set()
@@ -168,7 +169,8 @@ class MemberConsumer:
 
 def test_the_group_dropped_a_member_that_outlived_max_poll_interval_or_lost_its_member_id_by_the_next_poll():
     clock = FakeClock()
-    source = ConfluentSource(settings(max_poll_interval_ms=10_000, session_timeout_ms=6_000), clock)
+    source = ConfluentSource(settings(max_poll_interval_ms=10_000, session_timeout_ms=6_000), clock,
+                             read_committed=False, metadata_s=METADATA_S)
     source._consumer.close()
     source._consumer = MemberConsumer()
     assert source.poll(0.0, 10) == [] and source.generation() == 5

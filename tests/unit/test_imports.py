@@ -85,11 +85,12 @@ def test_the_confluent_path_of_the_composition_root_loads_nothing_of_kafka_pytho
         "from worker.core.clock import SystemClock",
         "from worker.core.settings import Settings",
         "from worker.core.timerange import TimeRange",
-        "settings = Settings(kafka_client='confluent', kafka_bootstrap_servers='127.0.0.1:1', group='g')",
+        "settings = Settings.from_values(kafka_client='confluent', kafka_bootstrap_servers='127.0.0.1:1', group='g')",
+        "kafka = settings.kafka",
         "clock = SystemClock()",
-        "app.build_reply_sink(settings)",
-        "app.build_bounded_source(settings, clock, TimeRange(0, None))",
-        "app._broker_admin(settings)",
+        "app.build_reply_sink(kafka)",
+        "app.build_bounded_source(kafka, clock, TimeRange(0, None))",
+        "app._broker_admin(kafka)",
         "import worker.kafka.confluent.source, worker.kafka.confluent.transactions") == ["confluent_kafka"]
 
 

@@ -113,8 +113,8 @@ def test_the_token_file_is_read_again_once_it_changes(tmp_path):
 def test_secrets_never_show_in_repr_str_or_formatting(files):
     security = KafkaSecurity.from_sources(None, {**scram(files), "KAFKA_SASL_PASSWORD_FILE": "",
                                                  "KAFKA_SASL_PASSWORD": PASSWORD})
-    settings = Settings(kafka_bootstrap_servers="k:1", redis_url="rediss://u:redis-pw-42@r:6380/0",
-                        kafka_security=security)
+    settings = Settings.from_values(kafka_bootstrap_servers="k:1", redis_url="rediss://u:redis-pw-42@r:6380/0",
+                                    kafka_security=security)
     for text in (repr(security), str(security), f"{security}", repr(settings), security.describe(),
                  f"{security.sasl_password}", str(security.sasl_password)):
         assert PASSWORD not in text and "redis-pw-42" not in text
@@ -138,8 +138,8 @@ def test_the_worker_settings_carry_the_security_from_the_environment(files):
     settings = Settings.from_sources(None, {**scram(files), "KAFKA_BOOTSTRAP_SERVERS": "k:9093",
                                             "REDIS_URL": "rediss://worker@r:6380/0",
                                             "REDIS_PASSWORD_FILE": files["password"], "REDIS_CA_FILE": files["ca"]})
-    assert settings.kafka_security.sasl_username == "alice"
-    assert (settings.redis_password_file, settings.redis_ca_file) == (files["password"], files["ca"])
+    assert settings.kafka.kafka_security.sasl_username == "alice"
+    assert (settings.dedup.redis_password_file, settings.dedup.redis_ca_file) == (files["password"], files["ca"])
 
 
 @pytest.mark.parametrize("env, named", [

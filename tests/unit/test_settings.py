@@ -16,9 +16,9 @@ def test_env_then_flags_then_derived_defaults():
     env = {"KAFKA_BOOTSTRAP_SERVERS": "k:9092", "REDIS_URL": "redis://r:6379/0",
            "STREAMSCORE_MAX_BATCH_SIZE": "32", "STREAMSCORE_REQUESTS_TOPIC": "req"}
     settings = Settings.from_sources(parse(["--max-batch-size", "128"]), env)
-    assert settings.max_batch_size == 128  # the flag wins
-    assert settings.kafka_bootstrap_servers == "k:9092"
-    assert (settings.reply_topic, settings.dead_letter_topic, settings.group) == (
+    assert settings.batching.max_batch_size == 128  # the flag wins
+    assert settings.kafka.kafka_bootstrap_servers == "k:9092"
+    assert (settings.kafka.reply_topic, settings.kafka.dead_letter_topic, settings.kafka.group) == (
         "req.replies", "req.dlq", "streamscore-churn")
 
 
@@ -70,13 +70,13 @@ def test_streaming_needs_services_and_a_topic(missing):
 
 
 def test_the_largest_batch_size_allowed_is_accepted():
-    assert Settings.from_sources(None, {"STREAMSCORE_MAX_BATCH_SIZE": "65536"}).max_batch_size == 65_536
+    assert Settings.from_sources(None, {"STREAMSCORE_MAX_BATCH_SIZE": "65536"}).batching.max_batch_size == 65_536
 
 
 def test_amp_is_off_by_default_and_bf16_is_allowed_on_cpu():
-    assert Settings.from_sources(None, {}).amp == "off"
-    assert Settings.from_sources(parse(["--amp", "bf16", "--device", "cpu"]), {}).amp == "bf16"
-    assert Settings.from_sources(None, {"STREAMSCORE_AMP": "fp16", "STREAMSCORE_DEVICE": "cuda"}).amp == "fp16"
+    assert Settings.from_sources(None, {}).model.amp == "off"
+    assert Settings.from_sources(parse(["--amp", "bf16", "--device", "cpu"]), {}).model.amp == "bf16"
+    assert Settings.from_sources(None, {"STREAMSCORE_AMP": "fp16", "STREAMSCORE_DEVICE": "cuda"}).model.amp == "fp16"
 
 
 def test_fp16_on_cpu_says_what_to_use_instead():
@@ -104,23 +104,23 @@ def test_a_poll_worth_of_batches_must_fit_in_max_poll_interval():
 
 def test_exactly_once_derives_a_transactional_id_per_worker():
     env = {"STREAMSCORE_REQUESTS_TOPIC": "req", "STREAMSCORE_DELIVERY": "exactly-once"}
-    assert Settings.from_sources(parse(["--client-id", "w7"]), env).transactional_id == "streamscore-churn.w7"
-    assert Settings.from_sources(parse(["--transactional-id", "mine"]), env).transactional_id == "mine"
-    assert Settings.from_sources(None, {"STREAMSCORE_REQUESTS_TOPIC": "req"}).transactional_id == ""
+    assert Settings.from_sources(parse(["--client-id", "w7"]), env).delivery.transactional_id == "streamscore-churn.w7"
+    assert Settings.from_sources(parse(["--transactional-id", "mine"]), env).delivery.transactional_id == "mine"
+    assert Settings.from_sources(None, {"STREAMSCORE_REQUESTS_TOPIC": "req"}).delivery.transactional_id == ""
 
 
 def test_the_confluent_client_without_its_package_says_to_install_the_extra(monkeypatch):
-    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: None)
+    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: None)
     with pytest.raises(ConfigError, match=r"kafka_client=confluent \(--kafka-client, STREAMSCORE_KAFKA_CLIENT\) "
                        r"needs the confluent-kafka package.*install the `confluent` extra"):
         Settings.from_sources(parse(["--kafka-client", "confluent"]), {})
-    assert Settings.from_sources(None, {}).kafka_client == "kafka-python"  # the default needs nothing more
+    assert Settings.from_sources(None, {}).kafka.kafka_client == "kafka-python"  # the default needs nothing more
 
 
 def test_librdkafka_wants_max_poll_interval_at_least_the_session_timeout(monkeypatch):
-    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: object())
+    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: object())
     short = ["--max-poll-interval-ms", "5000", "--session-timeout-ms", "6000"]
-    assert Settings.from_sources(parse(short), {}).max_poll_interval_ms == 5000  # kafka-python takes it
+    assert Settings.from_sources(parse(short), {}).kafka.max_poll_interval_ms == 5000  # kafka-python takes it
     with pytest.raises(ConfigError, match=r"max_poll_interval_ms \(5000\) must be at least session_timeout_ms"):
         Settings.from_sources(parse([*short, "--kafka-client", "confluent"]), {})
 
@@ -131,8 +131,8 @@ def test_librdkafka_wants_max_poll_interval_at_least_the_session_timeout(monkeyp
 ])
 def test_the_consumer_group_protocol_takes_the_assignor_and_session_timeout_from_the_broker(monkeypatch, flags,
                                                                                             named):
-    monkeypatch.setattr("worker.core.settings.find_spec", lambda name: object())  # installed or not, here
+    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: object())  # installed or not, here
     consumer = ["--kafka-client", "confluent", "--kafka-group-protocol", "consumer"]
-    assert Settings.from_sources(parse(consumer), {}).kafka_group_protocol == "consumer"
+    assert Settings.from_sources(parse(consumer), {}).kafka.kafka_group_protocol == "consumer"
     with pytest.raises(ConfigError, match=named):
         Settings.from_sources(parse([*consumer, *flags]), {})

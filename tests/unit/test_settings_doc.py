@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 
 import pytest
 
 from worker.core.errors import ConfigError
+from worker.core.sections import setting_fields
 from worker.core.settings import Settings, add_flags
 from worker.settings_doc import BEGIN, COMMAND, DOC, END, main, render, rows, update
 
@@ -29,10 +29,14 @@ def test_every_flag_of_the_worker_has_a_row_with_its_flag_and_variable():
     assert (by_setting["kafka_bootstrap_servers"].flag, by_setting["kafka_bootstrap_servers"].env) == (
         "--bootstrap-servers", "KAFKA_BOOTSTRAP_SERVERS")
     assert by_setting["kafka_security.sasl_password_file"].env == "KAFKA_SASL_PASSWORD_FILE"
-    assert by_setting["formats.registry_url"].flag == "--schema-registry-url"
-    assert by_setting["formats.registry_url"].env == "SCHEMA_REGISTRY_URL"
-    # kafka_security stands for its ten settings, formats (worker/core/formats.py) for its nine
-    assert len(table) == len(fields(Settings)) - 2 + 10 + 9
+    assert (by_setting["registry_url"].flag, by_setting["registry_url"].env) == (
+        "--schema-registry-url", "SCHEMA_REGISTRY_URL")
+    # kafka_security stands for its ten settings; formats (worker/core/formats.py) is a section of its own nine
+    assert len(table) == len(setting_fields()) + 10 + 9
+    assert (by_setting["max_batch_size"].section, by_setting["kafka_security.protocol"].section,
+            by_setting["redis_url"].section, by_setting["http_port"].section, by_setting["wait_to_fill"].section,
+            by_setting["request_format"].section) == (
+        "batching", "kafka", "dedup", "operations", "batching", "formats")
 
 
 def test_every_variable_in_the_table_is_one_the_settings_read():
@@ -43,10 +47,19 @@ def test_every_variable_in_the_table_is_one_the_settings_read():
         except ConfigError as exc:  # read, and refused: but never as a variable the settings do not know
             assert "unknown" not in str(exc), row
             continue
-        value = settings
+        value = getattr(settings, row.section)
         for name in row.setting.split("."):
             value = getattr(value, name)
         assert value == bogus, row
+
+
+def test_each_section_has_its_own_table_of_its_own_settings():
+    page = render()
+    headings = [line for line in page.splitlines() if line.startswith("### ")]
+    assert headings == ["### `kafka`", "### `dedup`", "### `model`", "### `batching`", "### `delivery`",
+                        "### `operations`", "### `formats`"]
+    batching = page.split("### `batching`")[1].split("### ")[0]
+    assert "| `max_wait_ms` |" in batching and "| `max_poll_records` |" not in batching
 
 
 def test_help_text_cannot_break_the_table():

@@ -18,10 +18,11 @@ def parse(argv):
 
 
 def test_http_is_off_by_default_and_set_by_env_or_flag():
-    assert Settings.from_sources(None, {}).http_port == 0
-    assert Settings.from_sources(None, {"STREAMSCORE_HTTP_PORT": "9100"}).http_port == 9100
-    assert Settings.from_sources(parse(["--http-port", "9200"]), {"STREAMSCORE_HTTP_PORT": "9100"}).http_port == 9200
-    assert Settings.from_sources(None, {}).liveness_timeout_s == 60.0
+    assert Settings.from_sources(None, {}).operations.http_port == 0
+    assert Settings.from_sources(None, {"STREAMSCORE_HTTP_PORT": "9100"}).operations.http_port == 9100
+    flagged = Settings.from_sources(parse(["--http-port", "9200"]), {"STREAMSCORE_HTTP_PORT": "9100"})
+    assert flagged.operations.http_port == 9200
+    assert Settings.from_sources(None, {}).operations.liveness_timeout_s == 60.0
 
 
 @pytest.mark.parametrize("env, named", [
@@ -37,7 +38,7 @@ def test_bad_surface_settings_name_the_setting(env, named):
 
 
 def test_the_highest_port_serves_one_process():
-    assert Settings.from_sources(None, {"STREAMSCORE_HTTP_PORT": "65535"}).http_port == 65535
+    assert Settings.from_sources(None, {"STREAMSCORE_HTTP_PORT": "65535"}).operations.http_port == 65535
 
 
 def test_with_processes_child_i_serves_on_http_port_plus_i():

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 from worker.core.batch_wait import BatchWait, FixedWait, LatencyTarget
 from worker.core.errors import ConfigError
 from worker.core.messages import Request
-from worker.core.settings import Settings
+from worker.core.sections import BatchingSettings
 
 T = TypeVar("T")
 
@@ -121,16 +121,16 @@ class Batcher(Generic[T]):
         return count
 
 
-def request_batcher(settings: Settings, cost: Callable[[Any], int] | None) -> Batcher[Request]:
+def request_batcher(batching: BatchingSettings, cost: Callable[[Any], int] | None) -> Batcher[Request]:
     """Size and wait limits (or a latency target), plus a token budget when asked for (the model must say what
     an item costs)."""
-    wait: BatchWait = (LatencyTarget(settings.latency_target_ms / 1000) if settings.latency_target_ms
-                       else FixedWait(settings.max_wait_ms / 1000))
-    if not settings.max_batch_tokens:
-        return Batcher(settings.max_batch_size, settings.max_wait_ms / 1000, wait=wait)
+    wait: BatchWait = (LatencyTarget(batching.latency_target_ms / 1000) if batching.latency_target_ms
+                       else FixedWait(batching.max_wait_ms / 1000))
+    if not batching.max_batch_tokens:
+        return Batcher(batching.max_batch_size, batching.max_wait_ms / 1000, wait=wait)
     if cost is None:
         raise ConfigError("max_batch_tokens is set, but the model has no cost function (only text models do); "
                           "unset STREAMSCORE_MAX_BATCH_TOKENS / --max-batch-tokens")
     item_cost = cost
-    return Batcher(settings.max_batch_size, settings.max_wait_ms / 1000,
-                   cost=lambda request: item_cost(request.item), max_batch_cost=settings.max_batch_tokens, wait=wait)
+    return Batcher(batching.max_batch_size, batching.max_wait_ms / 1000,
+                   cost=lambda request: item_cost(request.item), max_batch_cost=batching.max_batch_tokens, wait=wait)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from worker.core.settings import Settings
+    from worker.core.sections import KafkaSettings, OperationsSettings
 
 # Each call's ceiling, when the poll interval and liveness timeout leave room for it.
 METADATA_S = 5.0  # one metadata request (committed offsets), or the loop waiting for a reply topic's lookup
@@ -62,6 +62,6 @@ class StepBounds:
                 + (self.transaction_s if exactly_once else 0.0))
 
 
-def step_bounds(settings: Settings) -> StepBounds:
-    """The bounds for a worker run with these settings."""
-    return StepBounds.for_limits(settings.max_poll_interval_ms, settings.liveness_timeout_s)
+def step_bounds(kafka: KafkaSettings, operations: OperationsSettings) -> StepBounds:
+    """The bounds for a worker run with these settings (its max_poll_interval_ms and liveness_timeout_s)."""
+    return StepBounds.for_limits(kafka.max_poll_interval_ms, operations.liveness_timeout_s)

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from worker.core.errors import ConfigError
-from worker.core.settings import Settings, setting_names
+from worker.core.sections import KafkaSettings, setting_names
 
 
 @dataclass(frozen=True)
@@ -33,30 +33,30 @@ KAFKA_DEFAULT_SESSION_TIMEOUTS = SessionTimeouts(6_000, 1_800_000, from_broker=F
 _PARTITIONS = {"requests_topic": 4, "reply_topic": 4, "dead_letter_topic": 1}
 
 
-def check_session_timeout(settings: Settings, allowed: SessionTimeouts) -> None:
+def check_session_timeout(kafka: KafkaSettings, allowed: SessionTimeouts) -> None:
     """Raises ConfigError naming the setting and the range when session_timeout_ms is outside ``allowed``.
     With the consumer group protocol (KIP-848) the broker sets the session timeout: nothing to check."""
-    if settings.kafka_group_protocol != "classic" or allowed.low <= settings.session_timeout_ms <= allowed.high:
+    if kafka.kafka_group_protocol != "classic" or allowed.low <= kafka.session_timeout_ms <= allowed.high:
         return
     names = "group.min.session.timeout.ms and group.max.session.timeout.ms"
     if allowed.from_broker:
         source = f"the broker's {names}"
     else:
         source = f"Kafka's defaults of {names}: the broker's could not be read"
-    raise ConfigError(f"session_timeout_ms={settings.session_timeout_ms} ({setting_names('session_timeout_ms')}) "
+    raise ConfigError(f"session_timeout_ms={kafka.session_timeout_ms} ({setting_names('session_timeout_ms')}) "
                       f"is outside what the broker lets a consumer group use: {allowed.low} to {allowed.high} ms "
                       f"({source}); the group join would fail with InvalidSessionTimeoutError. Choose a value "
                       "in that range")
 
 
-def check_topics_exist(settings: Settings, existing: Collection[str]) -> None:
+def check_topics_exist(kafka: KafkaSettings, existing: Collection[str]) -> None:
     """Raises ConfigError naming, in one line, each of the requests, reply and dead-letter topics the
     broker does not have, its setting, and the command that creates it."""
-    missing = [name for name in _PARTITIONS if getattr(settings, name) not in existing]
+    missing = [name for name in _PARTITIONS if getattr(kafka, name) not in existing]
     if not missing:
         return
-    named = [f"{name} {getattr(settings, name)!r} ({setting_names(name)})" for name in missing]
-    commands = ", ".join(f"`python -m producer create-topic {getattr(settings, name)} --partitions "
+    named = [f"{name} {getattr(kafka, name)!r} ({setting_names(name)})" for name in missing]
+    commands = ", ".join(f"`python -m producer create-topic {getattr(kafka, name)} --partitions "
                          f"{_PARTITIONS[name]}`" for name in missing)
     listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
     does, it, existing_ones = ("does", "it", "an existing one") if len(named) == 1 else ("do", "them", "existing ones")

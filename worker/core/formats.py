@@ -37,8 +37,9 @@ def _option(default: Any, env: str, help: str, flag: str | None = None) -> Any:
 
 @dataclass(frozen=True)
 class Formats:
-    """The request format and the schema registry. Raises ConfigError when inconsistent; never shows a secret
-    (it holds the password's file name only)."""
+    """The request format and the schema registry (docs/formats.md).
+
+    Raises ConfigError when inconsistent; never shows a secret (it holds the password's file name only)."""
 
     request_format: str = _option(
         "json", "STREAMSCORE_REQUEST_FORMAT", "how request values are written: json (the wire contract's JSON), "

@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -111,12 +111,12 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
     if args.reply_topic is None:
         raise ConfigError("backfill needs --reply-topic: its replies go to a topic of their own, never to the "
                           "live one (create it with `python -m producer create-topic NAME`)")
-    if settings.processes != 1:
+    if settings.operations.processes != 1:
         raise ConfigError("a backfill runs in one process (it assigns itself every partition); drop --processes")
-    job = args.job or f"{settings.requests_topic}.{time_range.label()}"
-    return replace(settings, group=args.group or f"streamscore-backfill.{job}",
-                   dedup_namespace=args.dedup_namespace or f"backfill.{job}",
-                   dead_letter_topic=args.dead_letter_topic or f"{args.reply_topic}.dlq"), time_range
+    job = args.job or f"{settings.kafka.requests_topic}.{time_range.label()}"
+    return settings.replace(group=args.group or f"streamscore-backfill.{job}",
+                            dedup_namespace=args.dedup_namespace or f"backfill.{job}",
+                            dead_letter_topic=args.dead_letter_topic or f"{args.reply_topic}.dlq"), time_range
 
 
 class ReplyTopicSink:
@@ -156,8 +156,8 @@ class Pacing:
         if args.max_rate < 0 or args.live_max_lag < 0 or args.live_check_s <= 0:
             raise ConfigError(f"--max-rate ({args.max_rate:g}) and --live-max-lag ({args.live_max_lag}) must be "
                               f">= 0 and --live-check-s ({args.live_check_s:g}) > 0")
-        live_group = args.live_group or f"streamscore-{settings.model.replace(':', '.').replace('/', '.')}"
-        if args.live_max_lag and live_group == settings.group:
+        live_group = args.live_group or f"streamscore-{settings.model.model.replace(':', '.').replace('/', '.')}"
+        if args.live_max_lag and live_group == settings.kafka.group:
             raise ConfigError(f"--live-group {live_group!r} is the backfill's own group: name the live workers'")
         return cls(args.max_rate, args.live_max_lag, live_group, args.live_check_s)
 
@@ -254,14 +254,15 @@ def run_backfill(args: argparse.Namespace, build: BuildBackfill, environ: Mappin
     with exit_if_signalled_while_starting(lambda _signum: EXIT_INTERRUPTED):  # nothing read yet: go on later
         worker, source = build(BackfillJob(settings, time_range, stop_requested, args.keep_deadlines,
                                            Pacing.from_args(args, settings), progress))
-    progress.open(source.total, source.done_before, f"backfill {settings.requests_topic}")
+    progress.open(source.total, source.done_before, f"backfill {settings.kafka.requests_topic}")
     log.info("backfill_started", settings=repr(settings), from_ms=time_range.from_ms, until_ms=time_range.until_ms,
              offsets=source.total, done_before=source.done_before)
     try:
         worker.run()
     finally:
         progress.close()
-    summary = BackfillSummary(settings.requests_topic, time_range, settings.reply_topic, settings.group,
+    kafka = settings.kafka
+    summary = BackfillSummary(kafka.requests_topic, time_range, kafka.reply_topic, kafka.group,
                               source.total, source.done_before, source.committed_offsets(),
                               worker.stats.snapshot(), time.monotonic() - started, source.complete())
     log.info("backfill_finished", **summary.fields())

@@ -28,7 +28,7 @@ from worker.core.batcher import Batcher, request_batcher
 from worker.core.clock import Clock, SystemClock
 from worker.core.errors import ConfigError, WorkerError
 from worker.core.messages import InvalidRecord, RawRecord, Reply, Request
-from worker.core.settings import Settings
+from worker.core.sections import BatchingSettings
 from worker.core.wire import ERR_RECORD_TOO_LARGE, decode_request
 from worker.jobs.file_outputs import StagedFile, refuse_the_input_as_output
 from worker.jobs.tables import (
@@ -107,10 +107,10 @@ class _OrderedWriter:
                                        "error": {"code": entry.code, "message": entry.message}, "raw": raw}) + b"\n")
 
 
-def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settings, progress: bool = True,
+def score_file(runner: ModelRunner, source: Path, target: Path, batching: BatchingSettings, progress: bool = True,
                chunk_rows: int = 10_000, *, stop: Callable[[], bool] = lambda: False,
                clock: Clock | None = None) -> FileSummary:
-    """Score every request of ``source`` into ``target`` with the batch limits of ``settings``.
+    """Score every request of ``source`` into ``target`` with the limits of ``batching``.
 
     Formats follow the suffixes (worker.jobs.tables); ``chunk_rows`` Parquet
     rows are read, and written as one row group, at a time. A request whose
@@ -123,7 +123,7 @@ def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settin
     it raises, the outputs are left as they were.
     """
     check_files(source, target, chunk_rows)
-    batcher = request_batcher(settings, getattr(runner, "cost", None))
+    batcher = request_batcher(batching, getattr(runner, "cost", None))
     known = progress or file_format(source) == "parquet"  # a JSONL total costs a pass over the file
     summary = FileSummary(total=count_requests(source) if known else None)
     records = read_requests(source, chunk_rows)
@@ -134,7 +134,7 @@ def score_file(runner: ModelRunner, source: Path, target: Path, settings: Settin
             with dead_letters.partial.open("wb") as dead, \
                     tqdm(total=summary.total, unit="req", desc="scoring", disable=not progress) as bar:
                 writer = _OrderedWriter(out, dead, summary)
-                _FileScoring(runner, settings, batcher, writer, bar, stop, clock or SystemClock()).run(records)
+                _FileScoring(runner, batching, batcher, writer, bar, stop, clock or SystemClock()).run(records)
         finally:
             out.close()
         if stop():
@@ -196,9 +196,9 @@ def _as_it_is(inputs: Any) -> Any:
 class _FileScoring:
     """One pass over the records: each decoded, batched, scored and answered through the ordered writer."""
 
-    def __init__(self, runner: ModelRunner, settings: Settings, batcher: Batcher[Request], writer: _OrderedWriter,
-                 bar: tqdm, stop: Callable[[], bool], clock: Clock) -> None:
-        self._runner, self._settings, self._batcher = runner, settings, batcher
+    def __init__(self, runner: ModelRunner, batching: BatchingSettings, batcher: Batcher[Request],
+                 writer: _OrderedWriter, bar: tqdm, stop: Callable[[], bool], clock: Clock) -> None:
+        self._runner, self._batching, self._batcher = runner, batching, batcher
         self._writer, self._bar, self._stop, self._clock = writer, bar, stop, clock
 
     def run(self, records: Iterable[RawRecord]) -> None:
@@ -206,7 +206,7 @@ class _FileScoring:
         for record in records:
             self._stop_if_asked()
             self._writer.summary.read = record.position.offset
-            self._admit(decode_request(record, self._runner.prepare, self._settings.max_record_bytes))
+            self._admit(decode_request(record, self._runner.prepare, self._batching.max_record_bytes))
             # No waiting offline: a batch goes when it is full (by count or by tokens), the rest at the end.
             while self._batcher.full():
                 self._score(self._batcher.drain())
@@ -228,7 +228,7 @@ class _FileScoring:
                 self._writer.answer(reply_to_invalid(entry, runner.name, runner.version))
             self._bar.update(1)
         elif not self._batcher.fits(entry):
-            self._writer.answer(reply_to_request(entry, "error", too_many_tokens(self._settings.max_batch_tokens),
+            self._writer.answer(reply_to_request(entry, "error", too_many_tokens(self._batching.max_batch_tokens),
                                                  runner.name, runner.version))
             self._bar.update(1)
         else:

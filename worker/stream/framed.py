@@ -27,7 +27,7 @@ from worker.core.errors import RegistryUnavailable, SchemaNotFound, SchemaRefuse
 from worker.core.framing import NotFramed, read_frame
 from worker.core.messages import InvalidRecord, RawRecord, Request
 from worker.core.offsets import TopicPartition as TP
-from worker.core.settings import Settings
+from worker.core.formats import Formats
 from worker.core.wire import (
     ERR_EMPTY_VALUE,
     ERR_INVALID_PAYLOAD,
@@ -204,10 +204,9 @@ def _why(what: str, exc: Exception) -> str:
     return f"{what}: {type(exc).__name__}: {text}"[:MESSAGE_CHARS]
 
 
-def framed_requests(settings: Settings, schemas: SchemaResolver | None,
+def framed_requests(formats: Formats, max_record_bytes: int, schemas: SchemaResolver | None,
                     prepare: Callable[[Any], Any]) -> FramedRequests | None:
     """The decoder of registry-framed requests for the loop, or None with no registry (JSON requests)."""
     if schemas is None:
         return None
-    return FramedRequests(schemas, prepare, settings.max_record_bytes, settings.formats.field_names(),
-                          settings.formats.unknown_schema_retries)
+    return FramedRequests(schemas, prepare, max_record_bytes, formats.field_names(), formats.unknown_schema_retries)

@@ -34,9 +34,10 @@ from worker.core.batcher import request_batcher
 from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
 from worker.core.errors import TransactionAborted
+from worker.core.formats import JSON, Formats
 from worker.core.messages import Request
 from worker.core.offsets import OffsetTracker
-from worker.core.settings import Settings
+from worker.core.sections import BatchingSettings, DeliverySettings, KafkaSettings, OperationsSettings
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
 from worker.ports import DedupStore, ModelRunner, SchemaResolver, Scorer, SendTag, Sink, Source, Transactions
@@ -62,34 +63,38 @@ LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the 
 
 
 class Worker:
-    def __init__(self, settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore,
-                 runner: ModelRunner, prepare: Callable[[Any], Any], clock: Clock,
+    def __init__(self, source: Source, sink: Sink[SendTag], dedup: DedupStore, runner: ModelRunner,
+                 prepare: Callable[[Any], Any], clock: Clock, *, kafka: KafkaSettings, batching: BatchingSettings,
+                 delivery: DeliverySettings, operations: OperationsSettings,
                  stop_requested: StopRequest | None = None, transactions: Transactions | None = None,
                  scorer: Scorer | None = None, stats: WorkerStats | None = None,
-                 schemas: SchemaResolver | None = None) -> None:
-        """``transactions`` (over the same sink and source) switches on exactly-once delivery;
-        ``scorer`` says where batches run (default: inline, in the loop's thread); ``stats`` is where
-        the loop counts (default: a new one), for a reader such as the HTTP surface; ``schemas``: the schema
-        registry of registry-framed requests (stream/framed.py; None: the wire contract's JSON)."""
-        self._settings = settings
-        self._bounds = step_bounds(settings)
+                 schemas: SchemaResolver | None = None, formats: Formats = JSON) -> None:
+        """The sections say the topics and poll limits (``kafka``), how to batch, how often to commit
+        (``delivery``) and how long to drain (``operations``). ``transactions`` (over the same sink and
+        source) switches on exactly-once delivery; ``scorer`` says where batches run (default: inline, in the
+        loop's thread); ``stats`` is where the loop counts (default: a new one), for a reader such as the
+        HTTP surface; ``schemas``: the schema registry of registry-framed requests (stream/framed.py; None: the
+        wire contract's JSON), read as ``formats`` says (the schema's field names, unknown-id retries)."""
+        self._kafka, self._operations = kafka, operations
+        self._bounds = step_bounds(kafka, operations)
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
         self._scorer = scorer or InlineScorer(runner, clock)
         self._stop_requested = stop_requested or StopRequest(clock)
         self.stats = stats if stats is not None else WorkerStats()
-        self._batcher = request_batcher(settings, getattr(runner, "cost", None))
+        self._batcher = request_batcher(batching, getattr(runner, "cost", None))
         offsets = OffsetTracker()
         gate = DedupGate(dedup)
         self._gate = gate
-        self._responder = Responder(sink, settings.reply_topic, settings.dead_letter_topic, runner.name,
+        self._responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, runner.name,
                                     runner.version, self.stats, self._bounds.settle_s)
         topics = TopicDirectory(source.list_topics, clock, wait_s=self._bounds.metadata_s)
-        self._admission = Admission(prepare, settings.max_record_bytes, settings.max_batch_tokens, topics, gate,
+        self._admission = Admission(prepare, batching.max_record_bytes, batching.max_batch_tokens, topics, gate,
                                     self._batcher, offsets, self._responder, self.stats, clock,
-                                    frozenset([settings.requests_topic]), framed_requests(settings, schemas, prepare))
+                                    frozenset([kafka.requests_topic]),
+                                    framed_requests(formats, batching.max_record_bytes, schemas, prepare))
         now = clock.monotonic()
         self._transactional = transactions is not None
-        self._commits = commit_policy(source, transactions, offsets, gate, settings.commit_interval_ms / 1000, now)
+        self._commits = commit_policy(source, transactions, offsets, gate, delivery.commit_interval_ms / 1000, now)
         self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self._commits, self.stats,
                                       self._admission.drop)
         self._offsets = offsets
@@ -97,7 +102,7 @@ class Worker:
         self._last_stats = self._last_poll = now
         self._lag_at = now - LAG_REFRESH_S
         self._backlog = False  # the last poll came back full: more records are waiting
-        self._opportunistic = not settings.wait_to_fill
+        self._opportunistic = not batching.wait_to_fill
         self._send_now = False  # the batch in hand goes now: a backlog, or nothing arriving for an idle model
 
     def stop(self) -> None:
@@ -127,8 +132,8 @@ class Worker:
         scorer works, until it is done or SCORING_WAIT_S passed)."""
         self._warn_if_slow()
         began = self._clock.monotonic()
-        records = self._source.poll(self._poll_timeout(), self._settings.max_poll_records)
-        self._backlog = len(records) >= self._settings.max_poll_records
+        records = self._source.poll(self._poll_timeout(), self._kafka.max_poll_records)
+        self._backlog = len(records) >= self._kafka.max_poll_records
         # An idle model and a poll that found nothing send the batch in hand at once: waiting for more would
         # only add latency (a batch that fills while the model works is what makes batches large under load).
         self._send_now = self._backlog or (self._opportunistic and not records and not self._scorer.busy)
@@ -146,7 +151,7 @@ class Worker:
         # polling (to stay in the group).
         self._source.pause(self.stats.record_pause(
             dedup_outage=self._gate.blocked or self._admission.blocked,  # or the schema registry's
-            backlog=self._batcher.pending >= self._settings.max_poll_records))
+            backlog=self._batcher.pending >= self._kafka.max_poll_records))
         self._refresh_lag()
         now = self._clock.monotonic()
         self.stats.record_progress(self._holding(), self._gate.failed_calls, now)
@@ -171,7 +176,7 @@ class Worker:
     def _drain(self) -> Drain:
         parts = StreamParts(self._source, self._sink, self._dedup, self._scorer, self._batcher, self._admission,
                             self._membership, self._offsets)
-        return Drain(self._settings.shutdown_timeout_s, self._clock, parts, self)
+        return Drain(self._operations.shutdown_timeout_s, self._clock, parts, self)
 
     def _poll_timeout(self) -> float:
         if self._source.rebalancing():
@@ -216,9 +221,9 @@ class Worker:
     def _warn_if_slow(self) -> None:
         """Say so when the time since the last poll nears max.poll.interval.ms (the group would drop us)."""
         since_poll_ms = (self._clock.monotonic() - self._last_poll) * 1000
-        if since_poll_ms > self._settings.max_poll_interval_ms / 2:
+        if since_poll_ms > self._kafka.max_poll_interval_ms / 2:
             log.warning("slow_step", since_last_poll_ms=round(since_poll_ms),
-                        max_poll_interval_ms=self._settings.max_poll_interval_ms,
+                        max_poll_interval_ms=self._kafka.max_poll_interval_ms,
                         advice="lower max_poll_records or max_batch_size, or raise max_poll_interval_ms")
 
     def _refresh_lag(self) -> None:
@@ -229,7 +234,7 @@ class Worker:
             self.stats.lag = self._source.lag()
 
     def _log_stats_if_due(self) -> None:
-        interval = self._settings.stats_interval_s
+        interval = self._operations.stats_interval_s
         now = self._clock.monotonic()
         if interval and now - self._last_stats >= interval:
             self._last_stats = now

@@ -32,14 +32,14 @@ from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
-from worker.core.settings import Settings
+from worker.core.sections import KafkaSettings
 from worker.kafka.confluent.consumer import at_end, fetch, group_config, partitions_of, raw_record
 from worker.kafka.metadata import wait_for
 
 
-def reader_config(settings: Settings) -> dict[str, Any]:
+def reader_config(kafka: KafkaSettings) -> dict[str, Any]:
     """librdkafka properties of the backfill's consumer: manual commits, no topic creation, EOF events."""
-    return group_config(settings, **{
+    return group_config(kafka, **{
         "auto.offset.reset": "earliest",  # a resumed offset that retention deleted: go on from the oldest
         "enable.partition.eof": True,
     })
@@ -48,11 +48,11 @@ def reader_config(settings: Settings) -> dict[str, Any]:
 class ConfluentPartitionReader:
     """A PartitionReader (worker/jobs/bounded_source.py) over confluent-kafka. Not thread-safe."""
 
-    def __init__(self, settings: Settings, clock: Clock, group: str | None = None) -> None:
-        """In ``group`` (default: ``settings.group``): another group's reader reads its commits, never its own."""
-        self._topic = settings.requests_topic
+    def __init__(self, kafka: KafkaSettings, clock: Clock, group: str | None = None) -> None:
+        """In ``group`` (default: ``kafka.group``): another group's reader reads its commits, never its own."""
+        self._topic = kafka.requests_topic
         self._clock = clock
-        self._consumer = Consumer({**reader_config(settings), "group.id": group or settings.group})
+        self._consumer = Consumer({**reader_config(kafka), "group.id": group or kafka.group})
         self._positions: dict[TP, int] = {}
 
     def partitions(self, wait_s: float) -> list[int]:

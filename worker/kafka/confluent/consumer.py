@@ -13,19 +13,19 @@ import structlog
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message
 
 from worker.core.messages import Position, RawRecord
-from worker.core.settings import Settings
+from worker.core.sections import KafkaSettings
 from worker.kafka.confluent.connection import client_config
 
 log = structlog.get_logger(__name__)
 
 
-def group_config(settings: Settings, **config: Any) -> dict[str, Any]:
-    """librdkafka properties of a consumer in ``settings.group`` with manual commits; ``config`` adds or
+def group_config(kafka: KafkaSettings, **config: Any) -> dict[str, Any]:
+    """librdkafka properties of a consumer in ``kafka.group`` with manual commits; ``config`` adds or
     overrides properties (their names have dots: pass them as ``**{"auto.offset.reset": ...}``)."""
     return {
-        **client_config(settings.kafka_bootstrap_servers, settings.kafka_security),
-        "group.id": settings.group,
-        "client.id": settings.client_id,
+        **client_config(kafka.kafka_bootstrap_servers, kafka.kafka_security),
+        "group.id": kafka.group,
+        "client.id": kafka.client_id,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "allow.auto.create.topics": False,

@@ -43,12 +43,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
-from worker.core.settings import Settings
+from worker.core.sections import KafkaSettings
 from worker.kafka.confluent.consumer import at_end, fetch, group_config, partitions_of, raw_record
 from worker.kafka.connection import close_within
 from worker.kafka.metadata import missing_requests_topic, wait_for
@@ -68,32 +67,35 @@ COMMIT_LATER = frozenset({
 })
 
 
-def consumer_config(settings: Settings) -> dict[str, Any]:
-    """librdkafka properties of the stream's consumer: manual commits, no topic creation, the group protocol."""
-    config = group_config(settings, **{
-        "auto.offset.reset": settings.auto_offset_reset,
-        "max.poll.interval.ms": settings.max_poll_interval_ms,
-        "isolation.level": "read_committed" if settings.delivery == "exactly-once" else "read_uncommitted",
-        "group.protocol": settings.kafka_group_protocol,
+def consumer_config(kafka: KafkaSettings, read_committed: bool) -> dict[str, Any]:
+    """librdkafka properties of the stream's consumer: manual commits, no topic creation, the group protocol;
+    ``read_committed`` skips aborted transactions' records (exactly-once)."""
+    config = group_config(kafka, **{
+        "auto.offset.reset": kafka.auto_offset_reset,
+        "max.poll.interval.ms": kafka.max_poll_interval_ms,
+        "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        "group.protocol": kafka.kafka_group_protocol,
     })
-    if settings.kafka_group_protocol == "classic":  # with the consumer protocol, the broker sets both
-        config.update({"session.timeout.ms": settings.session_timeout_ms,
-                       "partition.assignment.strategy": settings.assignor})
+    if kafka.kafka_group_protocol == "classic":  # with the consumer protocol, the broker sets both
+        config.update({"session.timeout.ms": kafka.session_timeout_ms,
+                       "partition.assignment.strategy": kafka.assignor})
     return config
 
 
 class ConfluentSource:
     """Polls request records from one topic in a consumer group. Not thread-safe."""
 
-    def __init__(self, settings: Settings, clock: Clock) -> None:
+    def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float) -> None:
+        """``read_committed``: skip aborted transactions' records (exactly-once); ``metadata_s``: the longest a
+        metadata request may block (worker/core/bounds.py)."""
         self._clock = clock
-        self._topic = settings.requests_topic
-        self._reset_to_earliest = settings.auto_offset_reset == "earliest"
-        self._consumer = Consumer({**consumer_config(settings), "on_commit": self._on_commit})
-        self._metadata_s = step_bounds(settings).metadata_s
+        self._topic = kafka.requests_topic
+        self._reset_to_earliest = kafka.auto_offset_reset == "earliest"
+        self._consumer = Consumer({**consumer_config(kafka, read_committed), "on_commit": self._on_commit})
+        self._metadata_s = metadata_s
         self._commits_out: deque[Callable[[Exception | None], None]] = deque()  # answered in this order
-        self._eager = settings.kafka_group_protocol == "classic" and settings.assignor in EAGER_ASSIGNORS
-        self._recorder = RebalanceRecorder(settings.client_id, self._eager, settings.max_poll_interval_ms / 1000,
+        self._eager = kafka.kafka_group_protocol == "classic" and kafka.assignor in EAGER_ASSIGNORS
+        self._recorder = RebalanceRecorder(kafka.client_id, self._eager, kafka.max_poll_interval_ms / 1000,
                                            clock.monotonic())
         self._paused = False
 

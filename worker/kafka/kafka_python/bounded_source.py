@@ -17,7 +17,7 @@ from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
-from worker.core.settings import Settings
+from worker.core.sections import KafkaSettings
 from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records
 from worker.kafka.metadata import wait_for_partitions
 
@@ -25,13 +25,13 @@ from worker.kafka.metadata import wait_for_partitions
 class KafkaPartitionReader:
     """A PartitionReader (worker/jobs/bounded_source.py) over kafka-python. Not thread-safe."""
 
-    def __init__(self, settings: Settings, clock: Clock, consumer: Any = None, group: str | None = None) -> None:
-        """In ``group`` (default: ``settings.group``): another group's reader reads its commits, never its own."""
-        self._topic = settings.requests_topic
+    def __init__(self, kafka: KafkaSettings, clock: Clock, consumer: Any = None, group: str | None = None) -> None:
+        """In ``group`` (default: ``kafka.group``): another group's reader reads its commits, never its own."""
+        self._topic = kafka.requests_topic
         self._clock = clock
         # A resumed offset that retention deleted: go on from the oldest.
         self._consumer = consumer if consumer is not None else group_consumer(
-            settings, auto_offset_reset="earliest", group_id=group or settings.group)
+            kafka, auto_offset_reset="earliest", group_id=group or kafka.group)
 
     def partitions(self, wait_s: float) -> list[int]:
         return wait_for_partitions(self._consumer.partitions_for_topic, {self._topic: 1}, wait_s)[self._topic]

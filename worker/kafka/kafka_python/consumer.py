@@ -13,22 +13,22 @@ from kafka import KafkaConsumer
 from kafka.consumer.fetcher import ConsumerRecord
 
 from worker.core.messages import Position, RawRecord
-from worker.core.settings import Settings
+from worker.core.sections import KafkaSettings
 from worker.kafka.kafka_python.connection import client_config
 
 
-def group_consumer(settings: Settings, **config: Any) -> KafkaConsumer:
-    """A consumer in ``settings.group`` with manual commits; ``config`` adds or overrides keys.
+def group_consumer(kafka: KafkaSettings, **config: Any) -> KafkaConsumer:
+    """A consumer in ``kafka.group`` with manual commits; ``config`` adds or overrides keys.
 
     Blocks up to kafka-python's bootstrap timeout; raises KafkaError when no broker answers.
     """
     return KafkaConsumer(**{
-        **client_config(settings.kafka_bootstrap_servers, settings.kafka_security),
-        "group_id": settings.group,
-        "client_id": settings.client_id,
+        **client_config(kafka.kafka_bootstrap_servers, kafka.kafka_security),
+        "group_id": kafka.group,
+        "client_id": kafka.client_id,
         "enable_auto_commit": False,
         "allow_auto_create_topics": False,
-        "max_poll_records": settings.max_poll_records,
+        "max_poll_records": kafka.max_poll_records,
         **config,
     })
 

@@ -27,12 +27,11 @@ from kafka.errors import (
 )
 from kafka.structs import MemberState
 
-from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
-from worker.core.settings import Settings
+from worker.core.sections import KafkaSettings
 from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
 from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records
 from worker.kafka.metadata import missing_requests_topic, wait_for_partitions
@@ -56,23 +55,25 @@ class _Listener(RevocationRecorder, ConsumerRebalanceListener):  # type: ignore[
 class KafkaSource:
     """Polls request records from one topic in a consumer group. Not thread-safe."""
 
-    def __init__(self, settings: Settings, clock: Clock) -> None:
+    def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float) -> None:
+        """``read_committed``: skip aborted transactions' records (exactly-once); ``metadata_s``: the longest a
+        metadata request may block (worker/core/bounds.py)."""
         self._clock = clock
-        self._topic = settings.requests_topic
-        self._reset_to_earliest = settings.auto_offset_reset == "earliest"
+        self._topic = kafka.requests_topic
+        self._reset_to_earliest = kafka.auto_offset_reset == "earliest"
         self._consumer = group_consumer(
-            settings,
-            auto_offset_reset=settings.auto_offset_reset,
-            max_poll_interval_ms=settings.max_poll_interval_ms,
-            session_timeout_ms=settings.session_timeout_ms,
-            partition_assignment_strategy=[ASSIGNORS[settings.assignor]],
-            isolation_level="read_committed" if settings.delivery == "exactly-once" else "read_uncommitted",
+            kafka,
+            auto_offset_reset=kafka.auto_offset_reset,
+            max_poll_interval_ms=kafka.max_poll_interval_ms,
+            session_timeout_ms=kafka.session_timeout_ms,
+            partition_assignment_strategy=[ASSIGNORS[kafka.assignor]],
+            isolation_level="read_committed" if read_committed else "read_uncommitted",
         )
-        self._listener = _Listener(settings.client_id)
-        self._bootstrap, self._security, self._client_id = (settings.kafka_bootstrap_servers,
-                                                             settings.kafka_security, settings.client_id)
+        self._listener = _Listener(kafka.client_id)
+        self._bootstrap, self._security, self._client_id = (kafka.kafka_bootstrap_servers,
+                                                             kafka.kafka_security, kafka.client_id)
         self._lister: KafkaPythonAdmin | None = None
-        self._metadata_s = step_bounds(settings).metadata_s
+        self._metadata_s = metadata_s
         self._lister_lock = threading.Lock()
 
     def start(self, wait_s: float = 10.0) -> None:

@@ -1,0 +1,179 @@
+"""Settings' sections: each checks its own values, choices are Literal types refused with the messages
+they always had, and each part of the worker is built from its sections alone."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import fields
+from pathlib import Path
+from typing import Literal, get_args, get_origin, get_type_hints
+
+import pytest
+
+from worker.core.batch_wait import FixedWait, LatencyTarget
+from worker.core.batcher import request_batcher
+from worker.core.bounds import StepBounds, step_bounds
+from worker.core.broker_fit import check_topics_exist
+from worker.core.errors import ConfigError
+from worker.core.formats import Formats
+from worker.core.sections import (
+    SECTIONS,
+    BatchingSettings,
+    DedupSettings,
+    DeliverySettings,
+    KafkaSettings,
+    ModelSettings,
+    OperationsSettings,
+    setting_fields,
+)
+from worker.core.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTION_OF = {f.name: section for section, kind in get_type_hints(Settings).items() for f in fields(kind)}
+
+
+# Each message as the flat Settings wrote it before the sections.
+@pytest.mark.parametrize("section, name, value, message", [
+    (KafkaSettings, "kafka_client", "librdkafka", "kafka_client must be kafka-python or confluent, got 'librdkafka'"),
+    (KafkaSettings, "kafka_group_protocol", "share", "kafka_group_protocol must be classic or consumer, got 'share'"),
+    (KafkaSettings, "auto_offset_reset", "middle", "auto_offset_reset must be earliest or latest, got 'middle'"),
+    (KafkaSettings, "assignor", "sticky", "assignor must be range, roundrobin or cooperative-sticky, got 'sticky'"),
+    (ModelSettings, "amp", "fp8", "amp must be off, bf16 or fp16, got 'fp8'"),
+    (ModelSettings, "model_thread", "yes", "model_thread must be auto, on or off, got 'yes'"),
+    (DeliverySettings, "delivery", "at-most-once",
+     "delivery must be at-least-once or exactly-once, got 'at-most-once'"),
+    (OperationsSettings, "log_format", "xml", "log_format must be auto, json or console, got 'xml'"),
+    (OperationsSettings, "log_level", "trace", "log_level must be debug, info, warning or error, got 'trace'"),
+])
+def test_a_value_outside_its_choices_is_refused_with_the_message_it_always_had(section, name, value, message):
+    with pytest.raises(ConfigError) as refused:
+        section(**{name: value})
+    assert str(refused.value) == message
+    with pytest.raises(ConfigError) as from_env:  # the same through the environment, the way users meet it
+        Settings.from_sources(None, {f"STREAMSCORE_{name.upper()}": value})
+    assert str(from_env.value) == message
+
+
+def test_every_choice_setting_is_a_literal_and_each_of_its_values_is_accepted():
+    literal = {name: get_args(hint) for section in SECTIONS for name, hint in get_type_hints(section).items()
+               if get_origin(hint) is Literal}
+    assert set(literal) == {"kafka_client", "kafka_group_protocol", "auto_offset_reset", "assignor", "amp",
+                            "model_thread", "delivery", "log_format", "log_level"}
+    for name, choices in literal.items():
+        if name in ("kafka_client", "kafka_group_protocol"):
+            continue  # confluent needs its extra and consumer needs confluent: tests/unit/test_settings.py
+        for choice in choices:
+            assert getattr(getattr(Settings.from_values(**{name: choice}), SECTION_OF[name]), name) == choice
+
+
+def test_device_stays_a_pattern_checked_string():
+    assert ModelSettings(device="cuda:3").device == "cuda:3"
+    with pytest.raises(ConfigError, match=r"^device must be auto, cpu, cuda or cuda:N "
+                       r"\(--device, STREAMSCORE_DEVICE\), got 'tpu'$"):
+        ModelSettings(device="tpu")
+
+
+def test_setting_names_are_unique_across_sections():
+    names = [f.name for section in SECTIONS for f in fields(section)]
+    assert len(names) == len(set(names))
+    assert len(setting_fields()) == len(names) - 1  # all but kafka_security, whose settings are its own
+    # The formats section (worker/core/formats.py) names its own variables, but its settings are routed by name too.
+    assert not {f.name for f in fields(Formats)} & set(names)
+
+
+@pytest.mark.parametrize("section, values, says", [
+    (BatchingSettings, {"max_batch_size": 0}, "max_batch_size must be >= 1, got 0"),
+    (BatchingSettings, {"max_wait_ms": -1}, "max_wait_ms must be >= 0, got -1"),
+    (KafkaSettings, {"max_poll_records": 0}, "max_poll_records must be >= 1, got 0"),
+    (KafkaSettings, {"requests_topic": "t", "reply_topic": "t"}, "reply_topic (--reply-topic"),
+    (DedupSettings, {"redis_url": "http://h"}, "REDIS_URL must start with redis://"),
+    (DeliverySettings, {"transactional_id": "w1"}, "transactional_id is only used with delivery=exactly-once"),
+    (OperationsSettings, {"http_port": 65535, "processes": 2}, "http_port 65535 with processes=2"),
+    (ModelSettings, {"amp": "fp16", "device": "cpu"}, "amp=fp16 needs a CUDA device"),
+])
+def test_each_section_checks_its_own_values(section, values, says):
+    with pytest.raises(ConfigError) as refused:
+        section(**values)
+    assert str(refused.value).startswith(says)
+
+
+def test_what_spans_sections_is_checked_by_settings():
+    BatchingSettings(max_wait_ms=400_000)  # alone it is a fine wait ...
+    with pytest.raises(ConfigError, match=r"^max_wait_ms \(400000\) must be well below max_poll_interval_ms"):
+        Settings(batching=BatchingSettings(max_wait_ms=400_000))  # ... but not below the default poll interval
+    with pytest.raises(ConfigError, match=r"^dedup_lease_ms \(10\) must exceed twice the batch wait"):
+        Settings.from_values(dedup_lease_ms=10, max_wait_ms=10)
+
+
+def test_values_are_routed_to_their_sections_by_their_names():
+    settings = Settings.from_values(requests_topic="req", max_batch_size=8, redis_url="memory://", http_port=9100)
+    assert (settings.kafka.requests_topic, settings.batching.max_batch_size, settings.dedup.redis_url,
+            settings.operations.http_port) == ("req", 8, "memory://", 9100)
+    changed = settings.replace(max_batch_size=16, group="g")
+    assert (changed.batching.max_batch_size, changed.kafka.group, changed.kafka.requests_topic) == (16, "g", "req")
+    assert changed.dedup is settings.dedup  # sections not named are kept as they are
+    framed = settings.replace(request_format="avro", registry_url="http://registry:8081")
+    assert framed.formats.framed and framed.formats.registry_url == "http://registry:8081"
+    assert framed.batching is settings.batching
+    with pytest.raises(TypeError, match="'max_batch' is not a setting"):
+        settings.replace(max_batch=3)
+    with pytest.raises(ConfigError, match="max_batch_size must be >= 1"):
+        settings.replace(max_batch_size=0)
+
+
+def test_derived_defaults_span_sections_as_before():
+    derived = Settings.from_values(requests_topic="req", model="pkg.mod:make", delivery="exactly-once",
+                                   client_id="w3").with_derived_defaults()
+    assert (derived.kafka.reply_topic, derived.kafka.dead_letter_topic, derived.kafka.group) == (
+        "req.replies", "req.dlq", "streamscore-pkg.mod.make")
+    assert derived.delivery.transactional_id == "streamscore-pkg.mod.make.w3"
+
+
+def test_the_redis_password_never_shows_in_a_repr():
+    dedup = DedupSettings(redis_url="redis://user:s3cret@host:6379/0")
+    assert "s3cret" not in repr(dedup) and "user:***@host:6379" in repr(dedup)
+    assert "s3cret" not in repr(Settings(dedup=dedup)) and "user:***@host:6379" in repr(Settings(dedup=dedup))
+
+
+def test_the_batcher_is_built_from_the_batching_section():
+    fixed = request_batcher(BatchingSettings(max_batch_size=3, max_wait_ms=20), cost=None)
+    assert fixed.max_batch_size == 3 and isinstance(fixed.wait, FixedWait)
+    targeted = request_batcher(BatchingSettings(latency_target_ms=50), cost=None)
+    assert isinstance(targeted.wait, LatencyTarget)
+    with pytest.raises(ConfigError, match="max_batch_tokens is set, but the model has no cost function"):
+        request_batcher(BatchingSettings(max_batch_tokens=100), cost=None)
+
+
+def test_step_bounds_come_from_the_poll_interval_and_the_liveness_timeout():
+    bounds = step_bounds(KafkaSettings(max_poll_interval_ms=8_000), OperationsSettings(liveness_timeout_s=60.0))
+    assert bounds == StepBounds.for_limits(8_000, 60.0) and bounds.settle_s == 2.0  # a quarter of 8 s
+
+
+def test_the_broker_checks_read_the_kafka_section():
+    kafka = KafkaSettings(requests_topic="req", reply_topic="req.replies", dead_letter_topic="req.dlq")
+    check_topics_exist(kafka, {"req", "req.replies", "req.dlq"})
+    with pytest.raises(ConfigError, match="dead_letter_topic 'req.dlq'"):
+        check_topics_exist(kafka, {"req", "req.replies"})
+
+
+# Only the entry points and the composition root see the whole Settings; every other part is given sections.
+WHOLE_SETTINGS_ALLOWED = {"worker/app.py", "worker/cli.py", "worker/inspect_model.py", "worker/jobs/backfill.py",
+                          "worker/settings_doc.py", "worker/core/settings.py"}
+
+
+def modules_importing_settings(root: Path) -> set[str]:
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.ImportFrom) and node.module == "worker.core.settings"
+                    and any(alias.name == "Settings" for alias in node.names)):
+                found.add(path.relative_to(root.parent).as_posix())
+    return found
+
+
+def test_only_the_entry_points_and_the_composition_root_take_the_whole_settings(tmp_path):
+    assert modules_importing_settings(ROOT / "worker") <= WHOLE_SETTINGS_ALLOWED
+    # The check finds such an import where there is one.
+    (tmp_path / "worker").mkdir()
+    (tmp_path / "worker" / "batcher.py").write_text("from worker.core.settings import BatchingSettings, Settings\n")
+    assert modules_importing_settings(tmp_path / "worker") == {"worker/batcher.py"}

@@ -1,0 +1,360 @@
+"""The sections of Settings (worker/core/settings.py): one small frozen dataclass per concern.
+
+Each section checks its own values when it is built, and raises ConfigError naming the setting; what
+spans sections is checked by Settings. A setting's field name is its name everywhere (flag
+``--max-batch-size``, variable ``STREAMSCORE_MAX_BATCH_SIZE``, messages), so names are unique across
+sections. A setting with a fixed set of values is typed with a Literal, whose values are the only
+ones accepted (``amp must be off, bf16 or fp16, got 'fp8'``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import Field, dataclass, field, fields
+from importlib.util import find_spec
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+from urllib.parse import urlsplit, urlunsplit
+
+from worker.core.errors import ConfigError
+from worker.core.security import KafkaSecurity
+
+ENV_PREFIX = "STREAMSCORE_"
+PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": "REDIS_URL",
+             "redis_password_file": "REDIS_PASSWORD_FILE", "redis_ca_file": "REDIS_CA_FILE"}
+
+KafkaClient = Literal["kafka-python", "confluent"]
+GroupProtocol = Literal["classic", "consumer"]
+OffsetReset = Literal["earliest", "latest"]
+Assignor = Literal["range", "roundrobin", "cooperative-sticky"]
+Amp = Literal["off", "bf16", "fp16"]
+ModelThread = Literal["auto", "on", "off"]
+Delivery = Literal["at-least-once", "exactly-once"]
+LogFormat = Literal["auto", "json", "console"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+AMP_MODES: tuple[Amp, ...] = get_args(Amp)
+KAFKA_CLIENTS: tuple[KafkaClient, ...] = get_args(KafkaClient)
+GROUP_PROTOCOLS: tuple[GroupProtocol, ...] = get_args(GroupProtocol)
+# The largest max_batch_size. Everything about a batch happens at once: its requests are held in memory (each up to
+# max_record_bytes), their ids claimed in one Redis pipeline, their replies produced together, and no reply leaves
+# before the whole batch is scored. Throughput stops growing long before this: the GPU bench goes up to 8,192 for
+# churn. 65,536 leaves eight times that of headroom; a typo (100,000,000) is refused instead of allocated.
+MAX_BATCH_SIZE = 65_536
+MAX_TRANSACTION_INTERVAL_MS = 10_000  # exactly-once: longest commit interval (a transaction stays open that long)
+KAFKA_PYTHON_HEARTBEAT_MS = 3_000  # kafka-python's heartbeat_interval_ms, which the worker keeps
+
+
+def _setting(default: Any, help: str, *, flag: str | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "flag": flag})
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """The brokers, the client library, the topics and the consumer group."""
+
+    kafka_bootstrap_servers: str = _setting(
+        "", "Kafka brokers, host:port[,host:port]; `make up` prints the local one", flag="--bootstrap-servers")
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity, metadata={"nested": True})
+    kafka_client: KafkaClient = _setting(
+        "kafka-python", "the Kafka client library: kafka-python, or confluent (confluent-kafka over librdkafka: "
+        "far less CPU per record; install the `confluent` extra)")
+    kafka_group_protocol: GroupProtocol = _setting(
+        "classic", "consumer group protocol: classic, or consumer (KIP-848: the broker assigns the partitions "
+        "and sets the session timeout; --kafka-client confluent only)")
+    requests_topic: str = _setting("", "topic to consume scoring requests from (required)")
+    reply_topic: str = _setting("", "default reply topic (default: <requests-topic>.replies)")
+    dead_letter_topic: str = _setting("", "where unreadable records go (default: <requests-topic>.dlq)")
+    group: str = _setting("", "consumer group id (default: streamscore-<model>)")
+    max_poll_records: int = _setting(500, "records fetched per poll")
+    max_poll_interval_ms: int = _setting(300_000, "Kafka max.poll.interval.ms: longest allowed gap between polls")
+    session_timeout_ms: int = _setting(45_000, "Kafka session.timeout.ms")
+    auto_offset_reset: OffsetReset = _setting("earliest", "where a new group starts: earliest or latest")
+    assignor: Assignor = _setting("range", "partition assignment: range, roundrobin, or cooperative-sticky "
+                                  "(incremental rebalances; every worker of a group must use the same kind)")
+    client_id: str = _setting("streamscore-worker", "Kafka client.id")
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "max_poll_records", "max_poll_interval_ms", "session_timeout_ms")
+        _check_choices(self)
+        _validate_kafka_client(self)
+        _validate_topics(self)
+
+
+@dataclass(frozen=True)
+class DedupSettings:
+    """Where answered request ids are remembered (Redis, or memory://), and for how long."""
+
+    redis_url: str = _setting(
+        "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS; memory:// keeps it in "
+        "this process (one worker only)")
+    redis_password_file: str = _setting(
+        "", "file holding the Redis password (of the URL's ACL user, or the default user): a mounted secret, "
+        "instead of a password in REDIS_URL")
+    redis_ca_file: str = _setting(
+        "", "rediss://: PEM file of the CA that signed the Redis server's certificate (default: the system's)")
+    dedup_namespace: str = _setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
+    dedup_ttl_s: int = _setting(86_400, "how long an answered request id is remembered")
+    dedup_lease_ms: int = _setting(300_000, "how long a claim on a request id holds while it is scored")
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "dedup_ttl_s", "dedup_lease_ms")
+        if self.redis_url and urlsplit(self.redis_url).scheme not in ("redis", "rediss", "unix", "memory"):
+            raise ConfigError("REDIS_URL must start with redis://, rediss://, unix:// or memory://, got "
+                              f"{redact_url(self.redis_url)!r}")
+        _validate_redis_secrets(self)
+
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["redis_url"] = redact_url(self.redis_url)
+        return "DedupSettings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The model, where and how it runs."""
+
+    model: str = _setting("churn", "the model: a built-in name (churn, minilm), a torch.export .pt2 file, a "
+                          "TorchScript .pt/.ts file, or package.module:factory")
+    model_config: str = _setting("", "JSON or TOML file: the model's inputs and outputs spec, and the keyword "
+                                 "arguments of a factory (every key but inputs and outputs)")
+    weights: str = _setting("", "weights for a factory's module: .safetensors, or a state_dict saved with "
+                            "torch.save (.pt/.pth), loaded with strict key matching")
+    allow_pickle: bool = _setting(False, "allow loading pickled Python objects (a whole module saved with "
+                                  "torch.save): unpickling runs the file's code, so only for files you trust")
+    device: str = _setting("auto", "torch device: auto, cpu, cuda, cuda:N")
+    amp: Amp = _setting("off", "mixed precision of the forward pass: off, bf16 or fp16 (fp16 needs a CUDA device); "
+                        "replies stay float32")
+    model_thread: ModelThread = _setting("auto", "on: the model runs on a thread of its own, so polling, sending, "
+                                         "Redis and commits overlap its compute; off: one thread does everything; "
+                                         "auto: on for CUDA devices (on shared CPU cores it measured slower)")
+    torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
+
+    def __post_init__(self) -> None:
+        _at_least(self, 0, "torch_threads")
+        _check_choices(self)
+        if re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is None:
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N ({setting_names('device')}), "
+                              f"got {self.device!r}")
+        if self.device == "cpu":  # "auto" is resolved, and checked again, when the runner picks its device
+            check_amp(self.amp, "cpu")
+
+
+@dataclass(frozen=True)
+class BatchingSettings:
+    """How requests are batched: size, wait (or latency target), waiting to fill, tokens; the largest request taken."""
+
+    max_batch_size: int = _setting(64, "score a batch once it has this many requests (at most 65536)")
+    max_wait_ms: int = _setting(0, "... or once its oldest request has waited this long for more to join it. "
+                                "0: none waits; a batch is what arrived while the model was busy (or in one "
+                                "poll), so batches grow with the load by themselves. Above 0, a batch still goes "
+                                "at once when the model is idle and a short poll finds nothing more "
+                                "(unless --wait-to-fill)")
+    wait_to_fill: bool = _setting(False, "let a batch wait its whole max_wait_ms (or latency target) for more "
+                                  "requests even when the model is idle and nothing more is arriving: fewer, "
+                                  "larger batches, for models whose batch cost hardly grows with its size")
+    latency_target_ms: int = _setting(
+        0, "instead of max_wait_ms: a target for queue wait + batch wait + compute, from each record's Kafka "
+        "timestamp; a batch waits only while its oldest request still meets it after the batch's compute "
+        "(learned online); 0: off")
+    max_batch_tokens: int = _setting(0, "text models: cap a batch's summed token count too; 0 means no cap")
+    max_record_bytes: int = _setting(1_048_576, "larger request values are refused (record_too_large)")
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "max_batch_size", "max_record_bytes")
+        _at_least(self, 0, "max_wait_ms", "latency_target_ms", "max_batch_tokens")
+        if self.max_batch_size > MAX_BATCH_SIZE:
+            raise ConfigError(
+                f"max_batch_size ({setting_names('max_batch_size')}) must be at most {MAX_BATCH_SIZE}, got "
+                f"{self.max_batch_size}: a batch is claimed in Redis, scored and answered as one, and held in memory "
+                "until then; past a few thousand requests it only adds latency")
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    """How replies and offsets are committed: at-least-once or exactly-once, and how often."""
+
+    commit_interval_ms: int = _setting(0, "least time between offset commits (at-least-once: asynchronous, 0 "
+                                        "commits whenever the last commit was answered) or transaction commits "
+                                        "(exactly-once: 0 commits every loop step; at most 10000)")
+    delivery: Delivery = _setting("at-least-once", "at-least-once (replies acknowledged, then offsets committed; "
+                                  "dedup suppresses redeliveries) or exactly-once (replies and offsets in one Kafka "
+                                  "transaction: read replies with isolation.level=read_committed)")
+    transactional_id: str = _setting("", "exactly-once: this worker's transactional id, unique among running "
+                                     "workers and the same across its restarts (default: <group>.<client-id>)")
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery == "exactly-once"
+
+    def __post_init__(self) -> None:
+        _at_least(self, 0, "commit_interval_ms")
+        _check_choices(self)
+        if not self.exactly_once and self.transactional_id:
+            raise ConfigError("transactional_id is only used with delivery=exactly-once; unset it or set "
+                              "--delivery exactly-once")
+        if self.exactly_once and self.commit_interval_ms > MAX_TRANSACTION_INTERVAL_MS:
+            raise ConfigError(f"commit_interval_ms ({self.commit_interval_ms}) must be at most "
+                              f"{MAX_TRANSACTION_INTERVAL_MS} with delivery=exactly-once: an open transaction holds "
+                              "back every read_committed reader of the reply topic")
+
+
+@dataclass(frozen=True)
+class OperationsSettings:
+    """Running the worker: processes, shutdown, logs, stats, the HTTP surface."""
+
+    processes: int = _setting(1, "worker processes in this group on this host (one per GPU or core)")
+    shutdown_timeout_s: float = _setting(
+        30.0, "after SIGTERM, the whole drain (the batch in hand, the replies' acknowledgements, the commit, the "
+        "close) ends within this many seconds; what is unfinished then is left uncommitted and consumed again. "
+        "It must fit below Kubernetes' terminationGracePeriodSeconds, with a few seconds to spare for process "
+        "teardown")
+    log_format: LogFormat = _setting("auto", "auto (console on a terminal, else json), json or console")
+    log_level: LogLevel = _setting("info", "debug, info, warning or error")
+    stats_interval_s: float = _setting(10.0, "seconds between worker_stats log lines; 0 turns them off")
+    http_port: int = _setting(0, "serve /metrics (Prometheus), /healthz and /readyz over HTTP on 0.0.0.0 at this "
+                              "port; 0 serves nothing. With --processes N, child i serves on this port + i "
+                              "(0 .. N-1), the supervisor on none")
+    liveness_timeout_s: float = _setting(
+        60.0, "/healthz answers 503 once the loop has not polled for this long, or has held records without "
+        "finishing any for this long. Each blocking call of a step gets at most a quarter of it (worker/core/"
+        "bounds.py: with the defaults a broker outage holds a step's settle 15 s), and a poll's worth of batches "
+        "at the speed measured in warmup is checked against it at start")
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "processes")
+        _at_least(self, 0, "stats_interval_s")
+        if self.shutdown_timeout_s <= 0:
+            raise ConfigError(f"shutdown_timeout_s must be > 0, got {self.shutdown_timeout_s}")
+        if not 0 <= self.http_port <= 65535:
+            raise ConfigError(f"http_port must be 0 (off) or a TCP port up to 65535, got {self.http_port}")
+        if self.http_port and self.http_port + self.processes - 1 > 65535:
+            raise ConfigError(f"http_port {self.http_port} with processes={self.processes} needs ports up to "
+                              f"{self.http_port + self.processes - 1}: choose http_port <= {65536 - self.processes}")
+        if self.liveness_timeout_s <= 0:
+            raise ConfigError(f"liveness_timeout_s must be > 0, got {self.liveness_timeout_s}")
+        _check_choices(self)
+
+
+SECTIONS: tuple[type, ...] = (KafkaSettings, DedupSettings, ModelSettings, BatchingSettings, DeliverySettings,
+                              OperationsSettings)
+
+
+def setting_fields() -> list[Field[Any]]:
+    """Every setting's field, section by section, in the order of the dataclasses; not kafka_security (its
+    settings are KafkaSecurity's, named after their variables)."""
+    return [f for section in SECTIONS for f in fields(section) if not f.metadata.get("nested")]
+
+
+def env_name(name: str) -> str:
+    """The environment variable of the setting ``name``: ``STREAMSCORE_<NAME>``, or a service's usual name."""
+    return PLAIN_ENV.get(name, ENV_PREFIX + name.upper())
+
+
+def setting_names(name: str) -> str:
+    """How a user sets the setting ``name``: its flag and its variable, e.g. ``--device, STREAMSCORE_DEVICE``."""
+    (f,) = [f for f in setting_fields() if f.name == name]
+    return f"{f.metadata['flag'] or '--' + name.replace('_', '-')}, {env_name(name)}"
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def check_kafka_client(name: str) -> None:
+    """Refuse a Kafka client library that is not one of KAFKA_CLIENTS, or not installed (the worker's and the
+    producer side's ``--kafka-client``). Raises ConfigError naming the fix."""
+    _check_choice("kafka_client", name, KAFKA_CLIENTS)
+    if name == "confluent" and find_spec("confluent_kafka") is None:
+        raise ConfigError("kafka_client=confluent (--kafka-client, STREAMSCORE_KAFKA_CLIENT) needs the confluent-kafka "
+                          "package, which is not installed: install the `confluent` extra "
+                          "(pip install 'streamscore[confluent]'), or use --kafka-client kafka-python")
+
+
+def check_amp(amp: str, device_type: str) -> None:
+    """Refuse fp16 autocast off CUDA: most CPUs have no fast float16 arithmetic; bf16 is what CPU autocast is for.
+
+    Raises ConfigError naming the setting and what to use instead.
+    """
+    if amp == "fp16" and device_type != "cuda":
+        raise ConfigError(f"amp=fp16 needs a CUDA device, and the device is {device_type}: "
+                          "use --amp bf16 (STREAMSCORE_AMP=bf16) on CPU, or --amp off")
+
+
+def _literal_choices(section: type) -> dict[str, tuple[str, ...]]:
+    """The settings of ``section`` typed with a Literal, and their values."""
+    hints = get_type_hints(section)
+    return {name: get_args(hint) for name, hint in hints.items() if get_origin(hint) is Literal}
+
+
+def _check_choices(section: object) -> None:
+    for name, choices in _CHOICES[type(section)].items():
+        _check_choice(name, getattr(section, name), choices)
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Raises ConfigError, e.g. ``delivery must be at-least-once or exactly-once, got 'at-most-once'``."""
+    if value not in choices:
+        listed = choices[0] if len(choices) == 1 else ", ".join(choices[:-1]) + " or " + choices[-1]
+        raise ConfigError(f"{name} must be {listed}, got {value!r}")
+
+
+def _at_least(section: object, least: int, *names: str) -> None:
+    for name in names:
+        if getattr(section, name) < least:
+            raise ConfigError(f"{name} must be >= {least}, got {getattr(section, name)}")
+
+
+def _validate_kafka_client(s: KafkaSettings) -> None:
+    check_kafka_client(s.kafka_client)
+    if s.kafka_client == "kafka-python" and s.session_timeout_ms <= KAFKA_PYTHON_HEARTBEAT_MS:
+        raise ConfigError(f"session_timeout_ms ({setting_names('session_timeout_ms')}) must be above "
+                          f"{KAFKA_PYTHON_HEARTBEAT_MS} with kafka_client=kafka-python, got {s.session_timeout_ms}: "
+                          f"kafka-python heartbeats every {KAFKA_PYTHON_HEARTBEAT_MS} ms and refuses a session "
+                          "timeout that is not longer")
+    if (s.kafka_client == "confluent" and s.kafka_group_protocol == "classic"
+            and s.max_poll_interval_ms < s.session_timeout_ms):
+        raise ConfigError(f"max_poll_interval_ms ({s.max_poll_interval_ms}) must be at least session_timeout_ms "
+                          f"({s.session_timeout_ms}) with kafka_client=confluent (librdkafka refuses less)")
+    if s.kafka_group_protocol == "classic":
+        return
+    if s.kafka_client != "confluent":
+        raise ConfigError("kafka_group_protocol=consumer (--kafka-group-protocol, KIP-848) needs --kafka-client "
+                          f"confluent: {s.kafka_client} speaks the classic protocol only")
+    defaults = {f.name: f.default for f in fields(KafkaSettings)}
+    for name, flag in (("assignor", "--assignor"), ("session_timeout_ms", "--session-timeout-ms")):
+        if getattr(s, name) != defaults[name]:
+            raise ConfigError(f"{name}={getattr(s, name)} ({flag}) does not apply with kafka_group_protocol=consumer: "
+                              f"the broker assigns the partitions and sets the session timeout; unset {flag}")
+
+
+def _validate_topics(s: KafkaSettings) -> None:
+    """Nothing the worker writes may go to the topic it reads: it would consume it again, without end."""
+    consequence = {"reply_topic": "the worker would consume its own replies as requests, and answer each again",
+                   "dead_letter_topic": "every dead letter would be consumed again as a request, and dead-lettered "
+                                        "again"}
+    for name, why in consequence.items():
+        if s.requests_topic and getattr(s, name) == s.requests_topic:
+            raise ConfigError(f"{name} ({setting_names(name)}) must differ from requests_topic "
+                              f"({setting_names('requests_topic')}): both are {s.requests_topic!r}, and {why}")
+
+
+def _validate_redis_secrets(s: DedupSettings) -> None:
+    for env, path in (("REDIS_PASSWORD_FILE", s.redis_password_file), ("REDIS_CA_FILE", s.redis_ca_file)):
+        if path and not os.path.isfile(path):
+            raise ConfigError(f"{env}={path}: no such file")
+    url = urlsplit(s.redis_url)
+    if s.redis_password_file and url.password is not None:
+        raise ConfigError("REDIS_URL carries a password and REDIS_PASSWORD_FILE is set: keep one (the file, "
+                          "preferably: a password in the URL shows wherever the URL does)")
+    if s.redis_ca_file and url.scheme != "rediss":
+        raise ConfigError(f"REDIS_CA_FILE is set, but REDIS_URL={redact_url(s.redis_url)!r} does not use TLS: "
+                          "write rediss://, or unset REDIS_CA_FILE")
+
+
+_CHOICES = {section: _literal_choices(section) for section in SECTIONS}  # read when a section is built
