@@ -1,9 +1,10 @@
 """How request records are framed, and where their schemas are: the request-format settings.
 
-A nested group of ``Settings`` (as KafkaSecurity is), shared by the worker and
-the producer side. ``json`` is the wire contract's own JSON (worker/core/wire.py);
-``avro`` and ``json-schema`` are records in the Confluent wire format, with
-their schema in a schema registry (docs/formats.md). Each setting is a flag and
+The formats section of ``Settings`` (a group that names its own variables and
+flags, as KafkaSecurity does), shared by the worker and the producer side.
+``json`` is the wire contract's own JSON (worker/core/wire.py); ``avro`` and
+``json-schema`` are records in the Confluent wire format, with their schema in
+a schema registry (docs/formats.md). Each setting is a flag and
 an environment variable; the registry's follow the conventional
 ``SCHEMA_REGISTRY_*`` names. The flag wins.
 

@@ -24,10 +24,10 @@ from typing import Any
 import structlog
 
 from worker.core.errors import RegistryUnavailable, SchemaNotFound, SchemaRefused
+from worker.core.formats import Formats
 from worker.core.framing import NotFramed, read_frame
 from worker.core.messages import InvalidRecord, RawRecord, Request
 from worker.core.offsets import TopicPartition as TP
-from worker.core.formats import Formats
 from worker.core.wire import (
     ERR_EMPTY_VALUE,
     ERR_INVALID_PAYLOAD,
