@@ -4,8 +4,8 @@ and heavy load.
 Each configuration is one worker process per phase, on fresh topics. First a
 closed-loop run over a pre-filled topic gives its throughput at saturation.
 Then, with the worker idle, open-loop runs send at 10 %, 50 % and 90 % of a
-common reference rate (the best throughput among the fixed waits, or ``--reference-per-s``), so that
-every configuration meets the same offered loads; latency is request sent ->
+common reference rate (the best throughput among the fixed waits, or
+``--reference-per-s``), so that every configuration meets the same offered loads; latency is request sent ->
 reply read, and a request's queue wait, batch wait and compute come from its
 reply's headers. Writes results.json, results.md and latency-target.png
 under ``--out``. Needs KAFKA_BOOTSTRAP_SERVERS and REDIS_URL.
