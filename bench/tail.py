@@ -45,6 +45,7 @@ import orjson  # noqa: E402
 from bench import commands, machine  # noqa: E402
 from bench.contender import ContenderProcess  # noqa: E402
 from bench.openloop import STAGE_HEADERS, LatencyReader  # noqa: E402
+from bench.pauses import no_collector_pauses  # noqa: E402
 from bench.results import percentile  # noqa: E402
 from bench.runs import say  # noqa: E402
 from bench.topics import RunTopics  # noqa: E402
@@ -120,11 +121,12 @@ def run_one(name: str, rate: float, repeat: int, args: argparse.Namespace, redis
                                    "--linger-ms", str(args.sender_linger_ms)])
         last_new = time.monotonic()
         try:
-            while sender.poll() is None or len(reader.received_ms) < len(bodies):
-                if reader.poll():
-                    last_new = time.monotonic()
-                elif sender.poll() is not None and time.monotonic() - last_new > IDLE_TIMEOUT_S:
-                    break
+            with no_collector_pauses():  # a pause of this reader's would count as latency
+                while sender.poll() is None or len(reader.received_ms) < len(bodies):
+                    if reader.poll():
+                        last_new = time.monotonic()
+                    elif sender.poll() is not None and time.monotonic() - last_new > IDLE_TIMEOUT_S:
+                        break
         finally:
             reader.close()
         cpu_after = process.cpu_s()
