@@ -15,7 +15,6 @@ from tests.chaos.report import scenario_block, write_json
 from tests.chaos.run import run_scenario
 from tests.chaos.scenarios import SCENARIOS, SIZES
 
-
 # Each scenario on one Kafka client here, the clients alternating, to keep `make test` within its time; `make
 # chaos` runs every scenario on both, at full size (docs/chaos/ keeps its figures).
 CLIENT_OF = {"a": "kafka-python", "b": "confluent", "c": "kafka-python", "d": "confluent", "e": "kafka-python",
