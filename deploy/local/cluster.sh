@@ -11,7 +11,7 @@ CLUSTER_PORT_BASE="${CLUSTER_PORT_BASE:-29092}"                 # clients: base,
 CLUSTER_CONTROLLER_PORT_BASE="${CLUSTER_CONTROLLER_PORT_BASE:-29192}"  # controllers: the same, +100
 CLUSTER_HEAP_OPTS="${CLUSTER_HEAP_OPTS:--Xmx384m -Xms128m}"
 CLUSTER_START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
-STATE_DIR="${STREAMSCORE_CLUSTER_DIR:-$REPO_ROOT/.local-cluster}"
+STATE_DIR="${CLUSTER_STATE_DIR:-$REPO_ROOT/.local-cluster}"
 [[ "$STATE_DIR" == /* ]] || STATE_DIR="$PWD/$STATE_DIR"
 NODES=(1 2 3)
 MARKER="$STATE_DIR/.streamscore-cluster"
@@ -49,7 +49,7 @@ offsets and transaction state topics replicated 3 (transaction state min ISR 2).
 Environment (default):
   CLUSTER_PORT_BASE (29092)  CLUSTER_CONTROLLER_PORT_BASE (29192)
   CLUSTER_HEAP_OPTS (-Xmx384m -Xms128m)  CLUSTER_START_TIMEOUT (120 s)
-  STREAMSCORE_CLUSTER_DIR (<repo>/.local-cluster): data, logs, pid files, configs
+  CLUSTER_STATE_DIR (<repo>/.local-cluster): data, logs, pid files, configs
 EOF
 }
 
