@@ -38,7 +38,7 @@ offsets and transaction state topics replicated 3 (transaction state min ISR 2).
           running (so a killed node comes back with its data), wait until the
           cluster reports 3 brokers, then print on stdout:
             export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:29092,127.0.0.1:29093,127.0.0.1:29094
-  down    Stop all nodes (SIGTERM, up to 30 s each, then SIGKILL).
+  down    Stop all nodes (SIGTERM to all three at once, up to 30 s, then SIGKILL).
   status  One line per node, and whether the cluster answers with 3 brokers.
   env     Print the export line only.
   reset   down, then delete the state dir.
