@@ -5,7 +5,7 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up up-secure down status demo test test-unit lint deploy-check bench chaos clean
+.PHONY: help venv up up-secure down status up-cluster down-cluster demo test test-unit test-cluster lint deploy-check bench chaos clean
 
 CHAOS_SIZE ?= full
 
@@ -27,14 +27,29 @@ down:  ## stop local Kafka + Redis
 status:  ## are local Kafka + Redis running?
 	@deploy/local/services.sh status
 
+up-cluster:  ## start a local three-broker Kafka cluster (KRaft, RF 3) and print its address
+	@deploy/local/cluster.sh up
+
+down-cluster:  ## stop the local three-broker Kafka cluster
+	@deploy/local/cluster.sh down
+
 demo: venv  ## the whole pipeline: worker, 20,000 requests, every reply, a summary
 	@$(WITH_SERVICES) $(PYTHON) -m producer demo
 
 test: venv lint deploy-check  ## lint, then the whole test suite, integration tests on real Kafka + Redis
-	@$(WITH_SERVICES) $(PYTHON) -m pytest tests
+	@$(WITH_SERVICES) $(PYTHON) -m pytest tests --ignore=tests/cluster
 
 test-unit: venv  ## unit and component tests only (no services, seconds)
 	@$(PYTHON) -m pytest tests/unit tests/component
+
+# Starts the cluster unless all three nodes run, and stops it afterwards only if it started it.
+# Redis: REDIS_URL, else the local single Redis (make up).
+test-cluster: venv  ## failover tests on the three-broker cluster (tests/cluster, ~2 min; needs Redis: make up)
+	@was=$$(deploy/local/cluster.sh status | grep -c 'running (pid' || true); \
+	eval "$$(deploy/local/cluster.sh up)" || exit 1; rc=0; \
+	RUN_CLUSTER_TESTS=1 REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:16379/0} \
+	  $(PYTHON) -m pytest tests/cluster -s $(PYTEST_ARGS) || rc=$$?; \
+	[ "$$was" = 3 ] || deploy/local/cluster.sh down; exit $$rc
 
 bench: venv  ## benchmarks: ceilings, naive baseline, streamscore grid -> bench/results/ (~8-10 min)
 	@$(WITH_SERVICES) $(PYTHON) -m bench $(BENCH_ARGS)

@@ -4,8 +4,8 @@ and heavy load.
 Each configuration is one worker process per phase, on fresh topics. First a
 closed-loop run over a pre-filled topic gives its throughput at saturation.
 Then, with the worker idle, open-loop runs send at 10 %, 50 % and 90 % of a
-common reference rate, the best throughput among the fixed waits, so that
-every configuration meets the same offered loads; latency is request sent ->
+common reference rate (the best throughput among the fixed waits, or
+``--reference-per-s``), so that every configuration meets the same offered loads; latency is request sent ->
 reply read, and a request's queue wait, batch wait and compute come from its
 reply's headers. Writes results.json, results.md and latency-target.png
 under ``--out``. Needs KAFKA_BOOTSTRAP_SERVERS and REDIS_URL.
@@ -62,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=40_000, help="closed-loop run (default 40,000)")
     parser.add_argument("--open-loop-s", type=float, default=10.0)
     parser.add_argument("--kafka-client", default="confluent", help="the worker's and the load's")
+    parser.add_argument("--reference-per-s", type=float, default=0.0,
+                        help="the rate the loads are fractions of; default: the best fixed wait's closed-loop "
+                             "throughput. On a machine that also runs the sender, the reader and the broker, the "
+                             "open loop saturates far below that: give the open loop's own capacity here (the "
+                             "highest rate bench.tail answers without a growing backlog)")
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("bench/results/latency-target"))
     args = parser.parse_args(argv)
@@ -81,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                                         partial(_command, ctx, redis_url, model, args.batch_size, config),
                                         90.0, from_worker=True)
         say(f"{config.label}: {config.saturation.per_s or 0:,.0f} req/s closed loop")
-    reference = max((c.saturation.per_s or 0.0) for c in runs if c.target_ms is None and c.saturation)
+    best_closed = max((c.saturation.per_s or 0.0) for c in runs if c.target_ms is None and c.saturation)
+    reference = args.reference_per_s or best_closed
     for config in runs:
         def open_loops(topics: RunTopics, _run: ThroughputRun, config: Config = config) -> None:
             for load in LOADS:
@@ -97,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                     after_drain=open_loops)
     meta = {"command": shlex.join(["python", "-m", "bench.latency_target", *(argv or sys.argv[1:])]),
             "started_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine.describe(),
-            "reference_per_s": reference, "batch_size": args.batch_size, "kafka_client": args.kafka_client}
+            "reference_per_s": reference, "reference_given": bool(args.reference_per_s),
+            "batch_size": args.batch_size, "kafka_client": args.kafka_client}
     (args.out / "results.json").write_text(json.dumps({**meta, "configs": [asdict(c) for c in runs]}, indent=2))
     table = markdown(meta, runs)
     (args.out / "results.md").write_text(table)
@@ -118,8 +125,9 @@ def _command(ctx: RunContext, redis_url: str, model: str, batch_size: int, confi
 
 
 def markdown(meta: dict[str, object], runs: list[Config]) -> str:
+    source = "given" if meta.get("reference_given") else "the best fixed wait's closed-loop throughput"
     lines = [f"Command: `{meta['command']}` ({meta['started_at']}); loads are fractions of "
-             f"{meta['reference_per_s']:,.0f} req/s (the best fixed wait's closed-loop throughput), on "
+             f"{meta['reference_per_s']:,.0f} req/s ({source}), on "
              f"{meta['kafka_client']}, batch {meta['batch_size']}.", "",
              "| configuration | req/s at saturation | " + " | ".join(
                  f"p50 / p99 ms at {load:.0%}" for load in LOADS) + " | mean batch at 10 / 50 / 90 % |",

@@ -19,7 +19,8 @@ the variants that show what each change of the worker's latency did:
 keep arriving), ``-gc-unfrozen`` (the worker's frozen start-up heap unfrozen
 when the loop starts) and ``-before`` (both, and ``--wait-to-fill``: the
 worker as it was before those changes, a 10 ms wait even for an idle model).
-Writes results.json, results.md and tail.png under ``--out``.
+Writes results.json, results.md, tail.png and timeline.png (every request's
+latency against its send time, one panel per contender) under ``--out``.
 Needs KAFKA_BOOTSTRAP_SERVERS and REDIS_URL.
 """
 
@@ -44,6 +45,7 @@ import orjson  # noqa: E402
 from bench import commands, machine  # noqa: E402
 from bench.contender import ContenderProcess  # noqa: E402
 from bench.openloop import STAGE_HEADERS, LatencyReader  # noqa: E402
+from bench.pauses import no_collector_pauses  # noqa: E402
 from bench.results import percentile  # noqa: E402
 from bench.runs import say  # noqa: E402
 from bench.topics import RunTopics  # noqa: E402
@@ -79,6 +81,7 @@ class Row:
     gc_pauses: dict[str, object] | None = None
     exit_code: int | None = None
     log: str = ""
+    timeline: str = ""  # every answered request's planned send and latency (bench/tail.py _write_timeline)
 
 
 def command(name: str, ctx: argparse.Namespace, redis_url: str, topics: RunTopics, reply_bytes: int) -> list[str]:
@@ -118,11 +121,12 @@ def run_one(name: str, rate: float, repeat: int, args: argparse.Namespace, redis
                                    "--linger-ms", str(args.sender_linger_ms)])
         last_new = time.monotonic()
         try:
-            while sender.poll() is None or len(reader.received_ms) < len(bodies):
-                if reader.poll():
-                    last_new = time.monotonic()
-                elif sender.poll() is not None and time.monotonic() - last_new > IDLE_TIMEOUT_S:
-                    break
+            with no_collector_pauses():  # a pause of this reader's would count as latency
+                while sender.poll() is None or len(reader.received_ms) < len(bodies):
+                    if reader.poll():
+                        last_new = time.monotonic()
+                    elif sender.poll() is not None and time.monotonic() - last_new > IDLE_TIMEOUT_S:
+                        break
         finally:
             reader.close()
         cpu_after = process.cpu_s()
@@ -131,6 +135,8 @@ def run_one(name: str, rate: float, repeat: int, args: argparse.Namespace, redis
         row.exit_code = process.stop()
         topics.delete(args.bootstrap)
     _figures(row, sends, reader, args.warmup_s, cpu_before, cpu_after)
+    row.timeline = str(args.out / "logs" / f"{label}.timeline.json")
+    _write_timeline(Path(row.timeline), sends, reader)
     row.gc_pauses = _gc_pauses(process.log_path)
     return row
 
@@ -155,6 +161,36 @@ def _figures(row: Row, sends: dict[str, object], reader: LatencyReader, warmup_s
                                                 if stage in reader.stages.get(i, {})), pct)
     if cpu_before is not None and cpu_after is not None and row.answered:
         row.cpu_us_per_reply = (cpu_after - cpu_before) * 1e6 / row.answered
+
+
+def _write_timeline(path: Path, sends: dict[str, object], reader: LatencyReader) -> None:
+    """Each answered request, in the order planned: seconds from the first planned send, latency from the planned
+    send in ms, and its stages when the reply had them: where a tail is a few stalls, this shows when."""
+    planned: dict[str, float] = sends["planned_ms"]  # type: ignore[assignment]
+    start = min(planned.values())
+    points = [[round((at - start) / 1000, 4), round(reader.received_ms[i] - at, 2), reader.stages.get(i)]
+              for i, at in sorted(planned.items(), key=lambda item: item[1]) if i in reader.received_ms]
+    path.write_bytes(orjson.dumps(points))
+
+
+def timeline_plot(rows: list[Row], path: Path) -> None:
+    """Latency against send time, one panel per contender (its first repeat at each rate): stalls stand out as
+    spikes shared by every request sent at that moment."""
+    firsts = {(r.contender, r.rate): r for r in reversed(rows) if r.timeline}
+    if not firsts:
+        return
+    fig, axes = plt.subplots(len(firsts), 1, figsize=(9, 1.9 * len(firsts)), sharex=True, squeeze=False)
+    for ax, ((name, rate), row) in zip(axes[:, 0], sorted(firsts.items()), strict=True):
+        points = orjson.loads(Path(row.timeline).read_bytes())
+        ax.plot([p[0] for p in points], [max(p[1], 0.1) for p in points], ",", color="tab:blue")
+        ax.set_yscale("log")
+        ax.set_ylim(0.5, 5000)
+        ax.set_title(f"{name} at {rate:,.0f} req/s", fontsize=8)
+        ax.set_ylabel("ms", fontsize=8)
+    axes[-1, 0].set_xlabel("seconds from the first planned send")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _gc_pauses(log_path: Path) -> dict[str, object] | None:
@@ -217,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown(meta, rows)
     (args.out / "results.md").write_text(table)
     plot(rows, args.out / "tail.png")
+    timeline_plot(rows, args.out / "timeline.png")
     print(table)
     return 0
 

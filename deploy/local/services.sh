@@ -51,6 +51,7 @@ Usage: deploy/local/services.sh {up|env} [--secure|--mtls]
        deploy/local/services.sh {down|status|reset|--help}
        deploy/local/services.sh {stop-kafka|start-kafka|stop-redis|start-redis}
        deploy/local/services.sh {stop-registry|start-registry}
+       deploy/local/services.sh jars
 
 Local Apache Kafka 4.x broker (KRaft, one broker+controller node), Redis and a
 schema registry (Apicurio Registry 2.4.2.Final, its Confluent-compatible API),
@@ -100,6 +101,8 @@ all bound to 127.0.0.1, run as plain background processes (no Docker).
   start-kafka, start-redis  Start one service as \`up\` does (waits until it answers),
           with its data as it was left (Redis keeps nothing: it runs without
           persistence). For fault injection, e.g. the chaos suite (tests/chaos).
+  jars    Resolve the broker jars (cached) and print their folder; starts nothing.
+          deploy/local/cluster.sh (three brokers) runs from the same jars.
   stop-registry, start-registry  The same for the schema registry (in-memory storage:
           every start is empty, schema ids start again at 1).
 
@@ -684,6 +687,9 @@ case "${1:-}" in
           [[ -d "$STATE_DIR" ]] || { log "nothing to stop"; exit 0; }
           lock; stop_pid "schema registry" "$REGISTRY_PID" 'quarkus-run\.jar' ;;
   start-registry) lock; ensure_prereqs; start_registry ;;
+  jars)   # For sibling scripts (cluster.sh): resolve the broker jars (cached) and print their folder.
+          command -v java >/dev/null && command -v mvn >/dev/null || ensure_prereqs
+          ensure_jars; echo "$KAFKA_LIBS" ;;
   start-kafka) lock; ensure_prereqs; start_kafka ;;
   start-redis) lock; ensure_prereqs; start_redis ;;
   reset)  if [[ -d "$STATE_DIR" ]]; then

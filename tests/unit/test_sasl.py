@@ -83,3 +83,15 @@ def test_plain_and_oauthbearer_send_what_kafka_python_sends(tmp_path):
     one = mechanism(oauth)
     one.receive(b"")
     assert one.done and one.authenticated
+
+
+def test_an_oauthbearer_error_challenge_is_acknowledged_and_the_exchange_ends_unauthenticated(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("not-a-jwt\n")
+    oauth = mechanism(KafkaSecurity(protocol="SASL_SSL", sasl_mechanism="OAUTHBEARER",
+                                    sasl_oauth_token_file=str(token_file)))
+    oauth.receive(b'{"status":"invalid_token"}')  # RFC 7628's error challenge, as Kafka's broker sends it
+    assert not oauth.done
+    assert oauth.message() == b"\x01"
+    oauth.receive(b"")  # a broker that does not fail the exchange after the acknowledgement
+    assert oauth.done and not oauth.authenticated

@@ -21,6 +21,7 @@ from worker.kafka.tokens import TokenFile
 
 SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 GS2_HEADER = b"n,,"  # no channel binding, no authorization identity
+KVSEP = b"\x01"  # OAUTHBEARER's separator; alone, the client's acknowledgement of an error challenge (RFC 7628)
 
 
 class Mechanism(Protocol):
@@ -42,24 +43,34 @@ def mechanism(security: KafkaSecurity) -> Mechanism:
     name = security.sasl_mechanism
     if name == "OAUTHBEARER":
         token = TokenFile(security.sasl_oauth_token_file).token()
-        return OneMessage(GS2_HEADER + b"\x01auth=Bearer " + token.encode() + b"\x01\x01")
+        return OneMessage(GS2_HEADER + KVSEP + b"auth=Bearer " + token.encode() + KVSEP + KVSEP)
     if name in SCRAM_HASHES:
         return Scram(SCRAM_HASHES[name], security.sasl_username, security.password())
     return OneMessage(b"\x00" + security.sasl_username.encode() + b"\x00" + security.password().encode())
 
 
 class OneMessage:
-    """PLAIN and OAUTHBEARER: one message; a broker that accepts it answers with an empty challenge."""
+    """PLAIN and OAUTHBEARER: one message; a broker that accepts it answers with an empty challenge.
+
+    An OAUTHBEARER broker that refuses the token answers with an error challenge instead (RFC 7628, 3.2.2: a
+    JSON status), which the client acknowledges with a lone 0x01 for the broker to end the exchange with
+    its error; the exchange then ends unauthenticated, whatever the broker answers.
+    """
 
     def __init__(self, message: bytes) -> None:
         self._message = message
+        self._refused = False
         self.done = self.authenticated = False
 
     def message(self) -> bytes:
         return self._message
 
     def receive(self, challenge: bytes) -> None:
-        self.done = self.authenticated = True
+        if challenge and not self._refused:
+            self._refused, self._message = True, KVSEP
+            return
+        self.done = True
+        self.authenticated = not self._refused
 
 
 class Scram:
