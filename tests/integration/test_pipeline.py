@@ -71,26 +71,30 @@ def test_reply_headers_and_keys_follow_the_contract(bootstrap, redis_url, topics
 def test_a_duplicated_request_id_is_answered_once_and_scored_once(bootstrap, redis_url, topics, producer, tmp_path):
     worker = start_worker(bootstrap, redis_url, topics, tmp_path)
     row = churn_inputs(1)[0]
-    for partition_key in (b"a", b"b", b"c"):  # three distinct records, likely on different partitions
+    # Three distinct records, likely on different partitions, each followed on its partition by a marker of
+    # its own (the same key): once every marker is answered, every record before it was consumed.
+    for partition_key in (b"a", b"b", b"c"):
         producer.send(topics.requests, {"id": "dup-1", "inputs": row}, key=partition_key)
-    producer.send(topics.requests, {"id": "marker", "inputs": row})
+        producer.send(topics.requests, {"id": f"marker-{partition_key.decode()}", "inputs": row}, key=partition_key)
     producer.flush()
     reader = TopicReader(bootstrap, topics.replies)
-    reader.read_until(lambda got: "marker" in got.by_id(), 60, "the marker reply", watch=worker)
+    markers = {"marker-a", "marker-b", "marker-c"}
+    reader.read_until(lambda got: markers <= got.by_id().keys(), 60, "the marker replies", watch=worker)
     assert worker.stop() == 0
     # Later, a fresh worker (as after a restart) must not score it again either.
     producer.send(topics.requests, {"id": "dup-1", "inputs": row}, key=b"d")
-    producer.send(topics.requests, {"id": "marker-2", "inputs": row})
+    producer.send(topics.requests, {"id": "marker-d", "inputs": row}, key=b"d")
     producer.flush()
     second = start_worker(bootstrap, redis_url, topics, tmp_path, name="second")
-    landed = reader.read_until(lambda got: "marker-2" in got.by_id(), 60, "the second marker reply", watch=second)
+    landed = reader.read_until(lambda got: "marker-d" in got.by_id(), 60, "the second worker's marker reply",
+                               watch=second)
     assert second.stop() == 0
     assert len(landed.by_id()["dup-1"]) == 1
     stopped = [e for w in (worker, second) for e in w.events() if e.get("event") == "worker_stopped"]
     # Each later record with the id is a counted duplicate (a record consumed again after a
     # rebalance counts again, so at least three).
     assert sum(e["duplicates"] for e in stopped) >= 3
-    assert sum(e["replied_ok"] for e in stopped) == 3  # dup-1 once and the two markers
+    assert sum(e["replied_ok"] for e in stopped) == 5  # dup-1 once and the four markers
     done = redis.Redis.from_url(redis_url).get(f"{topics.requests}:done:dup-1")
     assert done is not None and orjson.loads(done)["id"] == "dup-1"
 
