@@ -15,13 +15,13 @@ Pure apart from checking that the named files exist: the registry client
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
+from worker.core.environ import refuse_unknown
 from worker.core.errors import ConfigError
 
 REQUEST_FORMATS = ("json", "avro", "json-schema")
@@ -88,7 +88,7 @@ class Formats:
                      environ: Mapping[str, str] | None = None) -> Formats:
         """Defaults, overridden by environment variables, overridden by flags (``add_format_flags``)."""
         environ = os.environ if environ is None else environ
-        _refuse_unknown(environ)
+        refuse_unknown(environ, OWN_PREFIX, env_names(), "schema registry")
         values: dict[str, Any] = {}
         for f in fields(cls):
             env = f.metadata["env"]
@@ -121,15 +121,6 @@ def _convert(env: str, raw: str, kind: type) -> Any:
         return kind(raw)
     except ValueError:
         raise ConfigError(f"{env}={raw!r} is not a valid {kind.__name__}") from None
-
-
-def _refuse_unknown(environ: Mapping[str, str]) -> None:
-    known = sorted(env_names())
-    for name in environ:
-        if name.startswith(OWN_PREFIX) and name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; the known ones are {', '.join(known)}"
-            raise ConfigError(f"unknown schema registry setting {name}{hint}")
 
 
 def _validate(s: Formats) -> None:

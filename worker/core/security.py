@@ -16,12 +16,12 @@ str never show them, so a KafkaSecurity can be logged as it is.
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from worker.core.environ import refuse_unknown
 from worker.core.errors import ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -120,7 +120,7 @@ class KafkaSecurity:
                      environ: Mapping[str, str] | None = None) -> KafkaSecurity:
         """Defaults, overridden by environment variables, overridden by flags (``add_security_flags``)."""
         environ = os.environ if environ is None else environ
-        _refuse_unknown(environ)
+        refuse_unknown(environ, OWN_PREFIXES, [f.metadata["env"] for f in fields(KafkaSecurity)], "Kafka security")
         values: dict[str, Any] = {}
         for f in fields(cls):
             env = f.metadata["env"]
@@ -161,15 +161,6 @@ def _convert(env: str, raw: str, name: str) -> Any:
             raise ConfigError(f"{env}={raw!r} is not a valid boolean: use true or false")
         return raw.lower() in ("1", "true", "yes")
     return raw
-
-
-def _refuse_unknown(environ: Mapping[str, str]) -> None:
-    known = [f.metadata["env"] for f in fields(KafkaSecurity)]
-    for name in environ:
-        if name.startswith(OWN_PREFIXES) and name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; the known ones are {', '.join(known)}"
-            raise ConfigError(f"unknown Kafka security setting {name}{hint}")
 
 
 def _validate(s: KafkaSecurity) -> None:
