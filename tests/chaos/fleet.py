@@ -62,6 +62,7 @@ class Fleet:
         self._generation = 0
         self.processes: list[WorkerProcess] = []  # every process ever started, for its log
         self.exits: list[Exit] = []
+        self.final_stop_at: float | None = None  # wall time of stop_all's SIGTERMs
         self._closing = threading.Event()
         self._supervisor = threading.Thread(target=self._supervise, name="chaos-supervisor", daemon=True)
 
@@ -107,6 +108,7 @@ class Fleet:
     def stop_all(self, timeout_s: float = 60) -> dict[int, int | None]:
         with self._lock:
             workers, self._slots = dict(self._slots), {}
+        self.final_stop_at = time.time()
         for worker in workers.values():  # all at once, as a deployment scaled to zero would
             worker.process.send_signal(signal.SIGTERM)
         return {slot: self._wait_stopped(slot, worker, timeout_s) for slot, worker in workers.items()}
@@ -150,11 +152,14 @@ class Fleet:
                 counts["(traceback)"] += 1
         return counts
 
-    def assignments_since(self, wall_s: float) -> int:
-        """``partitions_assigned`` events logged at or after ``wall_s``: one per member per rebalance."""
+    def assignments_under_load(self, load_started: float) -> int:
+        """``partitions_assigned`` events logged from ``load_started`` until the final stop (one per member per
+        rebalance): a member still draining after SIGTERM takes over what one that left already gave up, and
+        that is the stop, not a rebalance under load."""
+        until = self.final_stop_at if self.final_stop_at is not None else float("inf")
         return sum(1 for worker in self.processes for event in worker.events()
                    if event.get("event") == "partitions_assigned"
-                   and datetime.fromisoformat(event["timestamp"]).timestamp() >= wall_s)
+                   and load_started <= datetime.fromisoformat(event["timestamp"]).timestamp() < until)
 
     def stopped_counters(self) -> Counter[str]:
         """The sum of the ``worker_stopped`` counters (processes that were SIGKILLed log none)."""

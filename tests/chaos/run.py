@@ -97,7 +97,7 @@ class ScenarioResult:
     kills: int = 0
     restarts: int = 0
     crash_reasons: list[str] = field(default_factory=list)  # why each restarted worker had exited
-    rebalances: int = 0  # partitions_assigned events once the load ran (one per member and rebalance)
+    rebalances: int = 0  # partitions_assigned events from the load's start to the final stop (one per member)
     stop_codes: list[int | None] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     events: dict[str, int] = field(default_factory=dict)
@@ -144,7 +144,7 @@ def _describe_fleet(result: ScenarioResult, fleet: Fleet) -> None:
     result.kills = sum(1 for e in fleet.exits if e.how == "killed")
     result.restarts = fleet.restarts()
     result.crash_reasons = fleet.crash_reasons()
-    result.rebalances = fleet.assignments_since(result.load_started)
+    result.rebalances = fleet.assignments_under_load(result.load_started)
     result.exits = [{"slot": e.slot, "pid": e.pid, "how": e.how, "code": e.code, "at": e.at, "log": str(e.log_path)}
                     for e in fleet.exits]
     result.counters = dict(fleet.stopped_counters())
