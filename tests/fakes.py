@@ -20,3 +20,10 @@ class FakeClock:
         if seconds < 0:
             raise ValueError(f"a clock cannot go back ({seconds} s)")
         self._now += seconds
+
+
+def routes_of(prepare, model: str = "churn", version: str = "test"):
+    """Routes (worker/core/routes.py) that send every request to one model preparing its inputs with ``prepare``."""
+    from worker.core.routes import Route, Routes
+
+    return Routes.single(Route(model, model, version, prepare))

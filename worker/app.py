@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 
 import redis
 import structlog
 import torch
 
+from worker.core.batcher import Batcher, request_batcher
 from worker.core.bounds import StepBounds, step_bounds
 from worker.core.broker_fit import check_session_timeout, check_topics_exist
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
-from worker.core.formats import Formats
+from worker.core.messages import Request
+from worker.core.model_batchers import ModelBatchers
+from worker.core.model_table import ModelEntry
 from worker.core.pacing import LiveFirst, RatePacer
+from worker.core.routes import Arm, Route, Routes
 from worker.core.settings import (
+    BatchingSettings,
     DedupSettings,
     DeliverySettings,
     KafkaSettings,
@@ -26,7 +32,7 @@ from worker.core.settings import (
     require_services,
 )
 from worker.core.shutdown import StopRequest
-from worker.core.stats import WorkerStats
+from worker.core.stats import ServedModel, WorkerStats
 from worker.core.timerange import TimeRange
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
@@ -41,42 +47,96 @@ from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
 from worker.models import load_model
 from worker.models.runner import TorchRunner, pick_device
-from worker.ports import DedupStore, PartitionReader, SchemaResolver, Scorer, SendTag, Sink, Source, Transactions
+from worker.ports import (
+    DedupStore,
+    ModelRunner,
+    PartitionReader,
+    RequestDecoder,
+    Scorer,
+    SendTag,
+    Sink,
+    Source,
+    Transactions,
+)
+from worker.stream.framed import FramedRequests
+from worker.stream.json_requests import JsonRequests
 from worker.stream.loop import Worker
 from worker.stream.scoring import InlineScorer, ThreadScorer
+from worker.stream.served import ServedModels
 from worker.surface.http import HttpSurface
 
 log = structlog.get_logger(__name__)
 
 
-def build_runner(settings: Settings) -> TorchRunner:
-    """Load the model, place it on its device and warm it up.
+def build_runner(settings: Settings, entry: ModelEntry | None = None) -> TorchRunner:
+    """Load the model (the configuration file's ``entry``, or the ``model`` setting's), place it on its device
+    and warm it up.
 
     Raises ConfigError when a poll's worth of batches, at the speed measured in
     warmup, would not fit comfortably in max_poll_interval_ms, or when amp does
     not suit the device.
     """
-    chosen, max_batch_size = settings.model, settings.batching.max_batch_size
-    if chosen.torch_threads:
-        torch.set_num_threads(chosen.torch_threads)
-    log.debug("model_loading", model=chosen.model)
+    chosen = entry.model_settings(settings.model) if entry else settings.model
+    batching = entry.batching(settings.batching) if entry else settings.batching
+    if settings.model.torch_threads:
+        torch.set_num_threads(settings.model.torch_threads)
+    log.debug("model_loading", model=chosen.model, entry=entry.name if entry else None)
     model = load_model(chosen.model, chosen.model_config, chosen.weights, chosen.allow_pickle)
-    runner = TorchRunner(model, chosen.device, max_batch_size, chosen.amp)
-    warmup = runner.warmup(max_batch_size)
-    check_poll_interval(settings, warmup.batch_s, warmup.warmed_size if warmup.estimated else None)
+    runner = TorchRunner(model, chosen.device, batching.max_batch_size, chosen.amp)
+    warmup = runner.warmup(batching.max_batch_size)
+    check_poll_interval(settings, batching, warmup.batch_s, warmup.warmed_size if warmup.estimated else None)
     return runner
 
 
-def check_poll_interval(settings: Settings, batch_s: float, estimated_from: int | None = None) -> None:
+def build_models(settings: Settings) -> tuple[ServedModels, tuple[ServedModel, ...]]:
+    """Every model served, loaded and warm, with its batcher, and the routes to them: the configuration file's
+    model table, or the one model of the ``model`` setting. Raises ConfigError (a canary of the same version
+    as the model it splits, and what build_runner raises), ModelError."""
+    table = settings.models
+    if not table.entries:
+        started = time.monotonic()
+        runner = build_runner(settings)
+        loaded = ServedModel(runner.name, runner.name, runner.version, str(runner.device), time.monotonic() - started)
+        return ServedModels.single(runner, settings.batching), (loaded,)
+    runners: dict[str, TorchRunner] = {}
+    batchers: dict[str, Batcher[Request]] = {}
+    served: list[ServedModel] = []
+    for entry in table.entries:
+        started = time.monotonic()
+        runner = runners[entry.name] = build_runner(settings, entry)
+        batchers[entry.name] = request_batcher(entry.batching(settings.batching), runner.cost)
+        served.append(ServedModel(entry.name, entry.name, entry.version or runner.version, str(runner.device),
+                                  time.monotonic() - started))
+        log.info("model_loaded", entry=entry.name, version=served[-1].version, load_s=round(served[-1].load_s, 2))
+    versions = {loaded.entry: loaded.version for loaded in served}
+    arms: dict[str, list[Arm]] = {}
+    for entry in table.entries:
+        live = Route(entry.name, entry.name, versions[entry.name], runners[entry.name].prepare)
+        if not entry.canary:
+            arms[entry.name] = [Arm(live, 1.0)]
+            continue
+        if versions[entry.canary] == versions[entry.name]:
+            raise ConfigError(f"[models.{entry.name}] and its canary [models.{entry.canary}] are both version "
+                              f"{versions[entry.name]!r}: their replies could not be told apart; set version = "
+                              f"\"...\" in [models.{entry.canary}]")
+        canary = Route(entry.canary, entry.name, versions[entry.canary], runners[entry.canary].prepare)
+        arms[entry.name] = [Arm(live, 1.0 - entry.canary_weight), Arm(canary, entry.canary_weight)]
+    routes = Routes(arms, table.default)
+    return ServedModels(runners, ModelBatchers(batchers, table.default), routes), tuple(served)
+
+
+def check_poll_interval(settings: Settings, batching: BatchingSettings, batch_s: float,
+                        estimated_from: int | None = None) -> None:
     """The time between two polls is at most one poll's worth of batches plus the wait limit.
 
     Past max_poll_interval_ms the broker takes the worker's partitions away, so
     insist on a margin of two (batches of real inputs may be slower than warmup's).
     With the HTTP surface on, insist on the same margin below liveness_timeout_s:
     a step that long is not a stuck loop, and must not get the worker restarted.
-    ``estimated_from``: the size of the warmup batch a full batch's ``batch_s`` was scaled from, if any.
+    ``batching``: the model's own limits; ``estimated_from``: the size of the warmup batch a full batch's
+    ``batch_s`` was scaled from, if any.
     """
-    kafka, batching, operations = settings.kafka, settings.batching, settings.operations
+    kafka, operations = settings.kafka, settings.operations
     batches = math.ceil(kafka.max_poll_records / batching.max_batch_size)
     worst_s = max(batching.max_wait_ms, batching.latency_target_ms) / 1000 + batches * batch_s
     timed = "in warmup" if estimated_from is None else f"estimated from warmup batches of {estimated_from}"
@@ -94,20 +154,24 @@ def check_poll_interval(settings: Settings, batch_s: float, estimated_from: int 
             "max_batch_size")
 
 
-def build_scorer(model: ModelSettings, runner: TorchRunner, clock: SystemClock) -> Scorer:
-    """The model on its own thread when asked, or by default on a GPU: there its compute leaves the
-    CPU to the loop. On shared CPU cores the thread measured slower (bench/profile_worker.py)."""
-    on = model.model_thread == "on" or (model.model_thread == "auto" and runner.device.type == "cuda")
-    return ThreadScorer(runner, clock) if on else InlineScorer(runner, clock)
+def build_scorer(model: ModelSettings, runners: Mapping[str, ModelRunner], clock: SystemClock) -> Scorer:
+    """The models on a thread of their own when asked, or by default when one is on a GPU: there its compute
+    leaves the CPU to the loop. On shared CPU cores the thread measured slower (bench/profile_worker.py)."""
+    on_gpu = any(isinstance(runner, TorchRunner) and runner.device.type == "cuda" for runner in runners.values())
+    on = model.model_thread == "on" or (model.model_thread == "auto" and on_gpu)
+    return ThreadScorer(runners, clock) if on else InlineScorer(runners, clock)
 
 
-def build_schemas(formats: Formats) -> SchemaResolver | None:
-    """The schema registry's schemas for registry-framed requests; None for JSON requests. Raises ConfigError
-    (the codec's library is not installed, the password file cannot be read)."""
+def build_decoder(settings: Settings, routes: Routes) -> RequestDecoder:
+    """From polled records to requests: the wire contract's JSON, or registry-framed records read with the schema
+    registry's schemas. Raises ConfigError (the codec's library is not installed, the password file cannot be
+    read)."""
+    formats, max_record_bytes = settings.formats, settings.batching.max_record_bytes
     if not formats.framed:
-        return None
+        return JsonRequests(routes, max_record_bytes)
     codecs.check_installed(formats.request_format)
-    return RegistrySchemas.from_formats(formats)
+    return FramedRequests(RegistrySchemas.from_formats(formats), routes, max_record_bytes, formats.field_names(),
+                          formats.unknown_schema_retries)
 
 
 def build_dedup(dedup: DedupSettings, bounds: StepBounds, clock: SystemClock) -> DedupStore:
@@ -278,9 +342,9 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
         raise ConfigError(f"topic(s) {', '.join(missing)} do not exist; create them first, e.g. "
                           f"`python -m producer create-topic {missing[0]} --partitions 4`")
     source.start()
-    runner = build_runner(settings)
+    models, _ = build_models(settings)
     dedup = build_dedup(settings.dedup, step_bounds(kafka, settings.operations), clock)
-    worker = _worker(settings, _paced(job, source, clock), ReplyTopicSink(sink, kafka.reply_topic), dedup, runner,
+    worker = _worker(settings, _paced(job, source, clock), ReplyTopicSink(sink, kafka.reply_topic), dedup, models,
                      clock, stop_requested=job.stop_requested)
     freeze_start_up_heap()
     return worker, source
@@ -349,28 +413,28 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     check_kafka(kafka.kafka_bootstrap_servers, kafka.kafka_security)
     dedup = build_dedup(settings.dedup, bounds, clock)
     check_broker_fit(kafka)  # once both services answer: then whether the settings fit the broker
-    runner = build_runner(settings)
+    models, loaded = build_models(settings)
     stats = stats if stats is not None else WorkerStats()
-    stats.model = (runner.name, runner.version, str(runner.device))
+    stats.serve(loaded, models.routes.reply_names())
     source, sink, transactions = build_kafka(settings, clock)
     log.info("step_bounds", worst_step_s=round(bounds.worst_step_s(settings.delivery.exactly_once), 2),
              settle_s=bounds.settle_s, send_block_s=bounds.send_block_s, metadata_s=bounds.metadata_s,
              store_call_s=round(bounds.store_call_s, 2), transaction_s=bounds.transaction_s)
-    worker = _worker(settings, source, sink, dedup, runner, clock, stop_requested=stop_requested,
+    worker = _worker(settings, source, sink, dedup, models, clock, stop_requested=stop_requested,
                      transactions=transactions, stats=stats)
     freeze_start_up_heap()
     return worker
 
 
-def _worker(settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore, runner: TorchRunner,
+def _worker(settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels,
             clock: SystemClock, stop_requested: StopRequest | None, transactions: Transactions | None = None,
             stats: WorkerStats | None = None) -> Worker:
-    """The loop over these parts, given the sections it reads, its model where ``model_thread`` says, and the
-    schema registry when requests are registry-framed."""
-    return Worker(source, sink, dedup, runner, runner.prepare, clock, kafka=settings.kafka, batching=settings.batching,
-                  delivery=settings.delivery, operations=settings.operations, stop_requested=stop_requested,
-                  transactions=transactions, scorer=build_scorer(settings.model, runner, clock), stats=stats,
-                  schemas=build_schemas(settings.formats), formats=settings.formats)
+    """The loop over these parts, given the sections it reads, its models where ``model_thread`` says, and its
+    requests' decoder."""
+    return Worker(source, sink, dedup, models, build_decoder(settings, models.routes), clock, kafka=settings.kafka,
+                  batching=settings.batching, delivery=settings.delivery, operations=settings.operations,
+                  stop_requested=stop_requested, transactions=transactions,
+                  scorer=build_scorer(settings.model, models.runners, clock), stats=stats)
 
 
 def freeze_start_up_heap() -> None:

@@ -66,8 +66,9 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Scored:
-    """A finished batch: its requests, one outcome each, and when and how long it ran."""
+    """A finished batch of one model ``entry``: its requests, one outcome each, and when and how long it ran."""
 
+    entry: str
     batch: list[Request]
     outcomes: list[Outcome]
     started: float
@@ -176,8 +177,9 @@ class LoopSteps(Protocol):
     def answer_scored(self, settle_s: float) -> None:
         """Answer the scorer's finished batch, if any; waits up to ``settle_s`` to learn whether its
         partitions are still ours."""
-    def submit_batch(self, batch: list[Request]) -> None:
-        """Answer the requests whose deadline passed; give the rest to the scorer (only when it is not busy)."""
+    def submit_batch(self, entry: str, batch: list[Request]) -> None:
+        """Answer the requests whose deadline passed; give the rest to the scorer, for model ``entry`` (only when
+        it is not busy)."""
     def settle(self, force_commit: bool = False, timeout_s: float | None = None) -> None:
         """Wait up to ``timeout_s`` (None: the step's bound) for the broker's acknowledgements and commit what
         they made safe (``force_commit``: now, whatever the commit interval)."""
@@ -218,6 +220,25 @@ class SchemaResolver(Protocol):
         """The reader if the schema is cached already, else None; never blocks."""
 
 
+Decoded = tuple[RawRecord, Request | InvalidRecord]
+
+
+class RequestDecoder(Protocol):
+    """From polled records to requests and refusals (worker/stream/json_requests.py, stream/framed.py).
+    For the loop's thread only."""
+
+    @property
+    def blocked(self) -> bool:
+        """Records are held for a service that did not answer (the schema registry): stop fetching more."""
+    @property
+    def waiting(self) -> int:
+        """Records held, undecided."""
+    def decode(self, records: Sequence[RawRecord], now: float) -> list[Decoded]:
+        """Decide ``records`` and those held before: each as a request or a refusal; hold the rest."""
+    def drop(self, partitions: set[TP]) -> int:
+        """Forget held records of partitions no longer owned; returns how many."""
+
+
 class ModelRunner(Protocol):
     name: str
     version: str
@@ -234,8 +255,8 @@ class Scorer(Protocol):
     @property
     def busy(self) -> bool:
         """A batch was submitted and not yet taken back."""
-    def submit(self, batch: list[Request]) -> None:
-        """Start scoring ``batch``; only when not busy."""
+    def submit(self, entry: str, batch: list[Request]) -> None:
+        """Start scoring ``batch`` with model ``entry``; only when not busy."""
     def wait(self, timeout_s: float) -> None:
         """Block until the batch in hand is done, or ``timeout_s`` passed."""
     def take(self) -> Scored | None:

@@ -18,10 +18,10 @@ import argparse
 import sys
 from dataclasses import MISSING, Field, dataclass, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 from worker.core.sections import env_name
-from worker.core.settings import Settings, add_flags
+from worker.core.settings import add_flags, flag_sections
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 COMMAND = "python -m worker.settings_doc"
@@ -48,7 +48,7 @@ def rows() -> list[Row]:
     by_dest = {a.dest: a.option_strings[0] for a in actions}
     by_metavar = {a.metavar: a.option_strings[0] for a in actions if isinstance(a.metavar, str)}
     table: list[Row] = []
-    for section, kind in get_type_hints(Settings).items():
+    for section, kind in flag_sections().items():
         if all("env" in f.metadata for f in fields(kind)):  # formats: a group naming its own variables, whole
             table += _group_rows(section, "", kind, by_metavar)
             continue
@@ -70,7 +70,7 @@ def _group_rows(section: str, prefix: str, group: Any, by_metavar: dict[str, str
 def render() -> str:
     """The tables, one per section, markers included."""
     lines = [BEGIN]
-    for section, kind in get_type_hints(Settings).items():
+    for section, kind in flag_sections().items():
         summary = (kind.__doc__ or "").strip().splitlines()[0]
         lines += ["", f"### `{section}`", "", _escape(summary), "",
                   "| setting | flag | environment variable | default | meaning |", "|---|---|---|---|---|"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checks.common import Problems
-from worker.core.stats import WorkerStats
+from worker.core.stats import ServedModel, WorkerStats
 from worker.surface.metrics import StatsCollector
 
 # Labels Prometheus adds to every scraped series.
@@ -32,7 +32,8 @@ def exported_series() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """
     stats = WorkerStats()
     stats.lag = {("requests", 0): 0}
-    stats.model = ("model", "version", "cpu")
+    stats.serve((ServedModel("entry", "model", "version", "cpu", 1.0),), [("model", "version")])
+    stats.record_batch(1, 0.001, "entry")
     series: dict[str, set[str]] = {}
     values: dict[str, set[str]] = {}
     for family in StatsCollector(stats).collect():

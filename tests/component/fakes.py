@@ -217,8 +217,8 @@ class SlowScorer:
     """A scorer on a thread of its own, on the fake clock: each batch takes ``batch_s`` seconds (one value
     per batch, the last one repeated). ``wait`` moves the clock on, by at most its timeout."""
 
-    def __init__(self, runner, clock: FakeClock, batch_s: list[float]) -> None:
-        self.runner = runner
+    def __init__(self, runners, clock: FakeClock, batch_s: list[float]) -> None:
+        self.runners = runners
         self.clock = clock
         self.batch_s = list(batch_s)
         self.running: list | None = None
@@ -229,8 +229,8 @@ class SlowScorer:
     def busy(self) -> bool:
         return self.running is not None
 
-    def submit(self, batch) -> None:
-        self.running = batch
+    def submit(self, entry, batch) -> None:
+        self.running = (entry, batch)
         self.started = self.clock.monotonic()
         self.done_at = self.started + (self.batch_s.pop(0) if len(self.batch_s) > 1 else self.batch_s[0])
 
@@ -241,8 +241,9 @@ class SlowScorer:
     def take(self) -> Scored | None:
         if self.running is None or self.clock.monotonic() < self.done_at:
             return None
-        batch, self.running = self.running, None
-        return Scored(batch, self.runner.run([r.item for r in batch]), self.started, self.done_at - self.started)
+        (entry, batch), self.running = self.running, None
+        return Scored(entry, batch, self.runners[entry].run([r.item for r in batch]), self.started,
+                      self.done_at - self.started)
 
     def close(self, timeout_s: float = 0.0) -> None:
         self.closed_with = timeout_s

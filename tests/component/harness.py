@@ -21,7 +21,9 @@ from worker.dedup.memory import InMemoryDedupStore
 from worker.models import load_model
 from worker.models.runner import TorchRunner
 from worker.ports import DedupStore, ModelRunner, Scorer
+from worker.stream.json_requests import JsonRequests
 from worker.stream.loop import Worker
+from worker.stream.served import ServedModels
 
 INPUTS = [0.25] * 16  # a valid input row for the churn model
 
@@ -59,9 +61,11 @@ class Harness:
 
     def build_worker(self, dedup: DedupStore | None = None) -> Worker:
         """A Worker over this harness's parts as they are now (``settings``, ``runner``), and ``dedup`` if given."""
-        scorer = self._scorer(self.runner, self.clock) if self._scorer else None
+        scorer = self._scorer({self.runner.name: self.runner}, self.clock) if self._scorer else None
         s = self.settings
-        return Worker(self.source, self.sink, dedup or self.dedup, self.runner, self.runner.prepare, self.clock,
+        models = ServedModels.single(self.runner, s.batching)
+        return Worker(self.source, self.sink, dedup or self.dedup, models, JsonRequests(models.routes,
+                      s.batching.max_record_bytes), self.clock,
                       kafka=s.kafka, batching=s.batching, delivery=s.delivery, operations=s.operations,
                       transactions=self.transactions, scorer=scorer)
 

@@ -7,11 +7,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.component.harness import Harness
+from tests.fakes import routes_of
 from worker.core.messages import InvalidRecord, Position, RawRecord, Request
 from worker.core.wire import decode_request
 from worker.models.churn import churn_model
 
-PREPARE = churn_model().prepare
+PREPARE = routes_of(churn_model().prepare)
 POS = Position("requests", 0, 0)
 
 numbers = st.one_of(st.integers(min_value=-(2**70), max_value=2**70),

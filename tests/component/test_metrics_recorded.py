@@ -6,6 +6,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.component.harness import INPUTS, Harness
 from tests.component.test_dedup_outage import flaky_harness
 from tests.component.test_shutdown import slow_harness
+from worker.core.stats import ServedModel
 from worker.surface.metrics import metrics_registry
 from worker.surface.probes import readiness
 
@@ -49,11 +50,11 @@ def test_expired_and_refused_requests_are_counted_by_status_but_not_timed():
 
 def test_a_dedup_outage_pauses_with_its_reason_and_makes_the_worker_unready_until_it_recovers():
     h = flaky_harness(exactly_once=False)
-    h.worker.stats.model = ("churn", "v", "cpu")  # what the composition root notes once warm
+    h.worker.stats.serve((ServedModel("churn", "churn", "v", "cpu", 0.5),), [])  # as the composition root, once warm
     h.flaky.down = True
     h.source.produce({"id": "a", "inputs": INPUTS})
     h.steps(3)
-    assert h.worker.stats.paused == {"dedup_outage": True, "backlog": False}
+    assert h.worker.stats.paused == {"dedup_outage": True, "registry_outage": False, "backlog": False}
     assert sample(h, "streamscore_paused", reason="dedup_outage") == 1
     verdict = readiness(h.worker.stats, h.clock.monotonic(), 60.0)
     assert verdict.reasons == ["consumption paused: the dedup store (Redis) does not answer"]
@@ -71,10 +72,12 @@ def test_a_backlog_pauses_with_its_reason_until_the_batch_goes():
         h.source.produce({"id": f"r{i}", "inputs": INPUTS})
     h.worker.step()  # 2 polled and scoring (10 s)
     h.worker.step()  # 2 more wait for the scorer: as many as a poll takes
-    assert h.worker.stats.paused == {"dedup_outage": False, "backlog": True} and h.source.paused
+    assert h.worker.stats.paused == {"dedup_outage": False, "registry_outage": False, "backlog": True}
+    assert h.source.paused
     h.clock.advance(10.0)  # the first batch is done: the waiting one goes
     h.worker.step()
-    assert h.worker.stats.paused == {"dedup_outage": False, "backlog": False} and not h.source.paused
+    assert h.worker.stats.paused == {"dedup_outage": False, "registry_outage": False, "backlog": False}
+    assert not h.source.paused
 
 
 def test_each_generation_joined_counts_as_a_rebalance():

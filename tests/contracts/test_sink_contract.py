@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.component.fakes import FakeSink
+from tests.fakes import routes_of
 from tests.integration.kit import TopicReader
 from worker.core.messages import InvalidRecord, Position, RawRecord
 from worker.core.wire import decode_request, encode_dead_letter
@@ -174,7 +175,7 @@ def test_a_send_to_a_topic_that_does_not_exist_is_reported_failed(sinks, request
 def test_the_dead_letter_of_a_keyless_tombstone_is_delivered(sinks):
     """A request record with neither key nor value goes to the dead-letter topic as the loop encodes it."""
     tombstone = RawRecord(Position("requests", 0, 7), None, None, [], 0, 0.0)
-    invalid = decode_request(tombstone, lambda inputs: inputs, 1 << 20)
+    invalid = decode_request(tombstone, routes_of(lambda inputs: inputs), 1 << 20)
     assert isinstance(invalid, InvalidRecord) and invalid.request_id is None
     key, value, headers = encode_dead_letter(invalid)
     sink = sinks.sink()

@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 from kafka import KafkaProducer
 
 from tests.component.test_fuzz import records
+from tests.fakes import routes_of
 from tests.integration.kit import STARTED, TopicReader, Topics, start_worker, wait_until
 from worker.core.messages import Position, RawRecord, Request
 from worker.core.wire import decode_request
 from worker.models.churn import churn_model
 
-PREPARE = churn_model().prepare
+PREPARE = routes_of(churn_model().prepare)
 PARTITIONS = 4
 
 

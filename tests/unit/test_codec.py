@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.fakes import routes_of
 from worker.core.messages import InvalidRecord, Position, RawRecord, Reply, Request, Timings
 from worker.core.wire import (
     decode_reply,
@@ -17,7 +18,7 @@ from worker.core.wire import (
 )
 from worker.models.churn import churn_model
 
-PREPARE = churn_model().prepare
+PREPARE = routes_of(churn_model().prepare)
 POS = Position("requests", 2, 41)
 GOOD_INPUTS = [0.5] * 16
 

@@ -8,7 +8,7 @@ import socket
 import orjson
 import pytest
 
-from tests.fakes import FakeClock
+from tests.fakes import FakeClock, routes_of
 from worker.core.errors import RegistryUnavailable, SchemaNotFound, SchemaRefused
 from worker.core.framing import frame
 from worker.core.messages import InvalidRecord, Position, RawRecord, Request
@@ -54,7 +54,7 @@ def record(value, offset=0, key=None, partition=0):
 
 
 def decoder(registry, retries=2, renames=None):
-    return FramedRequests(registry, lambda inputs: inputs, 1 << 20, renames or {}, retries)
+    return FramedRequests(registry, routes_of(lambda inputs: inputs), 1 << 20, renames or {}, retries)
 
 
 def outcomes(decoded):

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fakes import FakeClock
 from worker.core.errors import ConfigError
-from worker.core.stats import WorkerStats
+from worker.core.stats import ServedModel, WorkerStats
 from worker.surface.http import HttpSurface
 
 
@@ -50,7 +50,8 @@ def test_probes_follow_the_stats_the_clock_and_the_stop(served):
     assert get(surface, "/healthz")[:2] == (200, "application/json")
     status, _, body = get(surface, "/readyz")
     assert status == 503 and orjson.loads(body)["status"] == "not_ready"
-    stats.model, stats.last_iteration = ("churn", "v1", "cpu"), clock.monotonic()
+    stats.serve((ServedModel("churn", "churn", "v1", "cpu", 0.5),), [("churn", "v1")])
+    stats.last_iteration = clock.monotonic()
     stats.record_generation(1)
     assert get(surface, "/readyz")[0] == 200
     clock.advance(61)

@@ -4,7 +4,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from worker.core.messages import Timings
-from worker.core.stats import WorkerStats
+from worker.core.stats import ServedModel, WorkerStats
 from worker.surface.metrics import metrics_registry
 
 
@@ -23,13 +23,13 @@ def counted_stats() -> WorkerStats:
                         duplicates=1, handed_over=1)
     stats.record_generation(1)
     stats.record_generation(2)
-    stats.record_batch(8, 0.010)
-    stats.record_batch(4, 0.004)
+    stats.serve((ServedModel("churn", "churn", "mlp16", "cpu", 1.5),), [("churn", "mlp16")])
+    stats.record_batch(8, 0.010, "churn")
+    stats.record_batch(4, 0.004, "churn")
     for _ in range(12):
         stats.record_stages(Timings(queue_wait_ms=30.0, batch_wait_ms=3.0, compute_ms=10.0))
     stats.lag = {("requests", 1): 7, ("requests", 0): 0}
     stats.record_pause(dedup_outage=True, backlog=False)
-    stats.model = ("churn", "mlp16", "cpu")
     return stats
 
 
@@ -73,9 +73,13 @@ def test_gauges():
         ("streamscore_consumer_lag", (("partition", "1"), ("topic", "requests"))): 7}
     assert families["streamscore_paused"]["samples"] == {
         ("streamscore_paused", (("reason", "dedup_outage"),)): 1,
+        ("streamscore_paused", (("reason", "registry_outage"),)): 0,
         ("streamscore_paused", (("reason", "backlog"),)): 0}
     assert families["streamscore_model_info"]["samples"] == {
-        ("streamscore_model_info", (("device", "cpu"), ("model", "churn"), ("version", "mlp16"))): 1}
+        ("streamscore_model_info", (("device", "cpu"), ("entry", "churn"), ("model", "churn"),
+                                    ("version", "mlp16"))): 1}
+    assert families["streamscore_model_load_seconds"]["samples"] == {
+        ("streamscore_model_load_seconds", (("entry", "churn"),)): 1.5}
     assert {families[name]["type"] for name in ("streamscore_consumer_lag", "streamscore_paused",
                                                 "streamscore_model_info")} == {"gauge"}
 

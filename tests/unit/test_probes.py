@@ -2,14 +2,14 @@
 
 import pytest
 
-from worker.core.stats import WorkerStats
+from worker.core.stats import ServedModel, WorkerStats
 from worker.surface.probes import liveness, readiness
 
 TIMEOUT_S = 60.0
 
 
 def working_stats(last_poll: float = 100.0) -> WorkerStats:
-    stats = WorkerStats(model=("churn", "v1", "cpu"), last_iteration=last_poll)
+    stats = WorkerStats(models=(ServedModel("churn", "churn", "v1", "cpu", 0.5),), last_iteration=last_poll)
     stats.record_generation(3)
     return stats
 
@@ -55,10 +55,12 @@ def test_a_backlog_pause_is_still_ready():
 
 
 @pytest.mark.parametrize("change, reason", [
-    (lambda s: setattr(s, "model", None), "the model is not loaded and warmed up yet"),
+    (lambda s: setattr(s, "models", ()), "the models are not loaded and warmed up yet"),
     (lambda s: s.record_generation(-1), "not a member of the consumer group (joining)"),
     (lambda s: s.record_pause(dedup_outage=True, backlog=False),
      "consumption paused: the dedup store (Redis) does not answer"),
+    (lambda s: s.record_pause(dedup_outage=False, registry_outage=True, backlog=False),
+     "consumption paused: the schema registry does not answer"),
     (lambda s: setattr(s, "last_iteration", 0.0), "the loop last polled 101.0 s ago, more than liveness_timeout_s=60"),
 ])
 def test_each_unmet_condition_is_named(change, reason):
@@ -73,7 +75,7 @@ def test_a_stop_asked_for_is_not_ready_and_a_fresh_start_names_everything():
     assert readiness(working_stats(), 101.0, TIMEOUT_S, stopping=True).reasons == [
         "stopping: finishing the work in hand"]
     assert readiness(WorkerStats(), 101.0, TIMEOUT_S).reasons == [
-        "the model is not loaded and warmed up yet", "not a member of the consumer group (joining)"]
+        "the models are not loaded and warmed up yet", "not a member of the consumer group (joining)"]
 
 
 def test_work_in_hand_that_does_not_move_on_is_stuck_though_the_loop_polls():

@@ -95,11 +95,11 @@ def test_a_poll_worth_of_batches_must_fit_in_max_poll_interval():
 
     settings = Settings.from_sources(None, {"STREAMSCORE_MAX_POLL_RECORDS": "500", "STREAMSCORE_MAX_BATCH_SIZE": "50",
                                             "STREAMSCORE_MAX_POLL_INTERVAL_MS": "10000"})
-    check_poll_interval(settings, batch_s=0.4)  # 10 batches: 4 s, within half of 10 s
+    check_poll_interval(settings, settings.batching, batch_s=0.4)  # 10 batches: 4 s, within half of 10 s
     with pytest.raises(ConfigError, match="max_poll_records=500: 10 batches"):
-        check_poll_interval(settings, batch_s=0.6)
+        check_poll_interval(settings, settings.batching, batch_s=0.6)
     with pytest.raises(ConfigError, match=r"at 0.60 s each estimated from warmup batches of 8\)"):
-        check_poll_interval(settings, batch_s=0.6, estimated_from=8)
+        check_poll_interval(settings, settings.batching, batch_s=0.6, estimated_from=8)
 
 
 def test_exactly_once_derives_a_transactional_id_per_worker():

@@ -65,9 +65,10 @@ def test_each_new_generation_joined_is_a_rebalance_and_leaving_is_not():
     assert seen == [(-1, 0), (1, 1), (1, 1), (2, 2), (-1, 2), (-1, 2), (3, 3), (3, 3)]
 
 
-@pytest.mark.parametrize("dedup_outage, backlog, paused", [
-    (False, False, False), (True, False, True), (False, True, True), (True, True, True)])
-def test_pause_reasons_are_kept_apart_and_any_one_pauses(dedup_outage, backlog, paused):
+@pytest.mark.parametrize("dedup_outage, registry_outage, backlog, paused", [
+    (False, False, False, False), (True, False, False, True), (False, True, False, True), (False, False, True, True),
+    (True, True, True, True)])
+def test_pause_reasons_are_kept_apart_and_any_one_pauses(dedup_outage, registry_outage, backlog, paused):
     stats = WorkerStats()
-    assert stats.record_pause(dedup_outage=dedup_outage, backlog=backlog) is paused
-    assert stats.paused == {"dedup_outage": dedup_outage, "backlog": backlog}
+    assert stats.record_pause(dedup_outage=dedup_outage, registry_outage=registry_outage, backlog=backlog) is paused
+    assert stats.paused == {"dedup_outage": dedup_outage, "registry_outage": registry_outage, "backlog": backlog}

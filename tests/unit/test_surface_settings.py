@@ -57,8 +57,9 @@ def test_without_http_port_children_get_no_port():
 def test_a_poll_worth_of_batches_must_fit_in_half_the_liveness_timeout_when_serving():
     env = {"STREAMSCORE_MAX_POLL_RECORDS": "500", "STREAMSCORE_MAX_BATCH_SIZE": "50",
            "STREAMSCORE_LIVENESS_TIMEOUT_S": "10"}
-    check_poll_interval(Settings.from_sources(None, env), batch_s=0.6)  # 6 s of batches, but no HTTP: no probe
+    plain = Settings.from_sources(None, env)
+    check_poll_interval(plain, plain.batching, batch_s=0.6)  # 6 s of batches, but no HTTP: no probe
     serving = Settings.from_sources(None, {**env, "STREAMSCORE_HTTP_PORT": "9100"})
-    check_poll_interval(serving, batch_s=0.4)  # 4 s: within half of 10 s
+    check_poll_interval(serving, serving.batching, batch_s=0.4)  # 4 s: within half of 10 s
     with pytest.raises(ConfigError, match="raise --liveness-timeout-s"):
-        check_poll_interval(serving, batch_s=0.6)
+        check_poll_interval(serving, serving.batching, batch_s=0.6)

@@ -58,6 +58,10 @@ class Batcher(Generic[T]):
     def pending(self) -> int:
         return len(self._items)
 
+    @property
+    def max_batch_cost(self) -> int | None:
+        return self._max_batch_cost
+
     def fits(self, item: T) -> bool:
         """Whether the item could ever be batched (its cost alone fits the budget)."""
         return self._cost is None or self._cost(item) <= self._budget()

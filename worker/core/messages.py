@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from worker.core.routes import Route
+
 Headers = list[tuple[str, bytes]]
 Status = Literal["ok", "error", "expired"]
 
@@ -37,7 +39,8 @@ class Request:
 
     ``item`` is what the model's ``prepare`` made of the JSON ``inputs``.
     ``produced_ms`` is the record's Kafka timestamp; ``received_at`` the
-    worker's monotonic time when it was polled.
+    worker's monotonic time when it was polled. ``route``: the model that
+    answers it (worker/core/routes.py; None: the worker's default model).
     """
 
     id: str
@@ -48,6 +51,7 @@ class Request:
     traceparent: bytes | None = None
     produced_ms: int = 0
     received_at: float = 0.0
+    route: Route | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any, get_type_hints
 
 from worker.core.errors import ConfigError
 from worker.core.formats import Formats, add_format_flags, env_names
+from worker.core.model_table import ModelTable, read_config_file
 from worker.core.sections import (
     ENV_PREFIX,
     KAFKA_CLIENTS,
@@ -51,6 +52,7 @@ __all__ = ["KAFKA_CLIENTS", "TOOLING_ENV", "BatchingSettings", "DedupSettings", 
 
 # Read by deploy/local/services.sh and deploy/venv.sh, not by the worker: not "unknown".
 TOOLING_ENV = {"STREAMSCORE_STATE_DIR", "STREAMSCORE_CACHE_DIR"}
+CONFIG_ENV = "STREAMSCORE_CONFIG"  # the configuration file (worker/core/model_table.py), as --config
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class Settings:
     # A group that names its own variables and flags (SCHEMA_REGISTRY_*, --request-format), as kafka_security does;
     # its settings are named by their field here too (``replace(request_format="avro")``).
     formats: Formats = field(default_factory=Formats)  # worker/core/formats.py
+    # The models served, from the configuration file (worker/core/model_table.py); empty: the ``model`` setting's.
+    models: ModelTable = field(default_factory=ModelTable)
 
     def __post_init__(self) -> None:
         _validate_across(self)
@@ -92,13 +96,24 @@ class Settings:
     @classmethod
     def from_sources(cls, args: argparse.Namespace | None = None,
                      environ: Mapping[str, str] | None = None) -> Settings:
-        """Defaults, overridden by environment variables, overridden by flags."""
+        """Defaults, overridden by the configuration file (``--config``, STREAMSCORE_CONFIG), overridden by
+        environment variables, overridden by flags."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        config_path = (getattr(args, "config", None) if args is not None else None) or environ.get(CONFIG_ENV)
+        models = ModelTable()
+        if config_path:
+            config = read_config_file(config_path)
+            try:  # the file's own values, checked alone first: a bad one is said to be the file's
+                dataclasses.replace(cls.from_values(**config.settings), models=config.models)
+            except ConfigError as exc:
+                raise ConfigError(f"{config_path}: {exc}") from None
+            values.update(config.settings)
+            models = config.models
         known = {f.name for f in setting_fields()}
         for name in environ:
             if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() not in known and name not in TOOLING_ENV \
-                    and name not in env_names():
+                    and name not in env_names() and name != CONFIG_ENV:
                 raise ConfigError(f"unknown setting {name}; see `python -m worker --help` for the valid ones")
         values["kafka_security"] = KafkaSecurity.from_sources(args, environ)
         formats = Formats.from_sources(args, environ)
@@ -109,13 +124,15 @@ class Settings:
                 values[f.name] = _convert(f.name, env, raw, type(f.default))
             if args is not None and getattr(args, f.name, None) is not None:
                 values[f.name] = getattr(args, f.name)
-        return dataclasses.replace(cls.from_values(**values), formats=formats).with_derived_defaults()
+        return dataclasses.replace(cls.from_values(**values), formats=formats, models=models).with_derived_defaults()
 
     def with_derived_defaults(self) -> Settings:
         """Unset names derived: the reply and dead-letter topics from the requests topic, the group from the
-        model, and with exactly-once the transactional id from the group and the client id."""
+        model (the default one of a model table), and with exactly-once the transactional id from the group and
+        the client id."""
         kafka, delivery = self.kafka, self.delivery
-        group = kafka.group or f"streamscore-{self.model.model.replace(':', '.').replace('/', '.')}"
+        model = self.models.default if self.models.entries else self.model.model
+        group = kafka.group or f"streamscore-{model.replace(':', '.').replace('/', '.')}"
         own_transactional_id = f"{group}.{kafka.client_id}" if delivery.exactly_once else ""
         return self.replace(
             reply_topic=kafka.reply_topic or f"{kafka.requests_topic}.replies",
@@ -125,12 +142,20 @@ class Settings:
         )
 
 
+def flag_sections() -> dict[str, type]:
+    """The sections whose settings have flags and variables: all but the configuration file's model table."""
+    return {name: kind for name, kind in get_type_hints(Settings).items() if kind is not ModelTable}
+
+
 # Each setting's section, by name (kafka_security, the nested group, and the formats group's settings included).
 _SECTION_OF = {f.name: section for section, kind in get_type_hints(Settings).items() for f in fields(kind)}
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """Add one flag per setting, section by section; defaults stay None so that env vars can fill them."""
+    parser.add_argument("--config", metavar=CONFIG_ENV,
+                        help="a TOML file of settings by name, and of the models served ([models.NAME] tables: "
+                        "docs/models.md); variables and flags override its settings")
     for f in setting_fields():
         flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
         env = env_name(f.name)
@@ -158,8 +183,18 @@ def _convert(name: str, env: str, raw: str, kind: type) -> Any:
 
 
 def _validate_across(s: Settings) -> None:
-    """The checks between sections: how long a batch may wait, against the poll interval and the dedup lease."""
-    batching, poll_interval_ms, lease_ms = s.batching, s.kafka.max_poll_interval_ms, s.dedup.dedup_lease_ms
+    """The checks between sections: how long a batch may wait (each model's), against the poll interval and the
+    dedup lease."""
+    _check_wait(s.batching, s.kafka.max_poll_interval_ms, s.dedup.dedup_lease_ms)
+    for entry in s.models.entries:
+        try:
+            _check_wait(entry.batching(s.batching), s.kafka.max_poll_interval_ms, s.dedup.dedup_lease_ms)
+            entry.model_settings(s.model)  # its own checks, at start
+        except ConfigError as exc:
+            raise ConfigError(f"[models.{entry.name}]: {exc}" if "[models." not in str(exc) else str(exc)) from None
+
+
+def _check_wait(batching: BatchingSettings, poll_interval_ms: int, lease_ms: int) -> None:
     if batching.max_wait_ms >= poll_interval_ms:
         raise ConfigError(f"max_wait_ms ({batching.max_wait_ms}) must be well below max_poll_interval_ms "
                           f"({poll_interval_ms})")

@@ -21,7 +21,20 @@ from worker.core.offsets import TopicPartition as TP
 BATCH_SIZE_BUCKETS = tuple(2.0 ** i for i in range(11))  # 1, 2, 4, ..., 1024
 STAGE_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 STAGES = ("queue_wait", "batch_wait", "compute")
-PAUSE_REASONS = ("dedup_outage", "backlog")
+PAUSE_REASONS = ("dedup_outage", "registry_outage", "backlog")
+STATUSES = ("ok", "error", "expired")
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A model entry once loaded and warmed up: the name and version its replies carry, its device, and how long
+    loading and warming it took."""
+
+    entry: str
+    model: str
+    version: str
+    device: str
+    load_s: float
 
 
 class Histogram:
@@ -80,13 +93,46 @@ class WorkerStats:
     lag: dict[TP, int] = field(default_factory=dict)  # records behind each partition's end; replaced whole
     last_iteration: float | None = None  # monotonic time of the loop's last poll; None before the first
     rebalancing_since: float | None = None  # monotonic time a still unfinished rebalance began; None when none
-    model: tuple[str, str, str] | None = None  # (name, version, device) once loaded and warmed
+    models: tuple[ServedModel, ...] = ()  # once all are loaded and warmed; replaced whole
+    # Per model entry (keys fixed by ``serve``): batches, requests scored, compute seconds.
+    entry_batches: dict[str, int] = field(default_factory=dict)
+    entry_scored: dict[str, int] = field(default_factory=dict)
+    entry_compute_s: dict[str, float] = field(default_factory=dict)
+    # Replies by (model, version, status) as they carry them (keys fixed by ``serve``; a reply to a request that
+    # named no served model carries the default model's).
+    model_replies: dict[tuple[str, str, str], int] = field(default_factory=dict)
     step_seconds: Histogram = field(default_factory=lambda: Histogram(STAGE_SECONDS_BUCKETS))  # loop steps
     holding: int = 0  # records in hand at the last step: batched, claiming, scoring, sent and unacknowledged
     progress_at: float | None = None  # monotonic time the loop last finished a record, retried the store, or held none
     _progress_seen: tuple[int, int] = (0, 0)  # (records finished, store retries) at progress_at
 
-    def record_batch(self, size: int, compute_s: float) -> None:
+    def serve(self, models: tuple[ServedModel, ...], reply_names: list[tuple[str, str]]) -> None:
+        """Note the models served, once loaded and warm, and every (model, version) a reply may carry."""
+        for served in models:
+            self.entry_batches.setdefault(served.entry, 0)
+            self.entry_scored.setdefault(served.entry, 0)
+            self.entry_compute_s.setdefault(served.entry, 0.0)
+        for model, version in reply_names:
+            for status in STATUSES:
+                self.model_replies.setdefault((model, version, status), 0)
+        self.models = models
+
+    def record_reply(self, model: str, version: str, status: str, count: int = 1) -> None:
+        """Count a reply sent (``count`` -1: take back one whose send was refused)."""
+        if status == "ok":
+            self.replied_ok += count
+        elif status == "expired":
+            self.replied_expired += count
+        else:
+            self.replied_error += count
+        key = (model, version, status)
+        self.model_replies[key] = self.model_replies.get(key, 0) + count
+
+    def record_batch(self, size: int, compute_s: float, entry: str | None = None) -> None:
+        if entry is not None:
+            self.entry_batches[entry] = self.entry_batches.get(entry, 0) + 1
+            self.entry_scored[entry] = self.entry_scored.get(entry, 0) + size
+            self.entry_compute_s[entry] = self.entry_compute_s.get(entry, 0.0) + compute_s
         self.batches += 1
         self.scored += size
         self.compute_s += compute_s
@@ -127,11 +173,12 @@ class WorkerStats:
         return (self.replied_ok + self.replied_error + self.replied_expired + self.dead_lettered + self.duplicates
                 + self.handed_over)
 
-    def record_pause(self, *, dedup_outage: bool, backlog: bool) -> bool:
+    def record_pause(self, *, dedup_outage: bool, backlog: bool, registry_outage: bool = False) -> bool:
         """Note why consumption is paused now; True when it is, for any reason."""
         self.paused["dedup_outage"] = dedup_outage
+        self.paused["registry_outage"] = registry_outage
         self.paused["backlog"] = backlog
-        return dedup_outage or backlog
+        return dedup_outage or registry_outage or backlog
 
     def snapshot(self) -> dict[str, Any]:
         return {

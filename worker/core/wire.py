@@ -6,13 +6,16 @@ encodes requests and decodes replies here. Torch-free and kafka-free: a client
 importing it loads neither.
 
 Request value: a UTF-8 JSON object with ``id`` (1-256 characters, or taken
-from the record key), ``inputs`` (model-specific), optional ``reply_to`` and
-``deadline_ms``. Headers: optional ``reply-to``; ``traceparent`` is passed
-through to the reply.
+from the record key), ``inputs`` (model-specific), optional ``reply_to``,
+``deadline_ms``, ``model`` and ``model_version`` (which served model answers:
+worker/core/routes.py). Headers: optional ``reply-to``, ``model`` and
+``model-version`` (the value's fields win); ``traceparent`` is passed through
+to the reply.
 
 Reply value: a UTF-8 JSON object with ``id``, ``status`` (ok | error |
 expired), ``outputs`` (ok) or ``error`` {``code``, ``message``}, ``model``,
-``model_version``; keyed by the request id; headers ``H_*`` below.
+``model_version`` (the model name the request was routed to, and the version
+of the arm that answered); keyed by the request id; headers ``H_*`` below.
 
 The names below (headers, error codes) are part of the contract: their values
 never change within v1.
@@ -22,13 +25,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
 from worker.core.errors import InvalidInput, describe
 from worker.core.messages import Headers, InvalidRecord, RawRecord, Reply, Request
+from worker.core.routes import Routes
 
 MAX_ID_LENGTH = 256
 # The largest record the worker sends, key + value + headers with RECORD_OVERHEAD_BYTES each: under
@@ -38,6 +42,7 @@ MAX_ID_LENGTH = 256
 MAX_SEND_BYTES = 990_000
 RECORD_OVERHEAD_BYTES = 64  # per record, and per header: Kafka's record framing, generously
 MAX_TRACEPARENT_BYTES = 512  # W3C's is 55 characters; a longer one is not passed through
+MAX_MODEL_NAME_LENGTH = 128  # a request's model and model_version
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 # Reply headers (values are ASCII decimal strings, milliseconds where timed).
@@ -48,9 +53,11 @@ H_BATCH_SIZE = "batch-size"
 H_SOURCE_TOPIC = "source-topic"
 H_SOURCE_PARTITION = "source-partition"
 H_SOURCE_OFFSET = "source-offset"
-# Request headers: the reply topic, and the trace context passed through to the reply.
+# Request headers: the reply topic, the trace context passed through to the reply, the model to answer.
 H_TRACEPARENT = "traceparent"
 H_REPLY_TO = "reply-to"
+H_MODEL = "model"
+H_MODEL_VERSION = "model-version"
 # Dead-letter headers, added to the record's own (with the three source-* headers).
 H_DLQ_CODE = "dlq-error-code"
 H_DLQ_MESSAGE = "dlq-error-message"
@@ -71,6 +78,8 @@ ERR_MISSING_ID = "missing_id"
 ERR_INVALID_REPLY_TO = "invalid_reply_to"
 ERR_INVALID_DEADLINE = "invalid_deadline"
 ERR_MISSING_INPUTS = "missing_inputs"
+# A model (or version) this worker does not serve; the message lists the served ones.
+ERR_UNKNOWN_MODEL = "unknown_model"
 # Registry-framed records (--request-format other than json), always dead letters: no magic byte or too short,
 # a schema id the registry does not know (after retries), a schema of another kind or that cannot be read, a
 # payload that does not match its schema.
@@ -91,17 +100,15 @@ ERR_REPLY_TOO_LARGE = "reply_too_large"
 # A dead letter's H_DLQ_CODE only: a reply its topic refused for good (worker/core/refusals.py).
 ERR_REPLY_REFUSED = "reply_refused"
 
-Prepare = Callable[[Any], Any]
-
-
 def new_request_id() -> str:
     """A fresh request id: 32 lowercase hex characters (a random UUID), unique without coordination."""
     return uuid.uuid4().hex
 
 
-def encode_request(inputs: Any, request_id: str, reply_to: str | None = None,
-                   deadline_ms: int | None = None) -> bytes:
-    """The JSON value of a request record (its key should be ``request_id``).
+def encode_request(inputs: Any, request_id: str, reply_to: str | None = None, deadline_ms: int | None = None,
+                   model: str | None = None, model_version: str | None = None) -> bytes:
+    """The JSON value of a request record (its key should be ``request_id``); ``model`` and ``model_version``
+    name what should answer it (None: the worker's default, or its topic's).
 
     ``inputs`` must be serializable by orjson (orjson.JSONEncodeError, a
     TypeError, if not); nothing else is checked here: the worker validates.
@@ -111,16 +118,20 @@ def encode_request(inputs: Any, request_id: str, reply_to: str | None = None,
         body["reply_to"] = reply_to
     if deadline_ms is not None:
         body["deadline_ms"] = deadline_ms
+    if model is not None:
+        body["model"] = model
+    if model_version is not None:
+        body["model_version"] = model_version
     return orjson.dumps(body)
 
 
-def decode_request(record: RawRecord, prepare: Prepare, max_record_bytes: int) -> Request | InvalidRecord:
+def decode_request(record: RawRecord, routes: Routes, max_record_bytes: int) -> Request | InvalidRecord:
     """Decode and validate one record; never raises for bad input.
 
-    ``prepare`` turns the JSON ``inputs`` into the model's item or raises
-    InvalidInput; anything else it raises is answered ``model_error``. Returns
-    an InvalidRecord (with ``request_id`` when one could be read) for anything
-    that cannot be scored.
+    ``routes`` says which served model answers it; that model's ``prepare`` turns
+    the JSON ``inputs`` into its item or raises InvalidInput; anything else it
+    raises is answered ``model_error``. Returns an InvalidRecord (with
+    ``request_id`` when one could be read) for anything that cannot be scored.
     """
     value = record.value
     if value is None:
@@ -134,13 +145,13 @@ def decode_request(record: RawRecord, prepare: Prepare, max_record_bytes: int) -
         return refuse(record, ERR_INVALID_JSON, f"record value is not UTF-8 JSON: {exc}")
     if not isinstance(body, dict):
         return refuse(record, ERR_INVALID_REQUEST, f"request must be a JSON object, got {type(body).__name__}")
-    return request_from_body(record, body, prepare)
+    return request_from_body(record, body, routes)
 
 
-def request_from_body(record: RawRecord, body: dict[str, Any], prepare: Prepare) -> Request | InvalidRecord:
+def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -> Request | InvalidRecord:
     """The checks of ``decode_request`` after parsing, on a body read from JSON or from a registry-framed payload
-    (worker/formats/): the id (or the key's), ``reply_to`` (or the header), ``deadline_ms``, ``inputs``. Never
-    raises for bad input."""
+    (worker/formats/): the id (or the key's), ``reply_to`` (or the header), ``deadline_ms``, the model (or the
+    headers'), ``inputs``. Never raises for bad input."""
     headers = dict(record.headers)
     key_id = _id_from_key(record.key)
     traceparent = _traceparent(headers)
@@ -166,15 +177,26 @@ def request_from_body(record: RawRecord, body: dict[str, Any], prepare: Prepare)
                        reply_to)
     if "inputs" not in body:
         return invalid(ERR_MISSING_INPUTS, "the request has no 'inputs'", request_id, reply_to)
+    model = body.get("model", _header_text(headers.get(H_MODEL)))
+    version = body.get("model_version", _header_text(headers.get(H_MODEL_VERSION)))
+    for name, value in (("model", model), ("model_version", version)):
+        if value is not None and not (isinstance(value, str) and 1 <= len(value) <= MAX_MODEL_NAME_LENGTH):
+            return invalid(ERR_UNKNOWN_MODEL, f"'{name}' must be a string of 1-{MAX_MODEL_NAME_LENGTH} "
+                           f"characters; served: {routes.served()}", request_id, reply_to)
+    route = routes.pick(record.position.topic, model, version, request_id)
+    if route is None:
+        asked = repr(model) if version is None else f"{model!r} version {version!r}"
+        return invalid(ERR_UNKNOWN_MODEL, f"this worker does not serve model {asked}; served: {routes.served()}",
+                       request_id, reply_to)
     try:
-        item = prepare(body["inputs"])
+        item = route.prepare(body["inputs"])
     except InvalidInput as exc:
         return invalid(exc.code, exc.message, request_id, reply_to)
     except Exception as exc:  # a bug in the model's own prepare fails this request, not the worker
         return invalid(ERR_MODEL_ERROR, describe("prepare", exc), request_id, reply_to)
 
     return Request(request_id, item, record.position, reply_to, deadline_ms, traceparent,
-                   record.timestamp_ms, record.received_at)
+                   record.timestamp_ms, record.received_at, route)
 
 
 def refuse(record: RawRecord, code: str, message: str, *, dead_letter: bool = False,
@@ -296,6 +318,10 @@ def _reply_to_header(value: bytes | None) -> str | None:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         return "\ufffd"  # fails the topic-name check with a clear message
+
+
+def _header_text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8", "replace")
 
 
 def _ms(value: float) -> bytes:

@@ -28,6 +28,7 @@ from worker.core.batcher import Batcher, request_batcher
 from worker.core.clock import Clock, SystemClock
 from worker.core.errors import ConfigError, WorkerError
 from worker.core.messages import InvalidRecord, RawRecord, Reply, Request
+from worker.core.routes import Route, Routes
 from worker.core.sections import BatchingSettings
 from worker.core.wire import ERR_RECORD_TOO_LARGE, decode_request
 from worker.jobs.file_outputs import StagedFile, refuse_the_input_as_output
@@ -184,7 +185,7 @@ def with_id_if_too_large(entry: InvalidRecord) -> InvalidRecord:
     if entry.code != ERR_RECORD_TOO_LARGE or entry.request_id is not None or entry.value is None:
         return entry
     record = RawRecord(entry.position, entry.key, entry.value, entry.headers, 0, 0.0)
-    named = decode_request(record, _as_it_is, len(entry.value))
+    named = decode_request(record, _ANY_INPUTS, len(entry.value))
     request_id = named.id if isinstance(named, Request) else named.request_id
     return entry if request_id is None else replace(entry, request_id=request_id)
 
@@ -193,12 +194,16 @@ def _as_it_is(inputs: Any) -> Any:
     return inputs
 
 
+_ANY_INPUTS = Routes.single(Route("", "", "", _as_it_is))  # to read a request's id, whatever its inputs
+
+
 class _FileScoring:
     """One pass over the records: each decoded, batched, scored and answered through the ordered writer."""
 
     def __init__(self, runner: ModelRunner, batching: BatchingSettings, batcher: Batcher[Request],
                  writer: _OrderedWriter, bar: tqdm, stop: Callable[[], bool], clock: Clock) -> None:
         self._runner, self._batching, self._batcher = runner, batching, batcher
+        self._routes = Routes.single(Route(runner.name, runner.name, runner.version, runner.prepare))
         self._writer, self._bar, self._stop, self._clock = writer, bar, stop, clock
 
     def run(self, records: Iterable[RawRecord]) -> None:
@@ -206,7 +211,7 @@ class _FileScoring:
         for record in records:
             self._stop_if_asked()
             self._writer.summary.read = record.position.offset
-            self._admit(decode_request(record, self._runner.prepare, self._batching.max_record_bytes))
+            self._admit(decode_request(record, self._routes, self._batching.max_record_bytes))
             # No waiting offline: a batch goes when it is full (by count or by tokens), the rest at the end.
             while self._batcher.full():
                 self._score(self._batcher.drain())

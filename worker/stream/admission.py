@@ -8,45 +8,40 @@ store through the gate, refused ones too: fresh requests join the batcher (or
 are refused when they alone exceed the token budget), fresh refusals get
 their error reply (which releases the claim, so a corrected retry is scored),
 and duplicates are counted and acknowledged: an id already answered gets no
-second reply, whatever is sent again under it. Registry-framed requests
-(--request-format avro, json-schema) are decoded a poll at a time by
-stream/framed.py, which holds records while the registry is away (``blocked``).
-Not thread-safe.
+second reply, whatever is sent again under it. The decoder reads the wire
+contract's JSON (stream/json_requests.py), or registry-framed requests
+(--request-format avro, json-schema: stream/framed.py, which holds records
+while the registry is away: ``blocked``), a poll at a time. Not thread-safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from worker.core.batcher import Batcher
 from worker.core.clock import Clock
 from worker.core.messages import InvalidRecord, RawRecord, Refused, Request
+from worker.core.model_batchers import ModelBatchers
 from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
 from worker.core.stats import WorkerStats
-from worker.core.wire import ERR_INVALID_REPLY_TO, ERR_UNKNOWN_REPLY_TOPIC, decode_request
+from worker.core.wire import ERR_INVALID_REPLY_TO, ERR_UNKNOWN_REPLY_TOPIC
+from worker.ports import RequestDecoder
 from worker.stream.dedup_gate import DedupGate
-from worker.stream.framed import FramedRequests
 from worker.stream.replies import Responder, too_many_tokens
 from worker.stream.topics import TopicDirectory
 
 
 class Admission:
-    def __init__(self, prepare: Callable[[Any], Any], max_record_bytes: int, max_batch_tokens: int | None,
-                 topics: TopicDirectory, gate: DedupGate, batcher: Batcher[Request], offsets: OffsetTracker,
-                 responder: Responder, stats: WorkerStats, clock: Clock, requests_topics: frozenset[str],
-                 framed: FramedRequests | None = None) -> None:
-        """``requests_topics``: what no reply may go to (the worker would answer its own replies);
-        ``framed``: decodes registry-framed requests (None: the wire contract's JSON)."""
-        self._framed = framed
-        self._prepare = prepare
+    def __init__(self, decoder: RequestDecoder, topics: TopicDirectory, gate: DedupGate, batchers: ModelBatchers,
+                 offsets: OffsetTracker, responder: Responder,
+                 stats: WorkerStats, clock: Clock, requests_topics: frozenset[str]) -> None:
+        """``decoder``: from records to requests (the wire contract's JSON, or registry-framed);
+        ``requests_topics``: what no reply may go to (the worker would answer its own replies)."""
+        self._decoder = decoder
         self._requests_topics = requests_topics
-        self._max_record_bytes = max_record_bytes
-        self._max_batch_tokens = max_batch_tokens
         self._topics = topics
         self._gate = gate
-        self._batcher = batcher
+        self._batchers = batchers
         self._offsets = offsets
         self._responder = responder
         self._stats = stats
@@ -60,23 +55,19 @@ class Admission:
         for record in records:
             pos = record.position
             self._offsets.track((pos.topic, pos.partition), pos.offset)
-            if self._framed is None:
-                self._sort(self._checked(record, decode_request(record, self._prepare, self._max_record_bytes)),
-                           valid)
-        if self._framed is not None:
-            for record, decoded in self._framed.decode(records, self._clock.monotonic()):
-                self._sort(self._checked(record, decoded), valid)
+        for record, decoded in self._decoder.decode(records, self._clock.monotonic()):
+            self._sort(self._checked(record, decoded), valid)
         self._stats.consumed += len(records)
         self.take_claimed(valid)
 
     @property
     def blocked(self) -> bool:
         """Records wait for a schema registry that did not answer: stop fetching more."""
-        return self._framed is not None and self._framed.blocked
+        return self._decoder.blocked
 
     def drop(self, partitions: set[TP]) -> int:
         """Forget records held for their schema, of partitions we no longer own; returns how many."""
-        return self._framed.drop(partitions) if self._framed is not None else 0
+        return self._decoder.drop(partitions)
 
     def _sort(self, decoded: Request | InvalidRecord, valid: list[Request]) -> None:
         if isinstance(decoded, Request):
@@ -92,10 +83,10 @@ class Admission:
         for request, fresh in self._gate.claim(new, now):
             if fresh and isinstance(request, Refused):
                 self._responder.reject(request.refusal, claimed=True)
-            elif fresh and not self._batcher.fits(request):
-                self._responder.answer(request, "error", too_many_tokens(self._max_batch_tokens))
+            elif fresh and not self._batchers.fits(request):
+                self._responder.answer(request, "error", too_many_tokens(self._batchers.cost_budget(request)))
             elif fresh:
-                self._batcher.add(request, self._batcher.wait.arrival(request, now, wall_ms))
+                self._batchers.add(request, now, wall_ms)
             else:
                 self._stats.duplicates += 1
                 self._offsets.ack((request.position.topic, request.position.partition), request.position.offset)

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from worker.core.batcher import Batcher
 from worker.core.clock import Clock
-from worker.core.messages import Request
+from worker.core.model_batchers import ModelBatchers
 from worker.core.offsets import OffsetTracker
 from worker.core.shutdown import Deadline
 from worker.ports import DedupStore, LoopSteps, Scorer, SendTag, Sink, Source
@@ -48,7 +47,7 @@ class StreamParts:
     sink: Sink[SendTag]
     dedup: DedupStore
     scorer: Scorer
-    batcher: Batcher[Request]
+    batchers: ModelBatchers
     admission: Admission
     membership: Membership
     offsets: OffsetTracker
@@ -60,7 +59,7 @@ class Drain:
     def __init__(self, timeout_s: float, clock: Clock, parts: StreamParts, loop: LoopSteps) -> None:
         self._timeout_s, self._clock, self._loop = timeout_s, clock, loop
         self._source, self._sink, self._dedup, self._scorer = parts.source, parts.sink, parts.dedup, parts.scorer
-        self._batcher, self._admission = parts.batcher, parts.admission
+        self._batchers, self._admission = parts.batchers, parts.admission
         self._membership, self._offsets = parts.membership, parts.offsets
         self.deadline: Deadline | None = None
         self.cut = False  # the deadline stopped steps 1-5 before they were done
@@ -75,20 +74,22 @@ class Drain:
                 break
             self._membership.settle_rebalance(work.cap(SETTLE_S))
         self._admission.take_claimed()  # one more try for requests waiting on a claim; the rest are redelivered
-        while (self._batcher.pending or self._scorer.busy) and not work.passed:
+        while (self._batchers.pending or self._scorer.busy) and not work.passed:
             self._scorer.wait(work.cap(SCORER_WAIT_S))
             self._loop.answer_scored(work.cap(SETTLE_S))
-            if self._batcher.pending and not self._scorer.busy and not work.passed:
-                self._loop.submit_batch(self._batcher.drain())
+            if not self._scorer.busy and not work.passed:
+                flushed = self._batchers.flush()
+                if flushed is not None:
+                    self._loop.submit_batch(*flushed)
         self._loop.settle(True, work.left())
         for _ in range(REBALANCE_TRIES):  # a rebalance may have deferred the commit: let it finish, commit again
             if not self._offsets.committable() or work.passed:
                 break
             self._membership.settle_rebalance(work.cap(SETTLE_S))
             self._loop.settle(True, work.left())
-        self.cut = work.passed and bool(self._batcher.pending or self._scorer.busy or self._sink.pending)
+        self.cut = work.passed and bool(self._batchers.pending or self._scorer.busy or self._sink.pending)
         if self.cut:
-            log.warning("shutdown_deadline_passed", timeout_s=self._timeout_s, batched=self._batcher.pending,
+            log.warning("shutdown_deadline_passed", timeout_s=self._timeout_s, batched=self._batchers.pending,
                         scoring=self._scorer.busy, sends_out=self._sink.pending,
                         consequence="their records are left uncommitted: the group gives them out again")
 

@@ -18,16 +18,15 @@ not thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import structlog
 
 from worker.core.errors import RegistryUnavailable, SchemaNotFound, SchemaRefused
-from worker.core.formats import Formats
 from worker.core.framing import NotFramed, read_frame
 from worker.core.messages import InvalidRecord, RawRecord, Request
 from worker.core.offsets import TopicPartition as TP
+from worker.core.routes import Routes
 from worker.core.wire import (
     ERR_EMPTY_VALUE,
     ERR_INVALID_PAYLOAD,
@@ -38,7 +37,7 @@ from worker.core.wire import (
     refuse,
     request_from_body,
 )
-from worker.ports import PayloadReader, SchemaResolver
+from worker.ports import Decoded, PayloadReader, SchemaResolver
 
 log = structlog.get_logger(__name__)
 
@@ -47,9 +46,6 @@ OUTAGE_FIRST_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 5.0
 FORGET_REFUSED_S = 60.0  # an id refused for good is asked again after this (it may have been registered since)
 MESSAGE_CHARS = 300
-
-Decoded = tuple[RawRecord, Request | InvalidRecord]
-
 
 class _Refusal:
     """Why the records of one schema id are dead-lettered, until ``until`` (then the id is asked again)."""
@@ -61,11 +57,12 @@ class _Refusal:
 
 
 class FramedRequests:
-    def __init__(self, resolver: SchemaResolver, prepare: Callable[[Any], Any], max_record_bytes: int,
+    def __init__(self, resolver: SchemaResolver, routes: Routes, max_record_bytes: int,
                  field_names: dict[str, str], unknown_retries: int) -> None:
-        """``field_names``: request field -> the schema's name for it, for those it calls otherwise."""
+        """``routes``: which served model answers a request (and prepares its inputs); ``field_names``: request
+        field -> the schema's name for it, for those it calls otherwise."""
         self._resolver = resolver
-        self._prepare = prepare
+        self._routes = routes
         self._max_record_bytes = max_record_bytes
         self._renames = [(theirs, ours) for ours, theirs in field_names.items() if ours != theirs]
         self._unknown_retries = unknown_retries
@@ -142,7 +139,7 @@ class FramedRequests:
         for theirs, ours in self._renames:
             if theirs in body:
                 body[ours] = body.pop(theirs)
-        return request_from_body(record, {k: v for k, v in body.items() if v is not None}, self._prepare)
+        return request_from_body(record, {k: v for k, v in body.items() if v is not None}, self._routes)
 
     def _reader(self, schema_id: int, now: float) -> PayloadReader | _Refusal | None:
         """The schema's reader, a refusal, or None: ask again later (an outage, or an id not found yet)."""
@@ -202,11 +199,3 @@ class FramedRequests:
 def _why(what: str, exc: Exception) -> str:
     text = " ".join(str(exc).split())
     return f"{what}: {type(exc).__name__}: {text}"[:MESSAGE_CHARS]
-
-
-def framed_requests(formats: Formats, max_record_bytes: int, schemas: SchemaResolver | None,
-                    prepare: Callable[[Any], Any]) -> FramedRequests | None:
-    """The decoder of registry-framed requests for the loop, or None with no registry (JSON requests)."""
-    if schemas is None:
-        return None
-    return FramedRequests(schemas, prepare, max_record_bytes, formats.field_names(), formats.unknown_schema_retries)

@@ -25,30 +25,25 @@ the work in hand within one deadline (stream/drain.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import structlog
 
-from worker.core.batcher import request_batcher
 from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
 from worker.core.errors import TransactionAborted
-from worker.core.formats import JSON, Formats
 from worker.core.messages import Request
 from worker.core.offsets import OffsetTracker
 from worker.core.sections import BatchingSettings, DeliverySettings, KafkaSettings, OperationsSettings
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
-from worker.ports import DedupStore, ModelRunner, SchemaResolver, Scorer, SendTag, Sink, Source, Transactions
+from worker.ports import DedupStore, RequestDecoder, Scorer, SendTag, Sink, Source, Transactions
 from worker.stream.admission import Admission
 from worker.stream.commit import commit_policy
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.drain import Drain, StreamParts
-from worker.stream.framed import framed_requests
 from worker.stream.membership import SETTLE_S, Membership
 from worker.stream.replies import EXPIRED, Responder
 from worker.stream.scoring import InlineScorer
+from worker.stream.served import ServedModels
 from worker.stream.topics import TopicDirectory
 
 log = structlog.get_logger(__name__)
@@ -63,39 +58,36 @@ LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the 
 
 
 class Worker:
-    def __init__(self, source: Source, sink: Sink[SendTag], dedup: DedupStore, runner: ModelRunner,
-                 prepare: Callable[[Any], Any], clock: Clock, *, kafka: KafkaSettings, batching: BatchingSettings,
+    def __init__(self, source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels,
+                 decoder: RequestDecoder, clock: Clock, *, kafka: KafkaSettings, batching: BatchingSettings,
                  delivery: DeliverySettings, operations: OperationsSettings,
                  stop_requested: StopRequest | None = None, transactions: Transactions | None = None,
-                 scorer: Scorer | None = None, stats: WorkerStats | None = None,
-                 schemas: SchemaResolver | None = None, formats: Formats = JSON) -> None:
-        """The sections say the topics and poll limits (``kafka``), how to batch, how often to commit
-        (``delivery``) and how long to drain (``operations``). ``transactions`` (over the same sink and
-        source) switches on exactly-once delivery; ``scorer`` says where batches run (default: inline, in the
-        loop's thread); ``stats`` is where the loop counts (default: a new one), for a reader such as the
-        HTTP surface; ``schemas``: the schema registry of registry-framed requests (stream/framed.py; None: the
-        wire contract's JSON), read as ``formats`` says (the schema's field names, unknown-id retries)."""
+                 scorer: Scorer | None = None, stats: WorkerStats | None = None) -> None:
+        """``models``: the model entries served, their batchers and routes; ``decoder``: from polled records to
+        requests (the wire contract's JSON, or registry-framed). The sections say the topics and poll limits
+        (``kafka``), whether batches wait to fill (``batching``), how often to commit (``delivery``) and how long
+        to drain (``operations``). ``transactions`` (over the same sink and source) switches on exactly-once
+        delivery; ``scorer`` says where batches run (default: inline, in the loop's thread); ``stats`` is
+        where the loop counts (default: a new one), for a reader such as the HTTP surface."""
         self._kafka, self._operations = kafka, operations
         self._bounds = step_bounds(kafka, operations)
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
-        self._scorer = scorer or InlineScorer(runner, clock)
+        self._scorer = scorer or InlineScorer(models.runners, clock)
         self._stop_requested = stop_requested or StopRequest(clock)
         self.stats = stats if stats is not None else WorkerStats()
-        self._batcher = request_batcher(batching, getattr(runner, "cost", None))
+        self._batchers = models.batchers
         offsets = OffsetTracker()
         gate = DedupGate(dedup)
         self._gate = gate
-        self._responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, runner.name,
-                                    runner.version, self.stats, self._bounds.settle_s)
+        self._responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, models.routes.default,
+                                    self.stats, self._bounds.settle_s)
         topics = TopicDirectory(source.list_topics, clock, wait_s=self._bounds.metadata_s)
-        self._admission = Admission(prepare, batching.max_record_bytes, batching.max_batch_tokens, topics, gate,
-                                    self._batcher, offsets, self._responder, self.stats, clock,
-                                    frozenset([kafka.requests_topic]),
-                                    framed_requests(formats, batching.max_record_bytes, schemas, prepare))
+        self._admission = Admission(decoder, topics, gate, self._batchers, offsets, self._responder, self.stats,
+                                    clock, frozenset([kafka.requests_topic]))
         now = clock.monotonic()
         self._transactional = transactions is not None
         self._commits = commit_policy(source, transactions, offsets, gate, delivery.commit_interval_ms / 1000, now)
-        self._membership = Membership(source, self._batcher, gate, offsets, self._scorer, self._commits, self.stats,
+        self._membership = Membership(source, self._batchers, gate, offsets, self._scorer, self._commits, self.stats,
                                       self._admission.drop)
         self._offsets = offsets
         self._submitted_ms = 0  # wall clock when the scorer got its batch
@@ -142,7 +134,7 @@ class Worker:
         if self._membership.polled():
             records = []  # an aborted transaction: the source gives these again from the committed offsets
         self._admission.admit(records)
-        if self._scorer.busy and (not records or self._batcher.ready(self._clock.monotonic(), self._send_now)):
+        if self._scorer.busy and (not records or self._batchers.ready(self._clock.monotonic(), self._send_now)):
             # Nothing came in, or the next batch is ready already: wait on the model, not the network.
             self._scorer.wait(SCORING_WAIT_S)
         self._score_ready()
@@ -150,8 +142,8 @@ class Worker:
         # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep
         # polling (to stay in the group).
         self._source.pause(self.stats.record_pause(
-            dedup_outage=self._gate.blocked or self._admission.blocked,  # or the schema registry's
-            backlog=self._batcher.pending >= self._kafka.max_poll_records))
+            dedup_outage=self._gate.blocked, registry_outage=self._admission.blocked,
+            backlog=self._batchers.pending >= self._kafka.max_poll_records))
         self._refresh_lag()
         now = self._clock.monotonic()
         self.stats.record_progress(self._holding(), self._gate.failed_calls, now)
@@ -160,7 +152,7 @@ class Worker:
 
     def _holding(self) -> int:
         """Records in hand: batched, waiting on the dedup store, being scored, sent and unacknowledged."""
-        return self._batcher.pending + self._gate.waiting + int(self._scorer.busy) + self._sink.pending
+        return self._batchers.pending + self._gate.waiting + int(self._scorer.busy) + self._sink.pending
 
     def _score_ready(self) -> None:
         """Answer the scorer's finished batch, and give it the next ready one, as long as it takes them.
@@ -169,12 +161,15 @@ class Worker:
         """
         while not self._source.rebalancing():
             self.answer_scored()
-            if self._scorer.busy or not self._batcher.ready(self._clock.monotonic(), self._send_now):
+            if self._scorer.busy:
                 return
-            self.submit_batch(self._batcher.drain())
+            ready = self._batchers.next_batch(self._clock.monotonic(), self._send_now)
+            if ready is None:
+                return
+            self.submit_batch(*ready)
 
     def _drain(self) -> Drain:
-        parts = StreamParts(self._source, self._sink, self._dedup, self._scorer, self._batcher, self._admission,
+        parts = StreamParts(self._source, self._sink, self._dedup, self._scorer, self._batchers, self._admission,
                             self._membership, self._offsets)
         return Drain(self._operations.shutdown_timeout_s, self._clock, parts, self)
 
@@ -183,14 +178,14 @@ class Worker:
             return REBALANCE_POLL_S
         if self._scorer.busy:
             return 0.0  # take what has arrived, then wait on the scorer (see step)
-        deadline = self._batcher.deadline()
+        deadline = self._batchers.deadline()
         if deadline is None:
             return IDLE_POLL_S
         wait_s = max(0.0, deadline - self._clock.monotonic())
         return min(wait_s, ARRIVAL_GAP_S) if self._opportunistic else wait_s
 
-    def submit_batch(self, batch: list[Request]) -> None:
-        """Answer what expired while it waited; give the rest to the scorer."""
+    def submit_batch(self, entry: str, batch: list[Request]) -> None:
+        """Answer what expired while it waited; give the rest to the scorer, for model ``entry``."""
         self._submitted_ms = now_ms = self._clock.wall_ms()
         live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
         for request in batch:
@@ -198,13 +193,13 @@ class Worker:
                 self._responder.answer(request, "expired", EXPIRED)
         if live:
             self._membership.batch_submitted()
-            self._scorer.submit(live)
+            self._scorer.submit(entry, live)
 
     def answer_scored(self, settle_s: float = SETTLE_S) -> None:
         """The loop's own step, and a LoopSteps step for the drain (as submit_batch and settle are)."""
         scored = self._scorer.take()
         if scored is not None:
-            self._batcher.wait.observe(len(scored.batch), scored.compute_s)
+            self._batchers.observe(scored.entry, len(scored.batch), scored.compute_s)
             left = self._membership.left_while_scoring(len(scored.batch), settle_s)
             self._responder.answer_scored(scored, self._submitted_ms, left)
 

@@ -19,8 +19,7 @@ from collections.abc import Callable
 
 import structlog
 
-from worker.core.batcher import Batcher
-from worker.core.messages import Request
+from worker.core.model_batchers import ModelBatchers
 from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
 from worker.core.stats import WorkerStats
@@ -33,14 +32,14 @@ SETTLE_S = 1.0  # one bounded wait for a pending rebalance to complete
 
 
 class Membership:
-    def __init__(self, source: Source, batcher: Batcher[Request], gate: DedupGate, offsets: OffsetTracker,
+    def __init__(self, source: Source, batchers: ModelBatchers, gate: DedupGate, offsets: OffsetTracker,
                  scorer: Scorer, commits: CommitPolicy, stats: WorkerStats,
                  held: Callable[[set[TP]], int] = lambda partitions: 0) -> None:
         """``held``: drops the records of these partitions held elsewhere (waiting for their schema)."""
         self._held = held
         self._source = source
         self._commits = commits
-        self._batcher = batcher
+        self._batchers = batchers
         self._gate = gate
         self._offsets = offsets
         self._scorer = scorer
@@ -71,7 +70,7 @@ class Membership:
         """``drop``, and whether it dropped all in hand."""
         if not partitions:
             return partitions, False
-        dropped = len(self._batcher.remove_if(lambda r: (r.position.topic, r.position.partition) in partitions))
+        dropped = len(self._batchers.remove_if(lambda r: (r.position.topic, r.position.partition) in partitions))
         dropped += self._gate.drop(partitions) + self._held(partitions)
         self._offsets.forget(partitions)
         if self._scorer.busy:
@@ -86,7 +85,7 @@ class Membership:
         """After an aborted transaction: drop everything in hand; the source gives it again from the
         committed offsets. Returns the partitions held until now."""
         partitions = set(self._offsets.partitions())
-        dropped = len(self._batcher.remove_if(lambda r: True)) + self._gate.drop(partitions) + self._held(partitions)
+        dropped = len(self._batchers.remove_if(lambda r: True)) + self._gate.drop(partitions) + self._held(partitions)
         self._offsets.forget(partitions)
         if self._scorer.busy:
             self._left_while_scoring |= partitions

@@ -32,6 +32,7 @@ from worker.core.refusals import (
     next_step,
     refusal,
 )
+from worker.core.routes import Route
 from worker.core.stats import WorkerStats
 from worker.core.wire import (
     ERR_DEADLINE_EXCEEDED,
@@ -102,14 +103,15 @@ def stage_timings(request: Request, scored: Scored, submitted_ms: int) -> Timing
 class Responder:
     """Sends every reply and dead letter of the stream. Not thread-safe."""
 
-    def __init__(self, sink: Sink[SendTag], reply_topic: str, dead_letter_topic: str, model: str, version: str,
+    def __init__(self, sink: Sink[SendTag], reply_topic: str, dead_letter_topic: str, default: Route,
                  stats: WorkerStats, settle_s: float = SETTLE_S) -> None:
-        """``settle_s``: the longest wait for a record sent alone (worker/core/refusals.py)."""
+        """``default``: the model whose name and version a reply carries when its request has no route (it
+        could not be read, or named no model); ``settle_s``: the longest wait for a record sent alone
+        (worker/core/refusals.py)."""
         self._sink = sink
         self._reply_topic = reply_topic
         self._dead_letter_topic = dead_letter_topic
-        self._model = model
-        self._version = version
+        self._default = default
         self._stats = stats
         self._refusals = Refusals()
         self._settle_s = settle_s
@@ -126,14 +128,15 @@ class Responder:
             else:  # consumed again after its refusal aborted a transaction
                 self._dead_letter_at(refused, record)
             return
-        self._send(reply_to_invalid(record, self._model, self._version), claimed=claimed)
+        self._send(reply_to_invalid(record, self._default.model, self._default.version), claimed=claimed)
 
     def answer(self, request: Request, status: Status, outcome: Outcome, timings: Timings = Timings(),
                batch_size: int = 0) -> None:
         """Reply to a claimed request."""
         if status != "ok":
             self._stats.error_codes[outcome.error_code or status] += 1
-        reply = reply_to_request(request, status, outcome, self._model, self._version, timings, batch_size)
+        route = request.route or self._default
+        reply = reply_to_request(request, status, outcome, route.model, route.version, timings, batch_size)
         self._send(reply, claimed=True)
 
     def answer_scored(self, scored: Scored, submitted_ms: int, left: set[TP]) -> None:
@@ -142,7 +145,7 @@ class Responder:
         pairs = [(r, o) for r, o in zip(scored.batch, scored.outcomes, strict=True)
                  if (r.position.topic, r.position.partition) not in left]
         self._stats.handed_over += len(scored.batch) - len(pairs)
-        self._stats.record_batch(len(pairs), scored.compute_s)
+        self._stats.record_batch(len(pairs), scored.compute_s, scored.entry)
         for request, outcome in pairs:
             timings = stage_timings(request, scored, submitted_ms)
             self._stats.record_stages(timings)
@@ -256,12 +259,7 @@ class Responder:
         reply, (key, value, headers) = encode_sendable(reply)
         if reply.error_code == ERR_REPLY_TOO_LARGE:
             self._stats.error_codes[ERR_REPLY_TOO_LARGE] += 1
-        if reply.status == "ok":
-            self._stats.replied_ok += 1
-        elif reply.status == "expired":
-            self._stats.replied_expired += 1
-        else:
-            self._stats.replied_error += 1
+        self._stats.record_reply(reply.model, reply.model_version, reply.status)
         # Only a scored answer is remembered; an error or expiry releases the
         # claim so that a corrected retry with the same id is scored.
         done = Completed(reply.id, value if reply.status == "ok" else None) if claimed else None
@@ -283,12 +281,8 @@ class Responder:
         """Take back what a refused send counted: its replacement counts itself."""
         if isinstance(sent, InvalidRecord):
             self._stats.dead_lettered -= 1
-        elif sent.status == "ok":
-            self._stats.replied_ok -= 1
-        elif sent.status == "expired":
-            self._stats.replied_expired -= 1
         else:
-            self._stats.replied_error -= 1
+            self._stats.record_reply(sent.model, sent.model_version, sent.status, -1)
 
 
 _STEPS = {ERROR_REPLY: "error reply reply_too_large", DEAD_LETTER: "dead letter",

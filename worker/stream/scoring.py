@@ -6,13 +6,14 @@ back. ``InlineScorer`` scores in ``submit`` (the loop waits for the model).
 decoding, claiming, sending and committing while the model runs: torch
 releases the GIL inside its kernels, so a heavy model's compute overlaps the
 Kafka and Redis work of the batches around it. One batch at a time either
-way: the model is not thread-safe, and a device runs one batch at a time.
+way, whichever of the served models (``runners``, by entry) it is for: a
+model is not thread-safe, and a device runs one batch at a time.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -25,8 +26,8 @@ from worker.ports import ModelRunner, Outcome, Scored
 class InlineScorer:
     """Scores in ``submit``: nothing runs between the loop's steps."""
 
-    def __init__(self, runner: ModelRunner, clock: Clock) -> None:
-        self._runner = runner
+    def __init__(self, runners: Mapping[str, ModelRunner], clock: Clock) -> None:
+        self._runners = runners
         self._clock = clock
         self._done: Scored | None = None
 
@@ -34,10 +35,10 @@ class InlineScorer:
     def busy(self) -> bool:
         return self._done is not None
 
-    def submit(self, batch: list[Request]) -> None:
+    def submit(self, entry: str, batch: list[Request]) -> None:
         started = self._clock.monotonic()
-        outcomes = self._runner.run([r.item for r in batch])
-        self._done = Scored(batch, outcomes, started, self._clock.monotonic() - started)
+        outcomes = self._runners[entry].run([r.item for r in batch])
+        self._done = Scored(entry, batch, outcomes, started, self._clock.monotonic() - started)
 
     def wait(self, timeout_s: float) -> None:
         pass
@@ -53,38 +54,38 @@ class InlineScorer:
 class ThreadScorer:
     """Scores on one background thread. Its methods are for the loop's thread only."""
 
-    def __init__(self, runner: ModelRunner, clock: Clock) -> None:
-        self._runner = runner
+    def __init__(self, runners: Mapping[str, ModelRunner], clock: Clock) -> None:
+        self._runners = runners
         self._clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamscore-model")
-        self._running: tuple[list[Request], Future[tuple[list[Outcome], float, float]]] | None = None
+        self._running: tuple[str, list[Request], Future[tuple[list[Outcome], float, float]]] | None = None
 
     @property
     def busy(self) -> bool:
         return self._running is not None
 
-    def submit(self, batch: list[Request]) -> None:
+    def submit(self, entry: str, batch: list[Request]) -> None:
         assert self._running is None, "one batch at a time"
-        self._running = (batch, self._executor.submit(self._run, [r.item for r in batch]))
+        self._running = (entry, batch, self._executor.submit(self._run, self._runners[entry], [r.item for r in batch]))
 
-    def _run(self, items: Sequence[Any]) -> tuple[list[Outcome], float, float]:
+    def _run(self, runner: ModelRunner, items: Sequence[Any]) -> tuple[list[Outcome], float, float]:
         started = self._clock.monotonic()
-        outcomes = self._runner.run(items)
+        outcomes = runner.run(items)
         return outcomes, started, self._clock.monotonic() - started
 
     def wait(self, timeout_s: float) -> None:
         if self._running is not None:
             with contextlib.suppress(FutureTimeout):
-                self._running[1].result(timeout=timeout_s)
+                self._running[2].result(timeout=timeout_s)
 
     def take(self) -> Scored | None:
         """Raises what the model raised (the runner turns model errors into outcomes; this is a bug)."""
-        if self._running is None or not self._running[1].done():
+        if self._running is None or not self._running[2].done():
             return None
-        batch, future = self._running
+        entry, batch, future = self._running
         self._running = None
         outcomes, started, compute_s = future.result()
-        return Scored(batch, outcomes, started, compute_s)
+        return Scored(entry, batch, outcomes, started, compute_s)
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Wait up to ``timeout_s`` for a batch still running. A model call cannot be interrupted: past
@@ -92,4 +93,4 @@ class ThreadScorer:
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._running is not None:
             with contextlib.suppress(FutureTimeout, CancelledError):
-                self._running[1].exception(timeout=timeout_s)
+                self._running[2].exception(timeout=timeout_s)

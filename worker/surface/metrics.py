@@ -69,11 +69,32 @@ class StatsCollector(Collector):
         for reason in PAUSE_REASONS:
             paused.add_metric([reason], 1 if s.paused[reason] else 0)
         yield paused
-        info = GaugeMetricFamily("streamscore_model_info", "The model served (1), once loaded and warmed up.",
-                                 labels=["model", "version", "device"])
-        if s.model is not None:
-            info.add_metric(list(s.model), 1)
+        info = GaugeMetricFamily("streamscore_model_info", "Each model entry served (1), once all are loaded and "
+                                 "warmed up: the model name and version its replies carry.",
+                                 labels=["entry", "model", "version", "device"])
+        load = GaugeMetricFamily("streamscore_model_load_seconds", "How long loading and warming up each model "
+                                 "entry took.", labels=["entry"])
+        for served in s.models:
+            info.add_metric([served.entry, served.model, served.version, served.device], 1)
+            load.add_metric([served.entry], served.load_s)
         yield info
+        yield load
+        model_replies = CounterMetricFamily("streamscore_model_replies", "Replies sent, by the model name and "
+                                            "version they carry, and status.", labels=["model", "version", "status"])
+        for (model, version, status), count in sorted(s.model_replies.items()):
+            model_replies.add_metric([model, version, status], count)
+        yield model_replies
+        batches = CounterMetricFamily("streamscore_model_batches", "Batches scored, by model entry.",
+                                      labels=["entry"])
+        scored = CounterMetricFamily("streamscore_model_scored", "Requests scored, by model entry.",
+                                     labels=["entry"])
+        compute = CounterMetricFamily("streamscore_model_compute_seconds", "Time spent in the model, by entry.",
+                                      labels=["entry"])
+        for entry, count in sorted(s.entry_batches.items()):
+            batches.add_metric([entry], count)
+            scored.add_metric([entry], s.entry_scored.get(entry, 0))
+            compute.add_metric([entry], s.entry_compute_s.get(entry, 0.0))
+        yield from (batches, scored, compute)
 
 
 def metrics_registry(stats: WorkerStats) -> CollectorRegistry:

@@ -9,9 +9,9 @@ polling hides: a hung model call, a loop waiting on something that never
 comes)? Until its first poll (the model loading and warming
 up, the group being joined) the worker counts as alive and starting: a long
 model load is not a hang to restart. Readiness (``/readyz``) asks whether the
-worker is doing its job now: the model is loaded and warmed, the worker is a
+worker is doing its job now: its models are loaded and warmed, the worker is a
 member of its consumer group, the loop is alive, consumption is not paused by
-a dedup store outage, and no stop was asked for. A failed probe says why, in
+a dedup store or schema registry outage, and no stop was asked for. A failed probe says why, in
 ``reasons``.
 """
 
@@ -65,12 +65,14 @@ def readiness(stats: WorkerStats, now: float, timeout_s: float, stopping: bool =
     reasons = []
     if stopping:
         reasons.append("stopping: finishing the work in hand")
-    if stats.model is None:
-        reasons.append("the model is not loaded and warmed up yet")
+    if not stats.models:
+        reasons.append("the models are not loaded and warmed up yet")
     if stats.generation < 0:
         reasons.append("not a member of the consumer group (joining)")
     alive = liveness(stats, now, timeout_s)
     reasons += alive.reasons
     if stats.paused["dedup_outage"]:
         reasons.append("consumption paused: the dedup store (Redis) does not answer")
+    if stats.paused["registry_outage"]:
+        reasons.append("consumption paused: the schema registry does not answer")
     return Verdict(not reasons, "not_ready" if reasons else "ready", reasons, alive.last_poll_s_ago)

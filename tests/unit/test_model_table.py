@@ -1,0 +1,80 @@
+"""The configuration file: settings by name, the models served, and a clear refusal of anything wrong."""
+
+import pytest
+
+from worker.core.errors import ConfigError
+from worker.core.model_table import read_config_file
+from worker.core.settings import Settings
+
+TWO_MODELS = """
+requests_topic = "scoring"
+max_batch_size = 32
+default_model = "churn"
+
+[models.churn]
+model = "churn"
+canary = "churn-next"
+canary_weight = 0.25
+
+[models.churn-next]
+model = "models/churn_v2.pt2"
+version = "2"
+max_batch_size = 8
+
+[models.text]
+model = "minilm"
+max_batch_tokens = 4096
+"""
+
+
+def config(tmp_path, text):
+    path = tmp_path / "worker.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_settings_by_name_and_the_models_with_their_own_limits(tmp_path):
+    path = config(tmp_path, TWO_MODELS)
+    settings = Settings.from_sources(None, {"STREAMSCORE_CONFIG": path})
+    assert (settings.kafka.requests_topic, settings.batching.max_batch_size) == ("scoring", 32)
+    table = settings.models
+    assert [e.name for e in table.entries] == ["churn", "churn-next", "text"] and table.default == "churn"
+    churn, nxt, text = table.entries
+    assert (churn.canary, churn.canary_weight) == ("churn-next", 0.25)
+    assert nxt.batching(settings.batching).max_batch_size == 8  # its own
+    assert churn.batching(settings.batching).max_batch_size == 32  # the file's top level
+    assert nxt.model_settings(settings.model).model == str(tmp_path / "models" / "churn_v2.pt2")  # beside the file
+    assert text.batching(settings.batching).max_batch_tokens == 4096
+    assert settings.kafka.group == "streamscore-churn"  # from the default model
+
+
+def test_variables_and_flags_override_the_file(tmp_path):
+    path = config(tmp_path, TWO_MODELS)
+    settings = Settings.from_sources(None, {"STREAMSCORE_CONFIG": path, "STREAMSCORE_MAX_BATCH_SIZE": "48"})
+    assert settings.batching.max_batch_size == 48
+
+
+@pytest.mark.parametrize("text, said", [
+    ("max_batch_sise = 3", "unknown key 'max_batch_sise'"),
+    ("max_batch_size = '3'", "max_batch_size must be a int, got '3'"),
+    ("max_batch_size = 0", "max_batch_size must be >= 1"),
+    ("[models.a]\nmodel = 'churn'\nbatch = 3", "[models.a] has no key 'batch'"),
+    ("[models.a]\nmax_batch_size = 0", "[models.a]: max_batch_size must be >= 1"),
+    ("[models.a]\ndevice = 'tpu'", "[models.a]: device must be auto, cpu, cuda or cuda:N"),
+    ("default_model = 'b'\n[models.a]\nmodel = 'churn'", "default_model 'b' is not one of the models declared"),
+    ("[models.a]\ncanary = 'b'\ncanary_weight = 0.1", "canary 'b' must name another model"),
+    ("[models.a]\ncanary = 'b'\ncanary_weight = 1.5\n[models.b]\nmodel = 'churn'", "canary_weight must be above 0"),
+    ("[models.a]\ncanary = 'b'\n[models.b]\nmodel = 'churn'", "canary and canary_weight go together"),
+    ("[models.'a b']\nmodel = 'churn'", "a model's name is 1-128 letters"),
+    ("max_batch_size = ", "is not valid TOML"),
+])
+def test_anything_wrong_is_refused_naming_the_file_and_the_key(tmp_path, text, said):
+    path = config(tmp_path, text)
+    with pytest.raises(ConfigError, match="worker.toml") as refused:
+        Settings.from_sources(None, {"STREAMSCORE_CONFIG": path})
+    assert said in str(refused.value)
+
+
+def test_a_missing_file_names_the_setting():
+    with pytest.raises(ConfigError, match=r"cannot read the configuration file /nowhere.toml \(--config"):
+        read_config_file("/nowhere.toml")

@@ -1,0 +1,86 @@
+"""One batcher per served model entry, and whose batch goes next. Pure: no I/O; the caller owns time.
+
+A batch never mixes models: each request joins its own entry's batcher
+(worker/core/routes.py says which), with that entry's size, wait and token
+limits. The next batch is chosen round robin among the entries whose batch is
+ready, starting after the entry that was served last: a model with a ready
+batch waits for at most one batch of each other model, however deep another
+model's backlog is. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from worker.core.batcher import Batcher
+from worker.core.messages import Request
+
+
+class ModelBatchers:
+    def __init__(self, batchers: Mapping[str, Batcher[Request]], default: str) -> None:
+        """``batchers``: each entry's; ``default``: the entry of a request that has no route."""
+        if default not in batchers:
+            raise ValueError(f"default entry {default!r} has no batcher")
+        self._batchers = dict(batchers)
+        self._order = list(self._batchers)
+        self._default = default
+        self._next = 0  # where the round robin looks first
+
+    @property
+    def pending(self) -> int:
+        return sum(batcher.pending for batcher in self._batchers.values())
+
+    def pending_by_entry(self) -> dict[str, int]:
+        return {entry: batcher.pending for entry, batcher in self._batchers.items()}
+
+    def entry_of(self, request: Request) -> str:
+        return request.route.entry if request.route is not None else self._default
+
+    def fits(self, request: Request) -> bool:
+        """Whether the request could ever be batched (its cost alone fits its entry's budget)."""
+        return self._batchers[self.entry_of(request)].fits(request)
+
+    def cost_budget(self, request: Request) -> int | None:
+        """The token budget of the request's entry (None: its batches have none)."""
+        return self._batchers[self.entry_of(request)].max_batch_cost
+
+    def add(self, request: Request, now: float, wall_ms: int) -> None:
+        """Queue a request polled at ``now``, in its entry's batcher (whose wait policy says when it arrived)."""
+        batcher = self._batchers[self.entry_of(request)]
+        batcher.add(request, batcher.wait.arrival(request, now, wall_ms))
+
+    def observe(self, entry: str, batch_size: int, compute_s: float) -> None:
+        """A batch of ``entry`` was scored: what its wait policy learns from."""
+        self._batchers[entry].wait.observe(batch_size, compute_s)
+
+    def deadline(self) -> float | None:
+        """The earliest moment a batch will be ready by waiting; None when nothing is pending."""
+        deadlines = [d for d in (b.deadline() for b in self._batchers.values()) if d is not None]
+        return min(deadlines, default=None)
+
+    def ready(self, now: float, backlog: bool = False) -> bool:
+        """Whether some entry's batch should go now (``backlog``: as Batcher.ready says)."""
+        return any(batcher.ready(now, backlog) for batcher in self._batchers.values())
+
+    def next_batch(self, now: float, backlog: bool = False) -> tuple[str, list[Request]] | None:
+        """The next ready entry's batch, round robin; None when no batch is ready."""
+        return self._take(lambda batcher: batcher.ready(now, backlog))
+
+    def flush(self) -> tuple[str, list[Request]] | None:
+        """The next entry's batch, ready or not (a drain at shutdown); None when nothing is pending."""
+        return self._take(lambda batcher: batcher.pending > 0)
+
+    def remove_if(self, predicate: Callable[[Request], bool]) -> list[Request]:
+        """Remove and return every pending request matching ``predicate``."""
+        return [request for batcher in self._batchers.values() for request in batcher.remove_if(predicate)]
+
+    def _take(self, eligible: Callable[[Batcher[Request]], bool]) -> tuple[str, list[Request]] | None:
+        count = len(self._order)
+        for step in range(count):
+            index = (self._next + step) % count
+            entry = self._order[index]
+            batcher = self._batchers[entry]
+            if eligible(batcher):
+                self._next = (index + 1) % count
+                return entry, batcher.drain()
+        return None

@@ -1,0 +1,199 @@
+"""The worker's configuration file: settings by name, and the models it serves (``--config worker.toml``).
+
+A TOML file. Its top-level keys are settings, named as everywhere else
+(``requests_topic``, ``max_poll_records``: the flags' names with
+underscores); environment variables and flags override them. Its
+``[models.NAME]`` tables declare the models served, each under the name that
+requests give in their ``model`` field (or header)::
+
+    default_model = "churn"            # what a request that names no model gets (default: the first)
+
+    [models.churn]
+    model = "churn"                    # as --model: a built-in, a .pt2 or TorchScript file, module:factory
+    max_batch_size = 64                # each model batches on its own: size, wait, token limits
+    canary = "churn-next"              # another entry answers this share of churn's requests
+    canary_weight = 0.1
+
+    [models.churn-next]
+    model = "models/churn_v2.pt2"      # relative paths are relative to this file
+    version = "2"                      # what its replies carry (default: the model's own version)
+
+An entry's unset keys take the top-level value of that setting (``device``,
+``max_batch_size`` ...). Without a ``[models]`` table the worker serves the
+one model of the ``model`` setting, as it always did. Secrets stay out of
+this file: the Kafka security and schema registry settings are read from
+their variables and flags only. Raises ConfigError naming the file and key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from worker.core.errors import ConfigError
+from worker.core.sections import BatchingSettings, ModelSettings, setting_fields
+
+S = TypeVar("S", ModelSettings, BatchingSettings)
+ENTRY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+FILE_SUFFIXES = (".pt2", ".pt", ".ts", ".pth")  # a ``model`` value ending so is a file, found beside the config
+MODEL_KEYS = ("model", "model_config", "weights", "allow_pickle", "device", "amp")
+BATCHING_KEYS = ("max_batch_size", "max_wait_ms", "max_batch_tokens", "latency_target_ms")
+ENTRY_KEYS = (*MODEL_KEYS, *BATCHING_KEYS, "version", "canary", "canary_weight")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One served model: its ``name``, what it overrides of the top-level model and batching settings, the
+    ``version`` its replies carry (empty: the model's own), and the ``canary`` entry that answers
+    ``canary_weight`` of its requests."""
+
+    name: str
+    overrides: tuple[tuple[str, Any], ...] = ()
+    version: str = ""
+    canary: str = ""
+    canary_weight: float = 0.0
+
+    def model_settings(self, base: ModelSettings) -> ModelSettings:
+        """The top-level model settings with this entry's own. Raises ConfigError naming the entry."""
+        return self._replace(base, MODEL_KEYS)
+
+    def batching(self, base: BatchingSettings) -> BatchingSettings:
+        """The top-level batching settings with this entry's own. Raises ConfigError naming the entry."""
+        return self._replace(base, BATCHING_KEYS)
+
+    def _replace(self, base: S, keys: tuple[str, ...]) -> S:
+        changes = {key: value for key, value in self.overrides if key in keys}
+        try:
+            return dataclasses.replace(base, **changes)
+        except ConfigError as exc:
+            raise ConfigError(f"[models.{self.name}]: {exc}") from None
+
+
+@dataclass(frozen=True)
+class ModelTable:
+    """The models of the configuration file, and the default one; empty: the one ``model`` setting."""
+
+    entries: tuple[ModelEntry, ...] = ()
+    default_model: str = ""
+
+    def __post_init__(self) -> None:
+        names = [entry.name for entry in self.entries]
+        if self.default_model and self.default_model not in names:
+            raise ConfigError(f"default_model {self.default_model!r} is not one of the models declared "
+                              f"([models.NAME]): {', '.join(names) or 'none'}")
+        canaries = {entry.canary for entry in self.entries if entry.canary}
+        for entry in self.entries:
+            if not entry.canary:
+                continue
+            if entry.canary not in names or entry.canary == entry.name:
+                raise ConfigError(f"[models.{entry.name}] canary {entry.canary!r} must name another model "
+                                  f"declared here: {', '.join(n for n in names if n != entry.name) or 'none'}")
+            if entry.name in canaries:
+                raise ConfigError(f"[models.{entry.name}] is a canary and has a canary of its own: one split per "
+                                  "model name")
+            if not 0 < entry.canary_weight < 1:
+                raise ConfigError(f"[models.{entry.name}] canary_weight must be above 0 and below 1 (the share "
+                                  f"of its requests its canary answers), got {entry.canary_weight}")
+
+    @property
+    def default(self) -> str:
+        return self.default_model or self.entries[0].name
+
+    def entry(self, name: str) -> ModelEntry:
+        """Raises ConfigError listing the entries when there is none of this name."""
+        for entry in self.entries:
+            if entry.name == name:
+                return entry
+        raise ConfigError(f"no model {name!r} in the configuration file; declared: "
+                          f"{', '.join(e.name for e in self.entries)}")
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A configuration file read: its top-level settings by name, and its model table."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    models: ModelTable = field(default_factory=ModelTable)
+
+
+def read_config_file(path: str) -> ConfigFile:
+    """Read and check ``path``. Raises ConfigError naming the file, and the key, for anything wrong."""
+    where = Path(path)
+    try:
+        document = tomllib.loads(where.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the configuration file {path} (--config, STREAMSCORE_CONFIG): "
+                          f"{exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"the configuration file {path} is not valid TOML: {exc}") from None
+    kinds = {f.name: type(f.default) for f in setting_fields()}
+    settings: dict[str, Any] = {}
+    for key, value in document.items():
+        if key in ("models", "default_model"):
+            continue
+        if key not in kinds:
+            raise ConfigError(f"{path}: unknown key {key!r}; the top-level keys are settings named as the flags "
+                              "are (max_batch_size for --max-batch-size; see `python -m worker --help`), plus "
+                              "default_model and [models.NAME] tables")
+        settings[key] = _typed(path, key, value, kinds[key])
+    for key in ("model_config", "weights"):
+        if settings.get(key):
+            settings[key] = _beside(where, settings[key])
+    if isinstance(settings.get("model"), str) and settings["model"].endswith(FILE_SUFFIXES):
+        settings["model"] = _beside(where, settings["model"])
+    default_model = document.get("default_model", "")
+    if not isinstance(default_model, str):
+        raise ConfigError(f"{path}: default_model must be a string, got {default_model!r}")
+    tables = document.get("models", {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{path}: models must be tables, [models.NAME], one per model")
+    entries = tuple(_entry(path, where, name, table, kinds) for name, table in tables.items())
+    try:
+        return ConfigFile(settings, ModelTable(entries, default_model))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _entry(path: str, where: Path, name: str, table: Any, kinds: dict[str, type]) -> ModelEntry:
+    if not ENTRY_NAME.match(name):
+        raise ConfigError(f"{path}: [models.{name}]: a model's name is 1-128 letters, digits, '.', '_' or '-' "
+                          "(what requests give in their model field)")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: models.{name} must be a table ([models.{name}])")
+    overrides: list[tuple[str, Any]] = []
+    for key, value in table.items():
+        if key not in ENTRY_KEYS:
+            raise ConfigError(f"{path}: [models.{name}] has no key {key!r}; a model's keys: {', '.join(ENTRY_KEYS)}")
+        if key in kinds:
+            value = _typed(path, f"models.{name}.{key}", value, kinds[key])
+            if key in ("model_config", "weights") and value or key == "model" and value.endswith(FILE_SUFFIXES):
+                value = _beside(where, value)
+            overrides.append((key, value))
+    version, canary = table.get("version", ""), table.get("canary", "")
+    weight = table.get("canary_weight", 0.0)
+    if not isinstance(version, str) or not isinstance(canary, str):
+        raise ConfigError(f"{path}: [models.{name}] version and canary must be strings")
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        raise ConfigError(f"{path}: [models.{name}] canary_weight must be a number between 0 and 1, got {weight!r}")
+    if bool(canary) != ("canary_weight" in table):
+        raise ConfigError(f"{path}: [models.{name}] canary and canary_weight go together: give both or neither")
+    return ModelEntry(name, tuple(overrides), version, canary, float(weight))
+
+
+def _typed(path: str, key: str, value: Any, kind: type) -> Any:
+    """``value`` when TOML gave it the setting's type (an integer where a float is asked is taken)."""
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if type(value) is not kind:
+        raise ConfigError(f"{path}: {key} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _beside(config: Path, value: str) -> str:
+    """A relative path is relative to the configuration file's folder."""
+    path = Path(value)
+    return value if path.is_absolute() else str(config.parent / path)
