@@ -135,13 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(exc)
     configure_logging(settings.operations.log_format, settings.operations.log_level)
     try:
-        if args.command == "score-file":
-            return _score_file(settings, args)
+        if args.command == "score-file":  # one model: of a configuration file's, the one --model names
+            return _score_file(settings.only_model(args.model), args)
         if args.command == "backfill":
             return run_backfill(args, build_backfill)
         if args.command == "inspect-model":
             with exit_if_signalled_while_starting():  # all of it is the model's load and warmup
-                return run_inspect(settings, args.json)
+                return run_inspect(settings.only_model(args.model), args.json)
         if settings.operations.processes > 1:
             require_services(settings)  # one clear message here rather than one per child
             return _run_processes(settings, argv[1:])

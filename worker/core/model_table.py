@@ -18,7 +18,7 @@ requests give in their ``model`` field (or header)::
     model = "models/churn_v2.pt2"      # relative paths are relative to this file
     version = "2"                      # what its replies carry (default: the model's own version)
 
-An entry's unset keys take the top-level value of that setting (``device``,
+Each entry needs its ``model``; its other unset keys take the top-level value of that setting (``device``,
 ``max_batch_size`` ...). Without a ``[models]`` table the worker serves the
 one model of the ``model`` setting, as it always did. Secrets stay out of
 this file: the Kafka security and schema registry settings are read from
@@ -179,6 +179,9 @@ def _entry(path: str, where: Path, name: str, table: Any, kinds: dict[str, type]
         raise ConfigError(f"{path}: [models.{name}] version and canary must be strings")
     if isinstance(weight, bool) or not isinstance(weight, int | float):
         raise ConfigError(f"{path}: [models.{name}] canary_weight must be a number between 0 and 1, got {weight!r}")
+    if "model" not in table:
+        raise ConfigError(f"{path}: [models.{name}] needs model = \"...\": a built-in name, a .pt2 or TorchScript "
+                          "file, or package.module:factory (as --model)")
     if bool(canary) != ("canary_weight" in table):
         raise ConfigError(f"{path}: [models.{name}] canary and canary_weight go together: give both or neither")
     return ModelEntry(name, tuple(overrides), version, canary, float(weight))

@@ -115,7 +115,8 @@ class ModelSettings:
     """The model, where and how it runs."""
 
     model: str = _setting("churn", "the model: a built-in name (churn, minilm), a torch.export .pt2 file, a "
-                          "TorchScript .pt/.ts file, or package.module:factory")
+                          "TorchScript .pt/.ts file, or package.module:factory; with --config, score-file and "
+                          "inspect-model take the name of one of its [models.NAME] (default: its default_model)")
     model_config: str = _setting("", "JSON or TOML file: the model's inputs and outputs spec, and the keyword "
                                  "arguments of a factory (every key but inputs and outputs)")
     weights: str = _setting("", "weights for a factory's module: .safetensors, or a state_dict saved with "

@@ -126,6 +126,16 @@ class Settings:
                 values[f.name] = getattr(args, f.name)
         return dataclasses.replace(cls.from_values(**values), formats=formats, models=models).with_derived_defaults()
 
+    def only_model(self, name: str | None) -> Settings:
+        """These settings as if the configuration file's model ``name`` (None: its default) were the only one: its
+        model and batching settings in place of the top-level ones (what score-file and inspect-model serve). Raises
+        ConfigError listing the models when there is none of this name; without a model table, these settings."""
+        if not self.models.entries:
+            return self
+        entry = self.models.entry(name or self.models.default)
+        return dataclasses.replace(self, model=entry.model_settings(self.model), batching=entry.batching(self.batching),
+                                   models=ModelTable())
+
     def with_derived_defaults(self) -> Settings:
         """Unset names derived: the reply and dead-letter topics from the requests topic, the group from the
         model (the default one of a model table), and with exactly-once the transactional id from the group and
