@@ -107,7 +107,7 @@ def test_metrics_count_a_known_load_exactly(bootstrap, redis_url, topics, produc
     assert value(m, "streamscore_rebalances_total") >= 1
     assert [value(m, "streamscore_paused", reason=r) for r in ("dedup_outage", "backlog")] == [0, 0]
     version = answered.values()[0]["model_version"]
-    assert value(m, "streamscore_model_info", model="churn", version=version, device="cpu") == 1
+    assert value(m, "streamscore_model_info", entry="churn", model="churn", version=version, device="cpu") == 1
     status, body = probe(port, "/healthz")
     assert status == 200 and body["status"] == "ok"
     assert probe(port, "/readyz")[0] == 200
@@ -164,7 +164,7 @@ def test_ready_only_once_warm_and_not_while_redis_is_down(bootstrap, topics, pro
     wait_until(lambda: probe(port, "/healthz")[0] is not None, 60, "the HTTP surface, before warmup ends")
     assert probe(port, "/healthz") == (200, {"status": "starting"})
     status, body = probe(port, "/readyz")
-    assert status == 503 and "the model is not loaded and warmed up yet" in body["reasons"]
+    assert status == 503 and "the models are not loaded and warmed up yet" in body["reasons"]
     assert not [name for name, _ in scrape(port) if name == "streamscore_model_info"]
 
     gate.touch()
