@@ -80,15 +80,20 @@ class AsyncScoringClient:
         return self._client
 
     def submit(self, inputs: Any, request_id: str | None = None, deadline_ms: int | None = None,
-               timeout_s: float | None = None) -> asyncio.Future[Reply]:
-        """Send a request; the asyncio future resolves to its reply or raises ReplyTimeout or the send's error."""
-        return asyncio.wrap_future(self.sync.submit(inputs, request_id, deadline_ms, timeout_s))
+               timeout_s: float | None = None, *, model: str | None = None,
+               model_version: str | None = None) -> asyncio.Future[Reply]:
+        """Send a request; the asyncio future resolves to its reply or raises ReplyTimeout or the send's error.
+        ``model`` and ``model_version`` say which served model answers (see ScoringClient.submit)."""
+        return asyncio.wrap_future(self.sync.submit(inputs, request_id, deadline_ms, timeout_s, model=model,
+                                                    model_version=model_version))
 
     async def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
-                    deadline_ms: int | None = None) -> Reply:
+                    deadline_ms: int | None = None, *, model: str | None = None,
+                    model_version: str | None = None) -> Reply:
         """Send a request and await its reply. Raises ReplyTimeout (at the timeout, with no reply or when the
         request could not be sent), or the send's error."""
-        return await self.submit(inputs, request_id or new_request_id(), deadline_ms, timeout_s)
+        return await self.submit(inputs, request_id or new_request_id(), deadline_ms, timeout_s, model=model,
+                                 model_version=model_version)
 
     async def score_many(self, items: Iterable[Any] | AsyncIterable[Any], *, max_in_flight: int = 1000,
                          timeout_s: float | None = None) -> AsyncIterator[ScoreResult]:

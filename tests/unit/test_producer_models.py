@@ -1,0 +1,106 @@
+"""The producer side names the model that answers: the clients put ``model`` and ``model_version`` on the
+wire (only when named), over a stand-in broker whose worker echoes them back."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+
+import orjson
+import pytest
+
+import producer.client as client_module
+from producer.aio import AsyncScoringClient
+from producer.client import ClientRequest, ScoringClient
+from producer.ports import Record
+
+DEFAULT = ("churn", "1")  # what the stand-in worker answers with when a request names no model
+
+
+class StandInBroker:
+    """A client's Publisher and ReplyReader in one: every request published is kept (decoded) and answered at
+    once on the reply topic with the model and version it named, else DEFAULT's."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+        self._replies: queue.SimpleQueue[Record] = queue.SimpleQueue()
+
+    def prepare(self, topic, timeout_s):
+        pass
+
+    def publish(self, topic, key, value, on_done, timeout_s=None):
+        body = orjson.loads(value)
+        self.sent.append(body)
+        reply = {"id": body["id"], "status": "ok", "outputs": [0.5],
+                 "model": body.get("model", DEFAULT[0]), "model_version": body.get("model_version", DEFAULT[1])}
+        self._replies.put(Record(key, orjson.dumps(reply), [], 0))
+        on_done(0, None)
+
+    def serve(self):
+        pass
+
+    def flush(self, timeout_s=None):
+        return 0
+
+    def close(self, timeout_s=1.0):
+        return 0
+
+    def partitions(self, topic):
+        return [0]
+
+    def follow_from_end(self, topic, partitions):
+        pass
+
+    def poll(self, timeout_s):
+        try:
+            return [self._replies.get(timeout=timeout_s)]
+        except queue.Empty:
+            return []
+
+
+@pytest.fixture
+def broker(monkeypatch):
+    stand_in = StandInBroker()
+    monkeypatch.setattr(client_module, "check_kafka", lambda *args, **kwargs: None)
+    monkeypatch.setattr(client_module, "open_publisher", lambda *args, **kwargs: stand_in)
+    monkeypatch.setattr(client_module, "open_reply_reader", lambda *args, **kwargs: stand_in)
+    return stand_in
+
+
+def routing(body: dict) -> tuple:
+    return body["id"], body.get("model"), body.get("model_version")
+
+
+def test_score_names_the_model_and_version_on_the_wire_and_the_reply_says_which_answered(broker):
+    with ScoringClient("stand-in:9092", "requests", timeout_s=5) as client:
+        reply = client.score([1.0], "a", model="fraud", model_version="7")
+        assert (reply["model"], reply["model_version"]) == ("fraud", "7")
+        assert client.score([1.0], "b", model="fraud")["model"] == "fraud"
+        assert (client.score([1.0], "c")["model"], client.submit([1.0], "d", 99, 5.0).result(5)["model"]) == (
+            DEFAULT[0], DEFAULT[0])
+    assert [routing(body) for body in broker.sent] == [
+        ("a", "fraud", "7"), ("b", "fraud", None), ("c", None, None), ("d", None, None)]
+    assert "model" not in broker.sent[2] and "model_version" not in broker.sent[1]  # unnamed: left out
+    assert broker.sent[3]["deadline_ms"] == 99  # the positional arguments mean what they meant
+
+
+def test_score_many_items_name_their_own_model(broker):
+    items = [ClientRequest([1.0], "a", model="fraud"), ClientRequest([1.0], "b", model_version="2"), [1.0]]
+    with ScoringClient("stand-in:9092", "requests", timeout_s=5) as client:
+        results = sorted(client.score_many(items), key=lambda result: result.index)
+    assert [r.ok for r in results] == [True, True, True]
+    assert [routing(body)[1:] for body in broker.sent] == [("fraud", None), (None, "2"), (None, None)]
+    assert [(r.reply["model"], r.reply["model_version"]) for r in results] == [("fraud", "1"), ("churn", "2"),
+                                                                              DEFAULT]
+
+
+def test_the_async_client_names_the_model_too(broker):
+    async def scored():
+        async with AsyncScoringClient("stand-in:9092", "requests", timeout_s=5) as client:
+            return await asyncio.gather(client.score([1.0], "a", model="fraud", model_version="7"),
+                                        client.submit([1.0], "b", model="churn"), client.score([1.0], "c"))
+
+    replies = asyncio.run(scored())
+    assert [(r["model"], r["model_version"]) for r in replies] == [("fraud", "7"), ("churn", "1"), DEFAULT]
+    assert sorted(routing(body) for body in broker.sent) == [("a", "fraud", "7"), ("b", "churn", None),
+                                                           ("c", None, None)]
