@@ -28,6 +28,8 @@ from producer.client import (
     ScoringClient,
 )
 from producer.transport import CLOSE_TIMEOUT_S
+from worker.core.formats import JSON as JSON_REQUESTS
+from worker.core.formats import Formats
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import new_request_id
 
@@ -37,18 +39,20 @@ __all__ = ["AsyncScoringClient", "ClientRequest", "ReplyTimeout", "ScoreResult"]
 class AsyncScoringClient:
     """Use as ``async with AsyncScoringClient(...) as client:``, or ``await open()`` / ``await close()``.
 
-    Takes the same arguments as ScoringClient (``kafka_client`` and ``connect_timeout_s`` too). Use from one
-    event loop.
+    Takes the same arguments as ScoringClient (``kafka_client``, ``connect_timeout_s``, ``formats`` and
+    ``request_schema`` too). Use from one event loop.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
                  timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
                  read_committed: bool = False, kafka_client: str = "kafka-python",
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S, formats: Formats = JSON_REQUESTS,
+                 request_schema: str | None = None) -> None:
         self._args = (bootstrap_servers, requests_topic, reply_topic)
         self._options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "security": security,
                                          "read_committed": read_committed, "kafka_client": kafka_client,
-                                         "connect_timeout_s": connect_timeout_s}
+                                         "connect_timeout_s": connect_timeout_s, "formats": formats,
+                                         "request_schema": request_schema}
         self._client: ScoringClient | None = None
 
     async def open(self) -> AsyncScoringClient:

@@ -16,6 +16,8 @@ from producer.cli import _parser, main
 from producer.client import ClientRequest, ScoringClient
 from producer.ports import Record
 from producer.send import BadLine, requests_from_file, send_requests
+from worker.core.formats import Formats
+from worker.core.wire import encode_request
 
 DEFAULT = ("churn", "1")  # what the stand-in worker answers with when a request names no model
 
@@ -159,3 +161,21 @@ def test_the_cli_sends_and_scores_with_the_model_named(broker, monkeypatch, caps
     assert routing(broker.sent[-1])[1:] == ("fraud", None)
     reply = orjson.loads(capsys.readouterr().out)
     assert (reply["model"], reply["model_version"]) == ("fraud", "1")
+
+
+def test_the_async_client_writes_the_request_format_it_is_given(broker, monkeypatch):
+    given = []
+
+    def encoder(formats, topic, schema):
+        given.append((formats, topic, schema))
+        return encode_request
+
+    monkeypatch.setattr(client_module, "request_encoder", encoder)
+    formats = Formats(request_format="json-schema", registry_url="http://registry.invalid")
+
+    async def scored():
+        async with AsyncScoringClient("stand-in:9092", "requests", formats=formats, request_schema="{}") as client:
+            return await client.score([1.0], model="fraud")
+
+    assert asyncio.run(scored())["model"] == "fraud"
+    assert given == [(formats, "requests", "{}")]
