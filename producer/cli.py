@@ -52,7 +52,8 @@ COLLECT_DESCRIPTION = """\
 Write the first reply per id of the reply topic TOPIC to OUT (JSONL): the
 replies stamped in [--from-time, --until-time), else all of them from the
 beginning, up to the end of the topic when collect started; with --idle-s,
-then newer ones until none came for that long.
+then newer ones until none came for that long. Prints how many ok replies
+each served model and version gave (a canary arm has a version of its own).
 
 With --requests FILE (JSONL or CSV with ids) or --requests-topic (over
 [--requests-from-time, --requests-until-time), default all), also join
@@ -253,7 +254,8 @@ def _collect(args: argparse.Namespace) -> int:
     finally:
         reader.close()
     print(f"wrote {len(tally.status):,} replies to {args.out} ({tally.duplicates:,} duplicates skipped, "
-          f"{tally.unreadable:,} unreadable records)", file=sys.stderr)
+          f"{tally.unreadable:,} unreadable records)\nok replies by model and version: {tally.render_models()}",
+          file=sys.stderr)
     if not (args.requests_topic or args.requests):
         return 0
     if args.requests:
