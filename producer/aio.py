@@ -28,6 +28,8 @@ from producer.client import (
     ScoringClient,
 )
 from producer.transport import CLOSE_TIMEOUT_S
+from worker.core.formats import JSON as JSON_REQUESTS
+from worker.core.formats import Formats
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import new_request_id
 
@@ -37,18 +39,20 @@ __all__ = ["AsyncScoringClient", "ClientRequest", "ReplyTimeout", "ScoreResult"]
 class AsyncScoringClient:
     """Use as ``async with AsyncScoringClient(...) as client:``, or ``await open()`` / ``await close()``.
 
-    Takes the same arguments as ScoringClient (``kafka_client`` and ``connect_timeout_s`` too). Use from one
-    event loop.
+    Takes the same arguments as ScoringClient (``kafka_client``, ``connect_timeout_s``, ``formats`` and
+    ``request_schema`` too). Use from one event loop.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
                  timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
                  read_committed: bool = False, kafka_client: str = "kafka-python",
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S, formats: Formats = JSON_REQUESTS,
+                 request_schema: str | None = None) -> None:
         self._args = (bootstrap_servers, requests_topic, reply_topic)
         self._options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "security": security,
                                          "read_committed": read_committed, "kafka_client": kafka_client,
-                                         "connect_timeout_s": connect_timeout_s}
+                                         "connect_timeout_s": connect_timeout_s, "formats": formats,
+                                         "request_schema": request_schema}
         self._client: ScoringClient | None = None
 
     async def open(self) -> AsyncScoringClient:
@@ -80,15 +84,20 @@ class AsyncScoringClient:
         return self._client
 
     def submit(self, inputs: Any, request_id: str | None = None, deadline_ms: int | None = None,
-               timeout_s: float | None = None) -> asyncio.Future[Reply]:
-        """Send a request; the asyncio future resolves to its reply or raises ReplyTimeout or the send's error."""
-        return asyncio.wrap_future(self.sync.submit(inputs, request_id, deadline_ms, timeout_s))
+               timeout_s: float | None = None, *, model: str | None = None,
+               model_version: str | None = None) -> asyncio.Future[Reply]:
+        """Send a request; the asyncio future resolves to its reply or raises ReplyTimeout or the send's error.
+        ``model`` and ``model_version`` say which served model answers (see ScoringClient.submit)."""
+        return asyncio.wrap_future(self.sync.submit(inputs, request_id, deadline_ms, timeout_s, model=model,
+                                                    model_version=model_version))
 
     async def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
-                    deadline_ms: int | None = None) -> Reply:
+                    deadline_ms: int | None = None, *, model: str | None = None,
+                    model_version: str | None = None) -> Reply:
         """Send a request and await its reply. Raises ReplyTimeout (at the timeout, with no reply or when the
         request could not be sent), or the send's error."""
-        return await self.submit(inputs, request_id or new_request_id(), deadline_ms, timeout_s)
+        return await self.submit(inputs, request_id or new_request_id(), deadline_ms, timeout_s, model=model,
+                                 model_version=model_version)
 
     async def score_many(self, items: Iterable[Any] | AsyncIterable[Any], *, max_in_flight: int = 1000,
                          timeout_s: float | None = None) -> AsyncIterator[ScoreResult]:

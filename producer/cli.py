@@ -34,21 +34,26 @@ failed, skipped, records per partition). Exit code 1 if any failed or was
 skipped.
 
   JSONL  one request object per line: {"id": ..., "inputs": ...}, optional
-         "reply_to" and "deadline_ms"
+         "reply_to", "deadline_ms", "model" and "model_version"
   CSV    a header row; an "inputs" column holding JSON (a cell that is not
          JSON is taken as text), or else every column but id, reply_to,
-         deadline_ms and the --key-field is a number of the input vector
+         deadline_ms, model, model_version and the --key-field is a number
+         of the input vector
 
 A request without an id gets a fresh one. A line that cannot be read is
 skipped and listed, never sent. Or --synthetic MODEL --count N random valid
 requests (for load tests, with --rate).
+
+--model and --model-version name the served model that answers the requests
+that name none themselves (a line's own model or model_version wins).
 """
 
 COLLECT_DESCRIPTION = """\
 Write the first reply per id of the reply topic TOPIC to OUT (JSONL): the
 replies stamped in [--from-time, --until-time), else all of them from the
 beginning, up to the end of the topic when collect started; with --idle-s,
-then newer ones until none came for that long.
+then newer ones until none came for that long. Prints how many ok replies
+each served model and version gave (a canary arm has a version of its own).
 
 With --requests FILE (JSONL or CSV with ids) or --requests-topic (over
 [--requests-from-time, --requests-until-time), default all), also join
@@ -71,12 +76,15 @@ def _parser() -> argparse.ArgumentParser:
         description=SEND_DESCRIPTION,
         epilog="examples:\n  python -m producer send requests --file requests.jsonl --rate 500\n"
                "  python -m producer send requests --file customers.csv --key-field customer_id\n"
-               "  python -m producer send requests --synthetic churn --count 100000",
+               "  python -m producer send requests --synthetic churn --count 100000\n"
+               "  python -m producer send requests --synthetic churn --count 1000 --model churn --model-version 2",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     send.add_argument("topic")
     source = send.add_mutually_exclusive_group(required=True)
     source.add_argument("--file", type=Path, help="JSONL (.jsonl) or CSV (.csv) file of requests")
-    source.add_argument("--synthetic", metavar="MODEL", help="built-in model to make random inputs for")
+    source.add_argument("--synthetic", metavar="MODEL",
+                        help="built-in model to make random inputs for (inputs only: --model says which served "
+                             "model answers)")
     send.add_argument("--format", choices=("jsonl", "csv"), help="the file's format (default: by its suffix)")
     send.add_argument("--count", type=int, default=1000, help="synthetic requests to send (default: 1000)")
     send.add_argument("--rate", type=float, help="requests per second at most (default: as fast as possible)")
@@ -87,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     keys.add_argument("--key-field", metavar="FIELD",
                       help="key by this field (JSONL) or column (CSV): equal values share a partition, in order")
     send.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_model_flags(send)
     _add_kafka_client_flag(send)
     _add_format_flags(send)
 
@@ -112,13 +121,20 @@ def _parser() -> argparse.ArgumentParser:
     collect.add_argument("--report", type=Path, help="where to write the join (default: OUT.report.json)")
     collect.add_argument("--no-progress", action="store_true", help="no progress bars")
 
-    score = commands.add_parser("score", help="send one request and print its reply")
+    score = commands.add_parser(
+        "score", help="send one request and print its reply",
+        description="Send one request to REQUESTS_TOPIC and print its reply from REPLY_TOPIC (JSON, with the\n"
+                    "model and model_version that answered); exit code 1 unless its status is ok.",
+        epilog="examples:\n  python -m producer score requests requests.replies '[0.1, 0.2, ...]'\n"
+               "  python -m producer score requests requests.replies '[0.1, 0.2, ...]' --model fraud",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     score.add_argument("requests_topic")
     score.add_argument("reply_topic")
     score.add_argument("inputs", help="the request's inputs as JSON, e.g. '[0.1, 0.2, ...]'")
     score.add_argument("--timeout-s", type=float, default=30.0)
     score.add_argument("--read-committed", action="store_true",
                        help="read only replies of committed transactions (workers in --delivery exactly-once)")
+    _add_model_flags(score)
     _add_kafka_client_flag(score)
     _add_format_flags(score)
 
@@ -141,11 +157,23 @@ def _add_format_flags(command: argparse.ArgumentParser) -> None:
     add_format_flags(command)
     command.add_argument("--request-schema", type=Path, metavar="FILE",
                          help="avro, json-schema: the request schema (an .avsc or a JSON Schema file; default: id, "
-                              "inputs as an array of numbers, reply_to, deadline_ms), registered under "
-                              "<topic>-value")
+                              "inputs as an array of numbers, reply_to, deadline_ms, model, model_version), "
+                              "registered under <topic>-value")
     command.add_argument("--no-register", action="store_true",
                          help="look the request schema up under <topic>-value instead of registering it "
                               "(read-only registry credentials)")
+
+
+def _add_model_flags(command: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--model-version``: which of the models a worker serves answers (worker/core/routes.py)."""
+    command.add_argument("--model", metavar="NAME",
+                         help="the served model to answer (default: the worker's default model, or its requests "
+                              "topic's); a model the worker does not serve is answered with an error reply, code "
+                              "unknown_model, that lists the served ones")
+    command.add_argument("--model-version", metavar="V",
+                         help="that version of the model (or of the default); without it, a model split between a "
+                              "live and a canary version answers with the arm a hash of the request id picks; a "
+                              "version not served is answered unknown_model too")
 
 
 def _encoder(args: argparse.Namespace, topic: str) -> RequestEncode:
@@ -196,7 +224,8 @@ def _send(args: argparse.Namespace) -> int:
     summary = send_requests(args.bootstrap_servers, args.topic, requests, total=total, rate=args.rate,
                             keyed=args.key == "id", key_field=args.key_field, progress=not args.no_progress,
                             record_send_times=False, raise_on_failure=False, security=args.security,
-                            kafka_client=args.kafka_client, encode=_encoder(args, args.topic))
+                            kafka_client=args.kafka_client, encode=_encoder(args, args.topic), model=args.model,
+                            model_version=args.model_version)
     print(_send_summary(args.topic, summary), file=sys.stderr)
     return 0 if not summary.failed and not summary.skipped else 1
 
@@ -225,7 +254,8 @@ def _collect(args: argparse.Namespace) -> int:
     finally:
         reader.close()
     print(f"wrote {len(tally.status):,} replies to {args.out} ({tally.duplicates:,} duplicates skipped, "
-          f"{tally.unreadable:,} unreadable records)", file=sys.stderr)
+          f"{tally.unreadable:,} unreadable records)\nok replies by model and version: {tally.render_models()}",
+          file=sys.stderr)
     if not (args.requests_topic or args.requests):
         return 0
     if args.requests:
@@ -264,7 +294,8 @@ def _score(args: argparse.Namespace) -> int:
     with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic, security=args.security,
                        read_committed=args.read_committed, kafka_client=args.kafka_client, formats=formats,
                        request_schema=schema) as client:
-        reply = client.score(orjson.loads(args.inputs), timeout_s=args.timeout_s)
+        reply = client.score(orjson.loads(args.inputs), timeout_s=args.timeout_s, model=args.model,
+                             model_version=args.model_version)
     print(orjson.dumps(reply, option=orjson.OPT_INDENT_2).decode())
     return 0 if reply.get("status") == "ok" else 1
 

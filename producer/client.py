@@ -65,11 +65,14 @@ class ReplyTimeout(TimeoutError):
 
 @dataclass(frozen=True)
 class ClientRequest:
-    """An item of ``score_many`` with more than inputs: its own id (for safe retries) or a deadline."""
+    """An item of ``score_many`` with more than inputs: its own id (for safe retries), a deadline, or the model
+    (and version) to answer it (see ``ScoringClient.submit``)."""
 
     inputs: Any
     id: str | None = None
     deadline_ms: int | None = None
+    model: str | None = None
+    model_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -166,8 +169,16 @@ class ScoringClient:
             return self._inflight.late_replies
 
     def submit(self, inputs: Any, request_id: str | None = None, deadline_ms: int | None = None,
-               timeout_s: float | None = None) -> Future[Reply]:
+               timeout_s: float | None = None, *, model: str | None = None,
+               model_version: str | None = None) -> Future[Reply]:
         """Send a request without waiting (no flush); the future resolves to its reply.
+
+        ``model`` names the served model to answer it (None: the worker's
+        default, or its requests topic's), ``model_version`` one version of it
+        (None: the model's canary split, if it has one, picks by the id). The
+        reply's ``model`` and ``model_version`` say which answered; a model or
+        version the worker does not serve is answered with an error reply,
+        code ``unknown_model``, listing those it serves.
 
         The future raises ReplyTimeout when no reply came within the timeout
         or the request could not be sent in that time, or the error of a failed
@@ -183,7 +194,7 @@ class ScoringClient:
             raise RuntimeError(f"the client is closed{self._why_closed()}")
         request_id = request_id or new_request_id()
         timeout_s = timeout_s or self.timeout_s
-        value = self._encode(inputs, request_id, self.reply_topic, deadline_ms)
+        value = self._encode(inputs, request_id, self.reply_topic, deadline_ms, model, model_version)
         with self._lock:
             now = time.monotonic()
             pending = self._inflight.get(request_id)
@@ -202,15 +213,17 @@ class ScoringClient:
         return future
 
     def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
-              deadline_ms: int | None = None) -> Reply:
+              deadline_ms: int | None = None, *, model: str | None = None,
+              model_version: str | None = None) -> Reply:
         """Send a request and block for its reply (a dict), at most ``timeout_s`` and a fraction of a second.
 
-        Raises ReplyTimeout (no reply, or the request could not be sent in time), or the send's error.
+        ``model`` and ``model_version`` say which served model answers (see ``submit``). Raises ReplyTimeout
+        (no reply, or the request could not be sent in time), or the send's error.
         """
         timeout_s = timeout_s or self.timeout_s
         request_id = request_id or new_request_id()
         started = time.monotonic()
-        future = self.submit(inputs, request_id, deadline_ms, timeout_s)
+        future = self.submit(inputs, request_id, deadline_ms, timeout_s, model=model, model_version=model_version)
         try:  # the reader gives up at the timeout; this is a backstop
             return future.result(timeout=max(started + timeout_s + RESULT_MARGIN_S - time.monotonic(), 0.0))
         except ReplyTimeout:  # a TimeoutError, as FutureTimeout is since Python 3.11
@@ -247,7 +260,8 @@ class ScoringClient:
         """Submit one ``score_many`` item; ``on_done`` gets its result (on a client thread). Returns its id."""
         request = item if isinstance(item, ClientRequest) else ClientRequest(item)
         request_id = request.id or new_request_id()
-        future = self.submit(request.inputs, request_id, request.deadline_ms, timeout_s)
+        future = self.submit(request.inputs, request_id, request.deadline_ms, timeout_s, model=request.model,
+                             model_version=request.model_version)
         future.add_done_callback(lambda f: on_done(_result(index, request_id, f)))
         return request_id
 

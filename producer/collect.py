@@ -165,12 +165,19 @@ class TopicSpanReader:
 
 @dataclass
 class ReplyTally:
-    """What a reply topic says about each id: the first reply's status (and error code)."""
+    """What a reply topic says about each id: the first reply's status (and error code), and which served model
+    (and version: a canary arm has its own) gave the ok ones."""
 
     status: dict[str, str] = field(default_factory=dict)
     error_codes: dict[str, str] = field(default_factory=dict)
     duplicates: int = 0  # replies after the first for an id
     unreadable: int = 0  # records that are not a reply
+    ok_by_model: Counter[tuple[str, str]] = field(default_factory=Counter)  # (model, model_version) -> ok replies
+
+    def render_models(self) -> str:
+        """``churn 1: 900, churn 2: 100``, or ``none`` (no ok reply named its model: an older worker's)."""
+        counts = [f"{model} {version}: {n:,}" for (model, version), n in sorted(self.ok_by_model.items())]
+        return ", ".join(counts) or "none"
 
 
 def collect_replies(reader: TopicSpanReader, out: IO[bytes], follow_idle_s: float = 0.0,
@@ -191,6 +198,8 @@ def collect_replies(reader: TopicSpanReader, out: IO[bytes], follow_idle_s: floa
         error = reply.get("error")
         if isinstance(error, dict) and error.get("code"):
             tally.error_codes[request_id] = str(error["code"])
+        if reply.get("status") == "ok" and reply.get("model") is not None:
+            tally.ok_by_model[(str(reply["model"]), str(reply.get("model_version")))] += 1
         out.write(orjson.dumps(reply) + b"\n")
     return tally
 

@@ -1,11 +1,11 @@
 """Bulk sending of requests from files or synthetic inputs, with a progress bar and a rate limit.
 
 Files: JSONL (one request object per line: ``inputs``, optional ``id``,
-``reply_to``, ``deadline_ms``) and CSV (an ``inputs`` column holding JSON, or
-else every column but ``id``, ``reply_to``, ``deadline_ms`` and the key field
-is a number and the row is the input vector, in column order). A request
-without an id gets a fresh one. A line that cannot be read is skipped and
-counted, never sent half-formed.
+``reply_to``, ``deadline_ms``, ``model``, ``model_version``) and CSV (an
+``inputs`` column holding JSON, or else every column but those and the key
+field is a number and the row is the input vector, in column order). A
+request without an id gets a fresh one. A line that cannot be read is skipped
+and counted, never sent half-formed.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from worker.kafka.kafka_python.connection import client_config
 
 RequestBody = dict[str, Any]
 BATCH_BYTES = 256 * 1024  # per partition: bulk sends fill batches, where the client's few requests do not
-_RESERVED_COLUMNS = ("id", "reply_to", "deadline_ms")
+_RESERVED_COLUMNS = ("id", "reply_to", "deadline_ms", "model", "model_version")
+_ROUTING_FIELDS = ("model", "model_version")
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,10 @@ def requests_from_jsonl(path: Path, assign_ids: bool = True) -> Iterator[Request
             if not isinstance(body, dict) or "inputs" not in body:
                 yield BadLine(f"{path}:{number}", "expected a JSON object with 'inputs'")
                 continue
+            wrong = [name for name in _ROUTING_FIELDS if not isinstance(body.get(name, ""), str | None)]
+            if wrong:
+                yield BadLine(f"{path}:{number}", f"{wrong[0]!r} must be a string, got {body[wrong[0]]!r}")
+                continue
             if assign_ids:
                 body.setdefault("id", new_request_id())
             yield body
@@ -125,8 +130,9 @@ def _csv_body(row: dict[str, str], features: list[str], has_inputs: bool) -> Req
             raise ValueError(f"expected numbers in columns {', '.join(features)}") from None
     if row.get("id"):
         body["id"] = row["id"]
-    if row.get("reply_to"):
-        body["reply_to"] = row["reply_to"]
+    for name in ("reply_to", *_ROUTING_FIELDS):
+        if row.get(name):
+            body[name] = row[name]
     if row.get("deadline_ms"):
         try:
             body["deadline_ms"] = int(row["deadline_ms"])
@@ -154,7 +160,8 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
                   total: int | None = None, rate: float | None = None, keyed: bool = True,
                   key_field: str | None = None, progress: bool = True, record_send_times: bool = True,
                   raise_on_failure: bool = True, security: KafkaSecurity = PLAINTEXT,
-                  kafka_client: str = "kafka-python", encode: RequestEncode = encode_request) -> SendSummary:
+                  kafka_client: str = "kafka-python", encode: RequestEncode = encode_request,
+                  model: str | None = None, model_version: str | None = None) -> SendSummary:
     """Send each request to ``topic``; blocks until the broker acknowledged or refused every one.
 
     The record key is the request id (``keyed``), the request's ``key_field``
@@ -163,7 +170,9 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
     load tests). BadLine items are counted as skipped. Raises the first send
     error (KafkaError, or confluent-kafka's KafkaException) if a send failed,
     unless ``raise_on_failure`` is False (then see ``failed``, ``first_error``). ``encode`` writes each
-    request's value (worker/formats/requests.py: JSON, or registry-framed Avro / JSON Schema).
+    request's value (worker/formats/requests.py: JSON, or registry-framed Avro / JSON Schema). ``model`` and
+    ``model_version`` name the served model to answer the requests that name neither themselves (None: the
+    worker's default, or its topic's; a model's canary split when no version is named).
     """
     producer = open_publisher(kafka_client, bootstrap_servers, security, linger_ms=5, batch_bytes=BATCH_BYTES)
     summary = SendSummary()
@@ -184,7 +193,8 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
                 summary.skipped.append(key)
                 continue
             request_id = str(body["id"])
-            value = encode(body["inputs"], request_id, body.get("reply_to"), body.get("deadline_ms"))
+            value = encode(body["inputs"], request_id, body.get("reply_to"), body.get("deadline_ms"),
+                           *_routing(body, model, model_version))
             if record_send_times:
                 summary.sent_at_ms[request_id] = time.time_ns() // 1_000_000
             acks.submitted += 1
@@ -209,6 +219,13 @@ def missing_topics(bootstrap_servers: str, topics: list[str], security: KafkaSec
     finally:
         consumer.close()
     return [topic for topic in topics if topic not in existing]
+
+
+def _routing(body: RequestBody, model: str | None, model_version: str | None) -> tuple[str | None, str | None]:
+    """The request's own model and version if it names either, else the ones given for all requests."""
+    if body.get("model") is None and body.get("model_version") is None:
+        return model, model_version
+    return body.get("model"), body.get("model_version")
 
 
 def _key(body: RequestBody, keyed: bool, key_field: str | None) -> bytes | None | BadLine:

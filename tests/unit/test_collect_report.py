@@ -1,8 +1,9 @@
+import io
 from dataclasses import dataclass
 
 import orjson
 
-from producer.collect import ReplyTally, join_report, request_ids_from_records
+from producer.collect import ReplyTally, collect_replies, join_report, request_ids_from_records
 
 
 @dataclass
@@ -32,3 +33,27 @@ def test_request_ids_are_read_as_the_worker_reads_them():
                Record(None, orjson.dumps({"inputs": []})),
                Record(None, None)]
     assert list(request_ids_from_records(records)) == ["value-a", "key-b", "key-c", None, None]
+
+
+class SpanOf:
+    """A TopicSpanReader over records given."""
+
+    def __init__(self, records):
+        self._records = records
+
+    def records(self, follow_idle_s=0.0, progress=False, what="reading"):
+        return iter(self._records)
+
+
+def test_ok_replies_are_counted_by_the_model_and_version_that_gave_them():
+    def reply(request_id, status="ok", model="churn", version="1"):
+        return Record(None, orjson.dumps({"id": request_id, "status": status, "model": model,
+                                          "model_version": version}))
+
+    out = io.BytesIO()
+    tally = collect_replies(SpanOf([reply("a"), reply("b", version="2"), reply("c"), reply("a", version="2"),
+                                    reply("d", "error", "nope"), Record(None, b'{"id": "e", "status": "ok"}')]), out)
+    assert tally.ok_by_model == {("churn", "1"): 2, ("churn", "2"): 1}  # a duplicate, an error, no model: not
+    assert tally.render_models() == "churn 1: 2, churn 2: 1"
+    assert ReplyTally().render_models() == "none"
+    assert len(out.getvalue().splitlines()) == 5
