@@ -29,11 +29,19 @@ def naive(bootstrap: str, topics: RunTopics, model: str, torch_threads: int) -> 
 
 
 def worker(bootstrap: str, redis_url: str, topics: RunTopics, model: str, batch_size: int, wait_ms: int,
-           torch_threads: int, extra: tuple[str, ...] = ()) -> list[str]:
-    """streamscore itself: a fresh group and dedup namespace, JSON logs, no periodic stats, then ``extra``."""
+           torch_threads: int, extra: tuple[str, ...] = (), *, wait_to_fill: bool = False,
+           latency_target_ms: int = 0) -> list[str]:
+    """streamscore itself: a fresh group and dedup namespace, JSON logs, no periodic stats, then ``extra``.
+
+    The batching settings are parameters, not ``extra``, so that each flag appears once; ``latency_target_ms``
+    0 leaves the target off."""
+    batching = ["--max-batch-size", str(batch_size), "--max-wait-ms", str(wait_ms)]
+    if wait_to_fill:
+        batching.append("--wait-to-fill")
+    if latency_target_ms:
+        batching += ["--latency-target-ms", str(latency_target_ms)]
     return [sys.executable, "-m", "worker", "run", "--bootstrap-servers", bootstrap, "--redis-url", redis_url,
             "--requests-topic", topics.requests, "--reply-topic", topics.replies,
             "--dead-letter-topic", topics.dlq, "--model", model, "--group", topics.group,
-            "--dedup-namespace", topics.group, "--max-batch-size", str(batch_size),
-            "--max-wait-ms", str(wait_ms), "--torch-threads", str(torch_threads),
+            "--dedup-namespace", topics.group, *batching, "--torch-threads", str(torch_threads),
             "--log-format", "json", "--stats-interval-s", "0", *extra]

@@ -51,13 +51,22 @@ from bench.runs import say  # noqa: E402
 from bench.topics import RunTopics  # noqa: E402
 from bench.workloads import WORKLOADS, RequestPool, load_or_skip, reply_size  # noqa: E402
 
-# streamscore's variants: the worker's flags, and bench/gc_probe.py's, that make each (the "before" of a change).
-VARIANTS: dict[str, tuple[list[str], list[str]]] = {
-    "streamscore-confluent": ([], []),
-    "streamscore-confluent-wait-10": (["--max-wait-ms", "10"], []),
-    "streamscore-confluent-gc-unfrozen": ([], ["--unfreeze"]),
-    "streamscore-confluent-before": (["--max-wait-ms", "10", "--wait-to-fill"], ["--unfreeze"]),
-    "streamscore-kafka-python": ([], []),
+
+@dataclass(frozen=True)
+class Variant:
+    """One streamscore contender's worker batching and garbage collection (the "before" of a change)."""
+
+    wait_ms: int | None = None  # the worker's --max-wait-ms; None: this run's --max-wait-ms
+    wait_to_fill: bool = False  # the worker's --wait-to-fill
+    unfreeze: bool = False  # bench/gc_probe.py --unfreeze
+
+
+VARIANTS: dict[str, Variant] = {
+    "streamscore-confluent": Variant(),
+    "streamscore-confluent-wait-10": Variant(wait_ms=10),
+    "streamscore-confluent-gc-unfrozen": Variant(unfreeze=True),
+    "streamscore-confluent-before": Variant(wait_ms=10, wait_to_fill=True, unfreeze=True),
+    "streamscore-kafka-python": Variant(),
 }
 CONTENDERS = ("bare-confluent", *[name for name in VARIANTS if "confluent" in name], "bare-kafka-python",
               "streamscore-kafka-python")
@@ -90,10 +99,11 @@ def command(name: str, ctx: argparse.Namespace, redis_url: str, topics: RunTopic
     if name == "bare-kafka-python":
         return commands.kafka_ceiling(ctx.bootstrap, topics, reply_bytes)
     client = "kafka-python" if name.endswith("kafka-python") else "confluent"
-    worker_flags, probe_flags = VARIANTS[name]
+    variant = VARIANTS[name]
+    wait_ms = ctx.max_wait_ms if variant.wait_ms is None else variant.wait_ms
     worker = commands.worker(ctx.bootstrap, redis_url, topics, WORKLOADS[ctx.workload].model, ctx.batch_size,
-                             ctx.max_wait_ms, 1, ("--kafka-client", client, *worker_flags))
-    probe = [sys.executable, "-m", "bench.gc_probe", *probe_flags, "--"]
+                             wait_ms, 1, ("--kafka-client", client), wait_to_fill=variant.wait_to_fill)
+    probe = [sys.executable, "-m", "bench.gc_probe", *(["--unfreeze"] if variant.unfreeze else []), "--"]
     return [*probe, *worker[3:]]  # worker[:3] is `python -m worker`
 
 

@@ -113,25 +113,10 @@ num.recovery.threads.per.data.dir=1
 background.threads=2
 EOF
   done
-  cat >"$STATE_DIR/log4j2.properties" <<'EOF'
-status = warn
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
-logger.q1.name = kafka.request.logger
-logger.q1.level = WARN
-logger.q2.name = org.apache.kafka.common.config
-logger.q2.level = WARN
-logger.q3.name = kafka.server.KafkaConfig
-logger.q3.level = WARN
-logger.q4.name = org.apache.kafka.common.utils.AppInfoParser
-logger.q4.level = WARN
-logger.q5.name = state.change.logger
-logger.q5.level = WARN
-EOF
+  # Fewer loggers at WARN than services.sh's: the quorum's, the controller's and
+  # the partitions' INFO lines (elections, ISR changes) stay in each node's log.
+  "$SCRIPT_DIR/kafka-log4j2.sh" kafka.request.logger org.apache.kafka.common.config kafka.server.KafkaConfig \
+      org.apache.kafka.common.utils.AppInfoParser state.change.logger >"$STATE_DIR/log4j2.properties"
 }
 
 # Dynamic quorum (KIP-853): every node is formatted with the same cluster id and

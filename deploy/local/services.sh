@@ -399,27 +399,13 @@ min.insync.replicas=1
 group.initial.rebalance.delay.ms=0
 EOF
   # INFO to the console (-> kafka.log), but the chatty loggers only at WARN.
-  cat >"$STATE_DIR/log4j2.properties" <<'EOF'
-status = warn
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
-EOF
-  local i=0 name
-  for name in kafka.request.logger 'kafka.network.RequestChannel$' state.change.logger \
+  "$SCRIPT_DIR/kafka-log4j2.sh" kafka.request.logger 'kafka.network.RequestChannel$' state.change.logger \
       kafka.server.KafkaConfig kafka.log kafka.cluster kafka.coordinator \
       org.apache.kafka.raft org.apache.kafka.controller org.apache.kafka.metadata \
       org.apache.kafka.image org.apache.kafka.storage org.apache.kafka.coordinator \
       org.apache.kafka.common.config org.apache.kafka.common.utils.AppInfoParser \
       org.apache.kafka.server kafka.server.metadata kafka.server.ReplicaFetcherManager \
-      kafka.server.ReplicaAlterLogDirsManager kafka.server.ClientQuotaManager; do
-    i=$((i + 1))
-    printf 'logger.q%d.name = %s\nlogger.q%d.level = WARN\n' "$i" "$name" "$i" \
-      >>"$STATE_DIR/log4j2.properties"
-  done
+      kafka.server.ReplicaAlterLogDirsManager kafka.server.ClientQuotaManager >"$STATE_DIR/log4j2.properties"
 }
 
 # The SCRAM user is created with the storage (KIP-900), so storage formatted
