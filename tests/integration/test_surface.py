@@ -108,6 +108,8 @@ def test_metrics_count_a_known_load_exactly(bootstrap, redis_url, topics, produc
     assert [value(m, "streamscore_paused", reason=r) for r in ("dedup_outage", "backlog")] == [0, 0]
     version = answered.values()[0]["model_version"]
     assert value(m, "streamscore_model_info", entry="churn", model="churn", version=version, device="cpu") == 1
+    assert value(m, "streamscore_model_replies_total", model="churn", version=version, status="ok") == 200
+    assert value(m, "streamscore_model_scored_total", entry="churn") == 200
     status, body = probe(port, "/healthz")
     assert status == 200 and body["status"] == "ok"
     assert probe(port, "/readyz")[0] == 200
