@@ -11,16 +11,14 @@ import redis
 import structlog
 import torch
 
-from worker.core.batcher import Batcher, request_batcher
+from worker.core.batcher import request_batcher
 from worker.core.bounds import StepBounds, step_bounds
 from worker.core.broker_fit import check_session_timeout, check_topics_exist
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
-from worker.core.messages import Request
-from worker.core.model_batchers import ModelBatchers
 from worker.core.model_table import ModelEntry
 from worker.core.pacing import LiveFirst, RatePacer
-from worker.core.routes import Arm, Route, Routes
+from worker.core.routes import Routes
 from worker.core.settings import (
     BatchingSettings,
     DedupSettings,
@@ -47,6 +45,7 @@ from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
 from worker.models import load_model
 from worker.models.runner import TorchRunner, pick_device
+from worker.models.versions import refusal
 from worker.ports import (
     DedupStore,
     ModelRunner,
@@ -61,8 +60,9 @@ from worker.ports import (
 from worker.stream.framed import FramedRequests
 from worker.stream.json_requests import JsonRequests
 from worker.stream.loop import Worker
+from worker.stream.reloads import Reloads
 from worker.stream.scoring import InlineScorer, ThreadScorer
-from worker.stream.served import ServedModels
+from worker.stream.served import LoadedEntry, ServedModels
 from worker.surface.http import HttpSurface
 
 log = structlog.get_logger(__name__)
@@ -88,41 +88,37 @@ def build_runner(settings: Settings, entry: ModelEntry | None = None) -> TorchRu
     return runner
 
 
-def build_models(settings: Settings) -> tuple[ServedModels, tuple[ServedModel, ...]]:
+def build_models(settings: Settings) -> ServedModels:
     """Every model served, loaded and warm, with its batcher, and the routes to them: the configuration file's
-    model table, or the one model of the ``model`` setting. Raises ConfigError (a canary of the same version
-    as the model it splits, and what build_runner raises), ModelError."""
+    model table, or the one model of the ``model`` setting. Raises ConfigError (a canary of the same version as
+    the model it splits, and what build_runner raises), ModelError."""
     table = settings.models
     if not table.entries:
-        started = time.monotonic()
-        runner = build_runner(settings)
-        loaded = ServedModel(runner.name, runner.name, runner.version, str(runner.device), time.monotonic() - started)
-        return ServedModels.single(runner, settings.batching), (loaded,)
-    runners: dict[str, TorchRunner] = {}
-    batchers: dict[str, Batcher[Request]] = {}
-    served: list[ServedModel] = []
-    for entry in table.entries:
-        started = time.monotonic()
-        runner = runners[entry.name] = build_runner(settings, entry)
-        batchers[entry.name] = request_batcher(entry.batching(settings.batching), runner.cost)
-        served.append(ServedModel(entry.name, entry.name, entry.version or runner.version, str(runner.device),
-                                  time.monotonic() - started))
-        log.info("model_loaded", entry=entry.name, version=served[-1].version, load_s=round(served[-1].load_s, 2))
-    versions = {loaded.entry: loaded.version for loaded in served}
-    arms: dict[str, list[Arm]] = {}
-    for entry in table.entries:
-        live = Route(entry.name, entry.name, versions[entry.name], runners[entry.name].prepare)
-        if not entry.canary:
-            arms[entry.name] = [Arm(live, 1.0)]
-            continue
-        if versions[entry.canary] == versions[entry.name]:
-            raise ConfigError(f"[models.{entry.name}] and its canary [models.{entry.canary}] are both version "
-                              f"{versions[entry.name]!r}: their replies could not be told apart; set version = "
-                              f"\"...\" in [models.{entry.canary}]")
-        canary = Route(entry.canary, entry.name, versions[entry.canary], runners[entry.canary].prepare)
-        arms[entry.name] = [Arm(live, 1.0 - entry.canary_weight), Arm(canary, entry.canary_weight)]
-    routes = Routes(arms, table.default)
-    return ServedModels(runners, ModelBatchers(batchers, table.default), routes), tuple(served)
+        return ServedModels(table, [load_entry(settings, None)])
+    return ServedModels(table, [load_entry(settings, entry) for entry in table.entries])
+
+
+def load_entry(settings: Settings, entry: ModelEntry | None) -> LoadedEntry:
+    """One model of the configuration file (None: the ``model`` setting's), loaded and warm, with its batcher.
+    Raises what build_runner raises."""
+    started = time.monotonic()
+    runner = build_runner(settings, entry)
+    version = entry.version if entry is not None and entry.version else runner.version
+    name = entry.name if entry is not None else runner.name
+    batching = entry.batching(settings.batching) if entry is not None else settings.batching
+    info = ServedModel(name, name, version, str(runner.device), time.monotonic() - started)
+    log.info("model_loaded", model=name, version=version, device=info.device, load_s=round(info.load_s, 2))
+    return LoadedEntry(entry, runner, version, request_batcher(batching, runner.cost), info)
+
+
+def build_reloads(settings: Settings, models: ServedModels, stats: WorkerStats) -> Reloads | None:
+    """New versions without a restart, for the models of a configuration file (None without one): started."""
+    if not settings.models.source:
+        return None
+    reloads = Reloads(models.table, models.live(), lambda entry: load_entry(settings, entry), refusal, stats,
+                      settings.model.model_watch_s)
+    reloads.start()
+    return reloads
 
 
 def check_poll_interval(settings: Settings, batching: BatchingSettings, batch_s: float,
@@ -342,7 +338,7 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
         raise ConfigError(f"topic(s) {', '.join(missing)} do not exist; create them first, e.g. "
                           f"`python -m producer create-topic {missing[0]} --partitions 4`")
     source.start()
-    models, _ = build_models(settings)
+    models = build_models(settings)
     dedup = build_dedup(settings.dedup, step_bounds(kafka, settings.operations), clock)
     worker = _worker(settings, _paced(job, source, clock), ReplyTopicSink(sink, kafka.reply_topic), dedup, models,
                      clock, stop_requested=job.stop_requested)
@@ -413,28 +409,28 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     check_kafka(kafka.kafka_bootstrap_servers, kafka.kafka_security)
     dedup = build_dedup(settings.dedup, bounds, clock)
     check_broker_fit(kafka)  # once both services answer: then whether the settings fit the broker
-    models, loaded = build_models(settings)
+    models = build_models(settings)
     stats = stats if stats is not None else WorkerStats()
-    stats.serve(loaded, models.routes.reply_names())
+    stats.serve(models.served(), models.routes.reply_names())
     source, sink, transactions = build_kafka(settings, clock)
     log.info("step_bounds", worst_step_s=round(bounds.worst_step_s(settings.delivery.exactly_once), 2),
              settle_s=bounds.settle_s, send_block_s=bounds.send_block_s, metadata_s=bounds.metadata_s,
              store_call_s=round(bounds.store_call_s, 2), transaction_s=bounds.transaction_s)
     worker = _worker(settings, source, sink, dedup, models, clock, stop_requested=stop_requested,
-                     transactions=transactions, stats=stats)
+                     transactions=transactions, stats=stats, reloads=build_reloads(settings, models, stats))
     freeze_start_up_heap()
     return worker
 
 
 def _worker(settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels,
             clock: SystemClock, stop_requested: StopRequest | None, transactions: Transactions | None = None,
-            stats: WorkerStats | None = None) -> Worker:
+            stats: WorkerStats | None = None, reloads: Reloads | None = None) -> Worker:
     """The loop over these parts, given the sections it reads, its models where ``model_thread`` says, and its
     requests' decoder."""
     return Worker(source, sink, dedup, models, build_decoder(settings, models.routes), clock, kafka=settings.kafka,
                   batching=settings.batching, delivery=settings.delivery, operations=settings.operations,
                   stop_requested=stop_requested, transactions=transactions,
-                  scorer=build_scorer(settings.model, models.runners, clock), stats=stats)
+                  scorer=build_scorer(settings.model, models.runners, clock), stats=stats, reloads=reloads)
 
 
 def freeze_start_up_heap() -> None:

@@ -42,7 +42,8 @@ class Harness:
     """
 
     def __init__(self, *, exactly_once: bool = False, runner: ModelRunner | None = None,
-                 scorer: ScorerFactory | None = None, **settings: Any) -> None:
+                 scorer: ScorerFactory | None = None, models: ServedModels | None = None, reloads: Any = None,
+                 **settings: Any) -> None:
         self.clock = FakeClock()
         if exactly_once:
             settings = {"delivery": "exactly-once", **settings}
@@ -57,17 +58,18 @@ class Harness:
         self.dedup = InMemoryDedupStore(self.clock)
         self.runner = runner or TorchRunner(load_model("churn"), "cpu", self.settings.batching.max_batch_size)
         self._scorer = scorer
+        self.models, self.reloads = models, reloads  # several models, and new versions of them (default: runner's)
         self.worker = self.build_worker()
 
     def build_worker(self, dedup: DedupStore | None = None) -> Worker:
         """A Worker over this harness's parts as they are now (``settings``, ``runner``), and ``dedup`` if given."""
-        scorer = self._scorer({self.runner.name: self.runner}, self.clock) if self._scorer else None
         s = self.settings
-        models = ServedModels.single(self.runner, s.batching)
+        models = self.models or ServedModels.single(self.runner, s.batching)
+        scorer = self._scorer(models.runners, self.clock) if self._scorer else None
         return Worker(self.source, self.sink, dedup or self.dedup, models, JsonRequests(models.routes,
                       s.batching.max_record_bytes), self.clock,
                       kafka=s.kafka, batching=s.batching, delivery=s.delivery, operations=s.operations,
-                      transactions=self.transactions, scorer=scorer)
+                      transactions=self.transactions, scorer=scorer, reloads=self.reloads)
 
     def steps(self, count: int = 5) -> None:
         for _ in range(count):

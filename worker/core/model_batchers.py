@@ -20,10 +20,10 @@ class ModelBatchers:
     def __init__(self, batchers: Mapping[str, Batcher[Request]], default: str) -> None:
         """``batchers``: each entry's; ``default``: the entry of a request that has no route."""
         if default not in batchers:
-            raise ValueError(f"default entry {default!r} has no batcher")
+            raise ValueError(f"default entry {default!r} has no batcher")  # "default": of requests without a route
         self._batchers = dict(batchers)
         self._order = list(self._batchers)
-        self._default = default
+        self.default = default
         self._next = 0  # where the round robin looks first
 
     @property
@@ -33,8 +33,27 @@ class ModelBatchers:
     def pending_by_entry(self) -> dict[str, int]:
         return {entry: batcher.pending for entry, batcher in self._batchers.items()}
 
+    def pending_of(self, entry: str) -> int:
+        return self._batchers[entry].pending
+
+    def add_entry(self, entry: str, batcher: Batcher[Request]) -> None:
+        """Serve one more entry (a new version switched in); it takes its turn after the others."""
+        self._batchers[entry] = batcher
+        self._order.append(entry)
+
+    def remove_entry(self, entry: str) -> None:
+        """Stop serving ``entry`` (a version let go); raises ValueError while it holds requests."""
+        if self._batchers[entry].pending:
+            raise ValueError(f"entry {entry!r} still holds {self._batchers[entry].pending} requests")
+        index = self._order.index(entry)
+        del self._batchers[entry]
+        self._order.pop(index)
+        if self._next > index:
+            self._next -= 1
+        self._next %= max(1, len(self._order))
+
     def entry_of(self, request: Request) -> str:
-        return request.route.entry if request.route is not None else self._default
+        return request.route.entry if request.route is not None else self.default
 
     def fits(self, request: Request) -> bool:
         """Whether the request could ever be batched (its cost alone fits its entry's budget)."""

@@ -79,6 +79,7 @@ class ModelTable:
 
     entries: tuple[ModelEntry, ...] = ()
     default_model: str = ""
+    source: str = ""  # the configuration file it was read from (a SIGHUP reads it again)
 
     def __post_init__(self) -> None:
         names = [entry.name for entry in self.entries]
@@ -153,7 +154,7 @@ def read_config_file(path: str) -> ConfigFile:
         raise ConfigError(f"{path}: models must be tables, [models.NAME], one per model")
     entries = tuple(_entry(path, where, name, table, kinds) for name, table in tables.items())
     try:
-        return ConfigFile(settings, ModelTable(entries, default_model))
+        return ConfigFile(settings, ModelTable(entries, default_model, path))
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 

@@ -57,6 +57,10 @@ class Routes:
         self._default = default
         self._by_topic = by_topic
 
+    def update(self, other: Routes) -> None:
+        """Route as ``other`` does from now on (a new configuration, or a new version switched in)."""
+        self._arms, self._default, self._by_topic = other._arms, other._default, other._by_topic
+
     @classmethod
     def single(cls, route: Route) -> Routes:
         """One model, answering every request that names no other."""

@@ -130,9 +130,12 @@ class ModelSettings:
                                          "Redis and commits overlap its compute; off: one thread does everything; "
                                          "auto: on for CUDA devices (on shared CPU cores it measured slower)")
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
+    model_watch_s: float = _setting(5.0, "with --config: how often the files each model is made of are looked at; "
+                                    "one that changed is loaded, checked and switched in without a restart "
+                                    "(docs/models.md); 0: only on SIGHUP")
 
     def __post_init__(self) -> None:
-        _at_least(self, 0, "torch_threads")
+        _at_least(self, 0, "torch_threads", "model_watch_s")
         _check_choices(self)
         if re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is None:
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N ({setting_names('device')}), "

@@ -101,21 +101,28 @@ class WorkerStats:
     # Replies by (model, version, status) as they carry them (keys fixed by ``serve``; a reply to a request that
     # named no served model carries the default model's).
     model_replies: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # New versions loaded without a restart, by (model, result): switched, or refused (the old one serves on).
+    reloads: dict[tuple[str, str], int] = field(default_factory=dict)
     step_seconds: Histogram = field(default_factory=lambda: Histogram(STAGE_SECONDS_BUCKETS))  # loop steps
     holding: int = 0  # records in hand at the last step: batched, claiming, scoring, sent and unacknowledged
     progress_at: float | None = None  # monotonic time the loop last finished a record, retried the store, or held none
     _progress_seen: tuple[int, int] = (0, 0)  # (records finished, store retries) at progress_at
 
     def serve(self, models: tuple[ServedModel, ...], reply_names: list[tuple[str, str]]) -> None:
-        """Note the models served, once loaded and warm, and every (model, version) a reply may carry."""
-        for served in models:
-            self.entry_batches.setdefault(served.entry, 0)
-            self.entry_scored.setdefault(served.entry, 0)
-            self.entry_compute_s.setdefault(served.entry, 0.0)
-        for model, version in reply_names:
-            for status in STATUSES:
-                self.model_replies.setdefault((model, version, status), 0)
+        """Note the models served, once loaded and warm (again after a version switch), and every (model, version) a
+        reply may carry. Each dict is replaced whole, never grown, so that a reader on another thread iterates a
+        dict of fixed keys."""
+        entries = [served.entry for served in models]
+        self.entry_batches = {**dict.fromkeys(entries, 0), **self.entry_batches}
+        self.entry_scored = {**dict.fromkeys(entries, 0), **self.entry_scored}
+        self.entry_compute_s = {**dict.fromkeys(entries, 0.0), **self.entry_compute_s}
+        keys = [(model, version, status) for model, version in reply_names for status in STATUSES]
+        self.model_replies = {**dict.fromkeys(keys, 0), **self.model_replies}
         self.models = models
+
+    def record_reload(self, model: str, result: str) -> None:
+        """Count a new version of ``model`` switched in or refused; replaced whole (see ``serve``)."""
+        self.reloads = {**self.reloads, (model, result): self.reloads.get((model, result), 0) + 1}
 
     def record_reply(self, model: str, version: str, status: str, count: int = 1) -> None:
         """Count a reply sent (``count`` -1: take back one whose send was refused)."""

@@ -29,7 +29,7 @@ import structlog
 
 from worker.core.bounds import step_bounds
 from worker.core.clock import Clock
-from worker.core.errors import TransactionAborted
+from worker.core.errors import ConfigError, TransactionAborted
 from worker.core.messages import Request
 from worker.core.offsets import OffsetTracker
 from worker.core.sections import BatchingSettings, DeliverySettings, KafkaSettings, OperationsSettings
@@ -41,6 +41,7 @@ from worker.stream.commit import commit_policy
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.drain import Drain, StreamParts
 from worker.stream.membership import SETTLE_S, Membership
+from worker.stream.reloads import Reloads
 from worker.stream.replies import EXPIRED, Responder
 from worker.stream.scoring import InlineScorer
 from worker.stream.served import ServedModels
@@ -62,20 +63,24 @@ class Worker:
                  decoder: RequestDecoder, clock: Clock, *, kafka: KafkaSettings, batching: BatchingSettings,
                  delivery: DeliverySettings, operations: OperationsSettings,
                  stop_requested: StopRequest | None = None, transactions: Transactions | None = None,
-                 scorer: Scorer | None = None, stats: WorkerStats | None = None) -> None:
+                 scorer: Scorer | None = None, stats: WorkerStats | None = None,
+                 reloads: Reloads | None = None) -> None:
         """``models``: the model entries served, their batchers and routes; ``decoder``: from polled records to
         requests (the wire contract's JSON, or registry-framed). The sections say the topics and poll limits
         (``kafka``), whether batches wait to fill (``batching``), how often to commit (``delivery``) and how long
         to drain (``operations``). ``transactions`` (over the same sink and source) switches on exactly-once
         delivery; ``scorer`` says where batches run (default: inline, in the loop's thread); ``stats`` is
-        where the loop counts (default: a new one), for a reader such as the HTTP surface."""
+        where the loop counts (default: a new one), for a reader such as the HTTP surface; ``reloads`` has the new
+        versions of the models to switch in without a restart (stream/reloads.py; None: none)."""
         self._kafka, self._operations = kafka, operations
         self._bounds = step_bounds(kafka, operations)
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
         self._scorer = scorer or InlineScorer(models.runners, clock)
         self._stop_requested = stop_requested or StopRequest(clock)
         self.stats = stats if stats is not None else WorkerStats()
+        self._models, self._reloads = models, reloads
         self._batchers = models.batchers
+        self._scoring: str | None = None  # the entry whose batch the scorer has
         offsets = OffsetTracker()
         gate = DedupGate(dedup)
         self._gate = gate
@@ -114,6 +119,8 @@ class Worker:
                 self.step()
             drain.finish(self._stop_requested.requested_at)
         finally:
+            if self._reloads is not None:
+                self._reloads.close()
             drain.close()
         unfinished = drain.unfinished()
         log.info("worker_stopped", unfinished=unfinished, deadline_cut=drain.cut, **self.stats.snapshot())
@@ -123,6 +130,7 @@ class Worker:
         """One poll-score-settle round; blocks at most until the next batch deadline (or, while the
         scorer works, until it is done or SCORING_WAIT_S passed)."""
         self._warn_if_slow()
+        self._switch_versions()
         began = self._clock.monotonic()
         records = self._source.poll(self._poll_timeout(), self._kafka.max_poll_records)
         self._backlog = len(records) >= self._kafka.max_poll_records
@@ -149,6 +157,28 @@ class Worker:
         self.stats.record_progress(self._holding(), self._gate.failed_calls, now)
         self.stats.step_seconds.observe(now - began)
         self._log_stats_if_due()
+
+    def reload(self) -> None:
+        """Re-read the configuration file's models soon (SIGHUP). Safe from a signal handler."""
+        if self._reloads is None:
+            log.warning("reload_ignored", reason="no configuration file (--config): nothing to read again")
+        else:
+            self._reloads.reload()
+
+    def _switch_versions(self) -> None:
+        """Between two steps: switch in the new versions loaded meanwhile, and let go of old ones done."""
+        plan = self._reloads.take() if self._reloads is not None else None
+        if plan is not None:
+            try:
+                self._models.switch(plan.table, plan.loaded)
+            except ConfigError as exc:
+                log.warning("model_reload_refused", reason=str(exc), serving="the models as they were")
+            else:
+                self.stats.serve(self._models.served(), self._models.routes.reply_names())
+                for loaded in plan.loaded:
+                    self.stats.record_reload(loaded.name, "switched")
+                    log.info("model_version_switched", model=loaded.name, version=loaded.version)
+        self._models.retire_idle(self._scoring)
 
     def _holding(self) -> int:
         """Records in hand: batched, waiting on the dedup store, being scored, sent and unacknowledged."""
@@ -193,12 +223,14 @@ class Worker:
                 self._responder.answer(request, "expired", EXPIRED)
         if live:
             self._membership.batch_submitted()
+            self._scoring = entry
             self._scorer.submit(entry, live)
 
     def answer_scored(self, settle_s: float = SETTLE_S) -> None:
         """The loop's own step, and a LoopSteps step for the drain (as submit_batch and settle are)."""
         scored = self._scorer.take()
         if scored is not None:
+            self._scoring = None
             self._batchers.observe(scored.entry, len(scored.batch), scored.compute_s)
             left = self._membership.left_while_scoring(len(scored.batch), settle_s)
             self._responder.answer_scored(scored, self._submitted_ms, left)

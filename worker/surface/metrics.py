@@ -95,6 +95,12 @@ class StatsCollector(Collector):
             scored.add_metric([entry], s.entry_scored.get(entry, 0))
             compute.add_metric([entry], s.entry_compute_s.get(entry, 0.0))
         yield from (batches, scored, compute)
+        reloads = CounterMetricFamily("streamscore_model_reloads", "New versions loaded without a restart, by model "
+                                      "and result: switched, or refused (the old version serves on; the log says "
+                                      "why).", labels=["model", "result"])
+        for (model, result), count in sorted(s.reloads.items()):
+            reloads.add_metric([model, result], count)
+        yield reloads
 
 
 def metrics_registry(stats: WorkerStats) -> CollectorRegistry:

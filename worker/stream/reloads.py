@@ -1,0 +1,160 @@
+"""New model versions without a restart: loaded and checked on a thread of their own, switched in by the loop.
+
+Two things start a reload. ``SIGHUP`` (``reload()``) re-reads the configuration
+file: an entry that is new or whose keys changed is loaded again, one that is
+gone stops taking requests, and a changed ``canary_weight`` or
+``default_model`` takes effect (the file's other settings need a restart: a
+change to them is logged and left). And every ``watch_s`` seconds the files an
+entry is made of (its ``.pt2``/TorchScript file, ``model_config``,
+``weights``) are looked at: an entry whose file changed is loaded again.
+
+A new version is loaded, warmed up and checked (``check``: its declared inputs
+and outputs are the old one's, a sample batch scores, its version differs) off
+the loop's thread; a version that fails is refused with a log line and a
+metric, and the old one keeps serving. What passed waits in ``take()`` for the
+loop, which switches it in between two steps (stream/served.py).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from worker.core.errors import WorkerError
+from worker.core.model_table import FILE_SUFFIXES, ModelEntry, ModelTable, read_config_file
+from worker.core.stats import WorkerStats
+from worker.stream.served import LoadedEntry
+
+log = structlog.get_logger(__name__)
+
+Stamp = tuple[tuple[str, int, int], ...]  # (path, mtime_ns, size) of each file an entry is made of
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to serve from now on: the table, and the versions loaded for it (the others stay as they are)."""
+
+    table: ModelTable
+    loaded: tuple[LoadedEntry, ...]
+
+
+class Reloads:
+    def __init__(self, table: ModelTable, live: Mapping[str, LoadedEntry], load: Callable[[ModelEntry], LoadedEntry],
+                 check: Callable[[LoadedEntry, LoadedEntry], str | None], stats: WorkerStats,
+                 watch_s: float) -> None:
+        """``table``: as served now, read from its ``source`` file; ``live``: each name's version serving;
+        ``load`` loads and warms an entry (raising what loading raises), ``check`` says why a new version may not
+        replace an old one (None: it may); ``watch_s``: how often the entries' files are looked at (0: never)."""
+        self._table = table
+        self._live = dict(live)
+        self._stamps = {name: stamp(entry) for name, entry in _entries(table).items()}
+        self._load, self._check, self._stats, self._watch_s = load, check, stats, watch_s
+        self._asked = threading.Event()
+        self._closed = threading.Event()
+        self._plans: queue.SimpleQueue[Plan] = queue.SimpleQueue()
+        self._refused_names: set[str] = set()
+        self._thread = threading.Thread(target=self._run, name="streamscore-reloads", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def reload(self) -> None:
+        """Re-read the configuration file soon (SIGHUP). Safe from a signal handler."""
+        self._asked.set()
+
+    def take(self) -> Plan | None:
+        """The next plan to switch to, if one is ready. Never blocks."""
+        try:
+            return self._plans.get_nowait()
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        """Stop looking; a load under way finishes on its daemon thread and is dropped."""
+        self._closed.set()
+        self._asked.set()
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            asked = self._asked.wait(self._watch_s or None)
+            if self._closed.is_set():
+                return
+            self._asked.clear()
+            try:
+                self._plan(reread=asked)
+            except Exception:  # a bug here must not end reloads for good: say so, and look again next time
+                log.exception("model_reload_failed")
+
+    def _plan(self, reread: bool) -> None:
+        table = self._table
+        if reread:
+            try:
+                table = read_config_file(self._table.source).models
+            except WorkerError as exc:
+                log.warning("model_reload_refused", reason=str(exc), serving="the models as they were")
+                return
+        entries, before = _entries(table), _entries(self._table)
+        stamps = {name: stamp(entry) for name, entry in entries.items()}
+        retry = self._refused_names if reread else set()  # a SIGHUP tries again what was refused
+        changed = [entry for name, entry in entries.items() if name not in before or before[name] != entry
+                   or stamps[name] != self._stamps.get(name) or name in retry]
+        if not changed and table == self._table:
+            return
+        loaded = []
+        for entry in changed:
+            new = self._loaded(entry)
+            if new is None and entry.name not in self._live:
+                log.warning("model_reload_refused", reason=f"the new model {entry.name!r} did not load",
+                            serving="the models as they were")
+                return  # the table would route to a model that is not there: keep the old one whole
+            if new is not None:
+                loaded.append(new)
+        # A refused version is not tried again until its files change again, or a SIGHUP.
+        self._table, self._stamps = table, stamps
+        for new in loaded:
+            self._live[new.name] = new
+        self._plans.put(Plan(table, tuple(loaded)))
+
+    def _loaded(self, entry: ModelEntry) -> LoadedEntry | None:
+        log.info("model_reloading", model=entry.name)
+        self._refused_names.discard(entry.name)
+        try:
+            new = self._load(entry)
+        except Exception as exc:  # the user's model code may raise anything while it loads
+            self._refused(entry.name, f"it did not load: {type(exc).__name__}: {exc}")
+            return None
+        old = self._live.get(entry.name)
+        reason = self._check(old, new) if old is not None else None
+        if reason is not None:
+            self._refused(entry.name, reason)
+            return None
+        return new
+
+    def _refused(self, name: str, reason: str) -> None:
+        self._refused_names.add(name)
+        log.warning("model_version_refused", model=name, reason=reason, serving="the version before")
+        self._stats.record_reload(name, "refused")
+
+
+def _entries(table: ModelTable) -> dict[str, ModelEntry]:
+    return {entry.name: entry for entry in table.entries}
+
+
+def stamp(entry: ModelEntry) -> Stamp:
+    """When and how large the files the entry is made of were last written (a file not there counts as such)."""
+    files = [value for key, value in entry.overrides
+             if key in ("model_config", "weights") and value or key == "model" and str(value).endswith(FILE_SUFFIXES)]
+    stamps = []
+    for path in files:
+        try:
+            status = os.stat(path)
+        except OSError:
+            stamps.append((path, -1, -1))
+            continue
+        stamps.append((path, status.st_mtime_ns, status.st_size))
+    return tuple(stamps)
