@@ -1,20 +1,25 @@
-"""``python -m worker compare``: records to pairs, outputs to leaves, pairs to a report, the report to text
-and JSON."""
+"""``python -m worker compare``: records to pairs, outputs to leaves, pairs to a report, the report to text,
+JSON and a PNG, reading a topic (over a fake consumer), and the command's flags and exit codes (over --input
+files: no Kafka)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kafka import TopicPartition
 
+from worker.cli import main
 from worker.compare.leaves import ROOT, leaves, probability
 from worker.compare.pairs import InvalidPair, Pair, ReadTally, Side, answer_from_reply, joined, pair_from_shadow
 from worker.compare.read import Record, file_records, joined_pairs, shadow_pairs
 from worker.compare.render import as_json, as_text
 from worker.compare.report import compare
+from worker.compare.topics import STALL_S, TopicReader
 
 
 def shadow(request_id: str, live_outputs: object, candidate_outputs: object, model: str = "churn",
@@ -312,3 +317,131 @@ def test_the_json_report_has_every_figure():
     (model,) = found["models"]
     assert model["numeric"][0]["max"] == 0.25 and model["labels"][0]["confusion"] == {"x": {"y": 1}}
     assert model["worst"][0]["candidate"]["outputs"] == {"label": "y", "p": 0.25}
+
+
+# Reading a topic, over a fake consumer.
+
+class FakeConsumer:
+    """A kafka-python consumer's calls TopicReader makes, over in-memory partitions; polls advance ``now``."""
+
+    def __init__(self, logs: dict[int, list[bytes]], ends: dict[int, int] | None = None) -> None:
+        self.logs = logs
+        self.ends = ends or {p: len(log) for p, log in logs.items()}  # offsets at start: later ones are "new"
+        self.positions: dict[TopicPartition, int] = {}
+        self.now = 0.0
+
+    def partitions_for_topic(self, topic):
+        return set(self.logs) if topic == "shadow" else set()
+
+    def assign(self, tps):
+        self.positions = dict.fromkeys(tps, 0)
+
+    def seek_to_beginning(self, *tps):
+        self.positions.update(dict.fromkeys(tps, 0))
+
+    def beginning_offsets(self, tps):
+        return dict.fromkeys(tps, 0)
+
+    def end_offsets(self, tps):
+        return {tp: self.ends[tp.partition] for tp in tps}
+
+    def position(self, tp):
+        return self.positions[tp]
+
+    def poll(self, timeout_ms, max_records):
+        self.now += timeout_ms / 1000
+        fetched = {}
+        for tp, at in self.positions.items():
+            log = self.logs[tp.partition][at:at + 2]
+            if log:
+                fetched[tp] = [SimpleNamespace(offset=at + n, key=None, value=value, headers=[])
+                               for n, value in enumerate(log)]
+                self.positions[tp] = at + len(log)
+        return fetched
+
+
+def topic_records(consumer: FakeConsumer, tally: ReadTally, max_records: int | None = None) -> list[Record]:
+    reader = TopicReader(consumer, "shadow", "--shadow-topic")
+    return list(reader.records(tally, max_records, progress=False, clock=lambda: consumer.now))
+
+
+def test_a_topic_is_read_to_the_end_offsets_it_had_at_start():
+    consumer = FakeConsumer({0: [b"a", b"b", b"c", b"new"], 1: [b"d"], 2: []}, ends={0: 3, 1: 1, 2: 0})
+    tally = ReadTally("t")
+    assert sorted(r.value for r in topic_records(consumer, tally)) == [b"a", b"b", b"c", b"d"]
+    assert (tally.records, tally.stopped) == (4, None)
+
+
+def test_reading_stops_after_max_records_and_says_so():
+    tally = ReadTally("t")
+    assert len(topic_records(FakeConsumer({0: [b"a"] * 10}), tally, max_records=3)) == 3
+    assert tally.stopped == "--max-records 3 reached on shadow"
+
+
+def test_reading_stops_when_nothing_comes_before_the_end_offsets():
+    tally = ReadTally("t")
+    consumer = FakeConsumer({0: [b"a", b"b"], 1: [b"c"]}, ends={0: 5, 1: 1})  # partition 0 never gets there
+    assert len(topic_records(consumer, tally)) == 3
+    assert tally.stopped == "no record of shadow for 30 s before its end offsets (partitions 0 unfinished)"
+    assert STALL_S <= consumer.now <= STALL_S + 1
+
+
+def test_a_topic_that_does_not_exist_says_how_to_create_it(monkeypatch):
+    monkeypatch.setattr("worker.compare.topics.METADATA_WAIT_S", 0.0)
+    with pytest.raises(LookupError, match=r"--shadow-topic 'other': no such topic .* `python -m producer "
+                                          r"create-topic other --partitions 4`"):
+        TopicReader(FakeConsumer({0: []}), "other", "--shadow-topic")
+
+
+# The command, on files.
+
+def write_shadow(path: Path, *records: dict | bytes) -> Path:
+    path.write_bytes(b"".join((r if isinstance(r, bytes) else orjson.dumps(r)) + b"\n" for r in records))
+    return path
+
+
+def test_compare_prints_the_report_of_a_file(tmp_path: Path, capsys):
+    path = write_shadow(tmp_path / "s.jsonl", shadow("a", churn(0.7), churn(0.4)), shadow("b", churn(0.1), churn(0.1)))
+    assert main(["compare", "--input", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"read 2 records of file {path}" in out and "agreement 50.00% (1 of 2)" in out
+
+
+def test_compare_prints_json_and_draws_the_plot(tmp_path: Path, capsys):
+    pytest.importorskip("matplotlib")
+    path = write_shadow(tmp_path / "s.jsonl", *(shadow(f"r{n}", churn(n / 20), churn(n / 21)) for n in range(20)),
+                        shadow("t", {"label": "a"}, {"label": "b"}, model="text"))
+    plot = tmp_path / "diff.png"
+    assert main(["compare", "--input", str(path), "--json", "--plot", str(plot), "--max-records", "15"]) == 0
+    captured = capsys.readouterr()
+    found = orjson.loads(captured.out)
+    assert found["pairs"] == 15 and found["read"]["stopped"] == "--max-records 15 reached"
+    assert plot.read_bytes().startswith(b"\x89PNG") and f"{plot}: 2 panels" in captured.err
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ([], "give one of --shadow-topic, --live-topic with --candidate-topic, or --input; got none"),
+    (["--shadow-topic", "s", "--input", "{file}"], "got --shadow-topic and --input"),
+    (["--live-topic", "a"], "--live-topic and --candidate-topic go together"),
+    (["--input", "{file}", "--max-records", "0"], "--max-records must be at least 1, got 0"),
+    (["--input", "{file}", "--worst", "-1"], "--worst must be 0 or more"),
+    (["--input", "{file}", "--plot", "diff.svg"], "--plot writes a PNG"),
+    (["--input", "{file}", "--plot", "/no/such/dir/diff.png"], "--plot '/no/such/dir/diff.png': no such directory"),
+    (["--input", "/no/such/file.jsonl"], "--input '/no/such/file.jsonl': no such file"),
+    (["--shadow-topic", "s"], "needs --bootstrap-servers (or KAFKA_BOOTSTRAP_SERVERS)"),
+])
+def test_bad_arguments_exit_2_naming_the_flag(tmp_path: Path, capsys, monkeypatch, arguments, message):
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    path = write_shadow(tmp_path / "s.jsonl", shadow("a", 1, 1))
+    assert main(["compare", *(a.replace("{file}", str(path)) for a in arguments)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_help_says_what_it_reads_prints_and_gives_examples(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["compare", "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    for part in ["shadow topic", "--live-topic", "confusion table", "thresholded at 0.5", "examples:",
+                 "python -m worker compare --shadow-topic", "exit codes:"]:
+        assert part in text, part

@@ -34,7 +34,7 @@ def _read_lines(tally: ReadTally) -> list[str]:
     if tally.unreadable:
         lines.append(f"  {tally.unreadable:,} unreadable, skipped; the first: " + "; ".join(tally.unreadable_examples))
     if tally.repeated:
-        lines.append(f"  {tally.repeated:,} repeated ids: the first record of each was compared")
+        lines.append(f"  {tally.repeated:,} records of an id already read, skipped: the first of each was compared")
     for side, count in (("live", tally.only_live), ("candidate", tally.only_candidate)):
         if count:
             examples = ", ".join(tally.only_examples.get(side, []))
