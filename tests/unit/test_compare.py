@@ -4,6 +4,7 @@ files: no Kafka)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -181,6 +182,12 @@ def test_the_bias_is_signed_and_the_quantiles_are_of_the_absolute_difference():
     (model,) = compare([pair("a", 5, 4), pair("b", 5, 6), pair("c", 5, 3)]).models
     (field,) = model.numeric
     assert (field.field, field.max, field.mean, field.bias) == (ROOT, 2.0, pytest.approx(4 / 3), pytest.approx(-2 / 3))
+
+
+def test_a_difference_too_large_for_a_float_is_infinite_and_left_out_of_the_histogram():
+    (model,) = compare([pair("a", -1e308, 1e308), pair("b", 0, 1)]).models
+    (field,) = model.numeric
+    assert field.max == field.p99 == math.inf and field.p50 > 1 and sum(field.histogram.counts) == 1
 
 
 def test_a_probability_is_also_compared_as_the_label_it_gives_at_0_5():

@@ -162,9 +162,9 @@ class _ModelTally:
         """Tally every leaf; how the pair disagrees (kind None: not at all), where, and its largest difference."""
         kind: str | None = None
         where, largest, worst_path = "", None, ""
-        for path in [*live, *(p for p in candidate if p not in live)]:
-            one, other = live.get(path), candidate.get(path)
-            field = (one or other).field  # type: ignore[union-attr]  # one of them is there
+        either = {**live, **{path: leaf for path, leaf in candidate.items() if path not in live}}
+        for path, leaf in either.items():
+            one, other, field = live.get(path), candidate.get(path), leaf.field
             if one is None or other is None or one.numeric != other.numeric:
                 gap = "only_candidate" if one is None else "only_live" if other is None else "number_vs_label"
                 self.gaps.setdefault(field, Counter())[gap] += 1
@@ -228,9 +228,12 @@ def _positive(leaf: Leaf) -> str:
 
 def _numeric_field(name: str, differences: np.ndarray) -> NumericField:
     spread = np.abs(differences)
-    p50, p90, p99 = (float(q) for q in np.percentile(spread, [50, 90, 99]))
+    with np.errstate(invalid="ignore"):  # interpolating towards an infinite difference: nan, read as infinite
+        p50, p90, p99 = (float(q) for q in np.nan_to_num(np.percentile(spread, [50, 90, 99]), nan=np.inf))
     top = float(spread.max())
-    counts, edges = np.histogram(spread, bins=HISTOGRAM_BINS, range=(0.0, top if top > 0 else 1.0))
+    finite = spread[np.isfinite(spread)]  # two numbers near the float limit can differ by infinity
+    edge = float(finite.max()) if len(finite) else 0.0
+    counts, edges = np.histogram(finite, bins=HISTOGRAM_BINS, range=(0.0, edge if edge > 0 else 1.0))
     return NumericField(name, len(spread), p50, p90, p99, top, float(spread.mean()), float(differences.mean()),
                         Histogram([float(edge) for edge in edges], [int(count) for count in counts]))
 
