@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kafka import TopicPartition
+from kafka.errors import KafkaConnectionError
 
 from worker.cli import main
 from worker.compare.leaves import ROOT, leaves, probability
@@ -21,6 +22,7 @@ from worker.compare.read import Record, file_records, joined_pairs, shadow_pairs
 from worker.compare.render import as_json, as_text
 from worker.compare.report import compare
 from worker.compare.topics import STALL_S, TopicReader
+from worker.core.errors import ServiceUnavailable
 
 
 def shadow(request_id: str, live_outputs: object, candidate_outputs: object, model: str = "churn",
@@ -391,6 +393,18 @@ def test_reading_stops_when_nothing_comes_before_the_end_offsets():
     assert len(topic_records(consumer, tally)) == 3
     assert tally.stopped == "no record of shadow for 30 s before its end offsets (partitions 0 unfinished)"
     assert STALL_S <= consumer.now <= STALL_S + 1
+
+
+def test_a_broker_failing_while_reading_is_a_service_unavailable():
+    consumer = FakeConsumer({0: [b"a"]})
+    reader = TopicReader(consumer, "shadow", "--shadow-topic")
+
+    def broken_poll(timeout_ms, max_records):
+        raise KafkaConnectionError("gone")
+
+    consumer.poll = broken_poll
+    with pytest.raises(ServiceUnavailable, match="reading shadow: the broker failed: KafkaConnectionError"):
+        list(reader.records(ReadTally("t"), progress=False))
 
 
 def test_a_topic_that_does_not_exist_says_how_to_create_it(monkeypatch):

@@ -171,6 +171,10 @@ class ReadTally:
     only_examples: dict[str, list[str]] = field(default_factory=dict)  # "live" | "candidate" -> a few ids
     stopped: str | None = None  # why reading stopped before the end, if it did
 
+    def stop(self, reason: str) -> None:
+        """Say that reading stopped short, and why (one reason per topic that did)."""
+        self.stopped = reason if self.stopped is None else f"{self.stopped}; {reason}"
+
     def skip(self, where: str, error: InvalidPair) -> None:
         self.unreadable += 1
         if len(self.unreadable_examples) < EXAMPLES_KEPT:

@@ -34,7 +34,7 @@ def file_records(path: Path, tally: ReadTally, max_records: int | None = None) -
             if not line.strip():
                 continue
             if max_records is not None and read >= max_records:
-                tally.stopped = f"--max-records {max_records} reached"
+                tally.stop(f"--max-records {max_records} reached")
                 return
             read += 1
             tally.records += 1
