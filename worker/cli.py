@@ -15,6 +15,7 @@ import structlog
 import torch
 
 from worker.app import build_backfill, build_runner, build_worker, start_surface
+from worker.compare.command import add_compare_parser, run_compare
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
 from worker.core.settings import Settings, add_flags, require_services
@@ -102,7 +103,7 @@ exit codes:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m worker", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", metavar="{run,score-file,backfill,inspect-model}")
+    commands = parser.add_subparsers(dest="command", metavar="{run,score-file,backfill,inspect-model,compare}")
     run = commands.add_parser("run", help="consume, score and reply until stopped (the default)",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -119,14 +120,17 @@ def _parser() -> argparse.ArgumentParser:
     add_flags(offline)
     add_backfill_parser(commands)
     add_inspect_parser(commands)
+    add_compare_parser(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("run", "score-file", "backfill", "inspect-model", "-h", "--help"):
+    if not argv or argv[0] not in ("run", "score-file", "backfill", "inspect-model", "compare", "-h", "--help"):
         argv = ["run", *argv]
     args = _parser().parse_args(argv)
+    if args.command == "compare":  # reads topics or a file, loads no model: none of the worker's settings
+        return run_compare(args)
     log = structlog.get_logger("worker")
     try:
         settings = Settings.from_sources(args)
