@@ -115,10 +115,12 @@ class Reloads:
             if new is not None:
                 loaded.append(new)
         # A refused version is not tried again until its files change again, or a SIGHUP.
+        same_table = table == self._table
         self._table, self._stamps = table, stamps
         for new in loaded:
             self._live[new.name] = new
-        self._plans.put(Plan(table, tuple(loaded)))
+        if loaded or not same_table:
+            self._plans.put(Plan(table, tuple(loaded)))
 
     def _loaded(self, entry: ModelEntry) -> LoadedEntry | None:
         log.info("model_reloading", model=entry.name)

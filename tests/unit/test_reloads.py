@@ -1,0 +1,111 @@
+"""Reloads: what a SIGHUP or a changed file loads, what is refused, and that a refusal keeps the old version."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from worker.core.batcher import Batcher
+from worker.core.model_table import read_config_file
+from worker.core.stats import ServedModel, WorkerStats
+from worker.stream.reloads import Reloads
+from worker.stream.served import LoadedEntry
+
+
+class Runner:
+    def __init__(self, name: str, version: str) -> None:
+        self.name, self.version = name, version
+
+    def prepare(self, inputs):
+        return inputs
+
+    def run(self, items):
+        return []
+
+
+def loaded(entry, version: str) -> LoadedEntry:
+    return LoadedEntry(entry, Runner(entry.name, version), version, Batcher(4, 0.0),
+                       ServedModel(entry.name, entry.name, version, "cpu", 0.0))
+
+
+class Loader:
+    """Loads each entry as the next version number; ``fail`` names entries whose load raises."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.fail: set[str] = set()
+
+    def __call__(self, entry) -> LoadedEntry:
+        self.calls.append(entry.name)
+        if entry.name in self.fail:
+            raise RuntimeError("broken file")
+        return loaded(entry, f"v{len(self.calls) + 1}")
+
+
+def setup(tmp_path, text: str, check=lambda old, new: None):
+    (tmp_path / "net.pt").write_bytes(b"one")
+    path = tmp_path / "worker.toml"
+    path.write_text(text)
+    table = read_config_file(str(path)).models
+    live = {entry.name: loaded(entry, "v1") for entry in table.entries}
+    load, stats = Loader(), WorkerStats()
+    return Reloads(table, live, load, check, stats, watch_s=0.0), load, stats, path
+
+
+def plan_after(reloads: Reloads, act) -> object:
+    """Run one round of the reload thread's work in this thread: act, then plan."""
+    act()
+    reloads._plan(reread=reloads._asked.is_set())
+    reloads._asked.clear()
+    return reloads.take()
+
+
+ONE = "[models.net]\nmodel = 'net.pt'\n"
+
+
+def test_nothing_changed_nothing_loaded(tmp_path):
+    reloads, load, _, _ = setup(tmp_path, ONE)
+    assert plan_after(reloads, reloads.reload) is None and load.calls == []
+
+
+def test_a_changed_file_loads_that_model_again(tmp_path):
+    reloads, load, _, _ = setup(tmp_path, ONE)
+
+    def rewrite():
+        time.sleep(0.01)
+        (tmp_path / "net.pt").write_bytes(b"two!")
+
+    plan = plan_after(reloads, rewrite)
+    assert load.calls == ["net"] and [new.version for new in plan.loaded] == ["v2"]
+    assert plan_after(reloads, lambda: None) is None  # once only
+
+
+def test_a_sighup_reads_the_file_again_new_models_and_weights_included(tmp_path):
+    reloads, load, _, path = setup(tmp_path, ONE)
+    path.write_text(ONE + "canary = 'next'\ncanary_weight = 0.2\n[models.next]\nmodel = 'churn'\nversion = '9'\n")
+    plan = plan_after(reloads, reloads.reload)
+    assert sorted(load.calls) == ["net", "next"]  # net's keys changed (its canary), next is new
+    assert [e.name for e in plan.table.entries] == ["net", "next"] and plan.table.entries[0].canary_weight == 0.2
+
+
+def test_a_version_that_fails_to_load_or_its_check_is_refused_and_counted(tmp_path):
+    reloads, load, stats, _ = setup(tmp_path, ONE, check=lambda old, new: "its version is the serving one's")
+    os.utime(tmp_path / "net.pt", ns=(1, 1))
+    assert plan_after(reloads, lambda: None) is None  # nothing to switch to
+    assert stats.reloads == {("net", "refused"): 1}
+    load.fail.add("net")
+    assert plan_after(reloads, reloads.reload) is None and load.calls == ["net", "net"]  # a SIGHUP tries again
+    assert stats.reloads == {("net", "refused"): 2}
+
+
+def test_a_new_model_that_does_not_load_keeps_the_old_table_whole(tmp_path):
+    reloads, load, _, path = setup(tmp_path, ONE)
+    load.fail.add("broken")
+    path.write_text(ONE + "default_model = 'broken'\n[models.broken]\nmodel = 'churn'\n")
+    assert plan_after(reloads, reloads.reload) is None
+
+
+def test_a_file_that_is_no_longer_valid_toml_is_refused(tmp_path):
+    reloads, load, _, path = setup(tmp_path, ONE)
+    path.write_text("[models.net\n")
+    assert plan_after(reloads, reloads.reload) is None and load.calls == []
