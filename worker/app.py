@@ -6,6 +6,7 @@ import gc
 import math
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import redis
 import structlog
@@ -63,6 +64,7 @@ from worker.stream.loop import Worker
 from worker.stream.reloads import Reloads
 from worker.stream.scoring import InlineScorer, ThreadScorer
 from worker.stream.served import LoadedEntry, ServedModels
+from worker.stream.shadow import Candidate, Shadow
 from worker.surface.http import HttpSurface
 
 log = structlog.get_logger(__name__)
@@ -109,6 +111,31 @@ def load_entry(settings: Settings, entry: ModelEntry | None) -> LoadedEntry:
     info = ServedModel(name, name, version, str(runner.device), time.monotonic() - started)
     log.info("model_loaded", model=name, version=version, device=info.device, load_s=round(info.load_s, 2))
     return LoadedEntry(entry, runner, version, request_batcher(batching, runner.cost), info)
+
+
+def build_shadow(settings: Settings, models: ServedModels, stats: WorkerStats, clock: SystemClock) -> Shadow | None:
+    """Shadow scoring for the models that name a candidate (None when none does): each candidate loaded again,
+    for the shadow thread alone, and checked to take the same inputs; started. Raises ConfigError (a candidate
+    whose inputs and outputs differ from its model's, or of its version), ModelError."""
+    shadowed = [entry for entry in settings.models.entries if entry.shadow]
+    if not shadowed:
+        return None
+    live = models.live()
+    candidates = {}
+    for entry in shadowed:
+        candidate = load_entry(settings, settings.models.entry(entry.shadow))
+        why = refusal(live[entry.name], candidate)
+        if why is not None:
+            raise ConfigError(f"[models.{entry.name}] shadow {entry.shadow!r} cannot shadow it: {why}")
+        batching = settings.models.entry(entry.shadow).batching(settings.batching)
+        candidates[entry.name] = Candidate(candidate.runner, candidate.version, entry.shadow_fraction,
+                                           batching.max_batch_size)
+    shadow = Shadow(candidates, build_reply_sink(settings.kafka), settings.kafka.shadow_topic, stats, clock,
+                    settings.model.shadow_queue)
+    shadow.start()
+    log.info("shadow_scoring", models={name: c.version for name, c in candidates.items()},
+             topic=settings.kafka.shadow_topic)
+    return shadow
 
 
 def build_reloads(settings: Settings, models: ServedModels, stats: WorkerStats) -> Reloads | None:
@@ -299,8 +326,9 @@ def build_bounded_source(kafka: KafkaSettings, clock: SystemClock, time_range: T
                          on_progress=on_progress)
 
 
-def build_reply_sink(kafka: KafkaSettings) -> Sink[SendTag]:
-    """A plain (not transactional) reply sink on the client library that ``kafka_client`` names."""
+def build_reply_sink(kafka: KafkaSettings) -> Sink[Any]:
+    """A plain (not transactional) sink on the client library that ``kafka_client`` names: of replies (tagged
+    SendTag), or of shadow records (tagged with their request id)."""
     if kafka.kafka_client == "confluent":
         from worker.kafka.confluent.sink import ConfluentSink
 
@@ -372,14 +400,15 @@ def _group_lag(kafka: KafkaSettings, clock: SystemClock, group: str) -> GroupLag
     return GroupLag(KafkaPartitionReader(kafka, clock, group=group), kafka.requests_topic, group, (KafkaError,))
 
 
-def check_broker_fit(kafka: KafkaSettings) -> None:
+def check_broker_fit(kafka: KafkaSettings, shadow: bool = False) -> None:
     """Refuse, naming the setting, a session timeout the broker would refuse at the group join, and a
-    requests, reply or dead-letter topic it does not have (nothing creates them: see worker/core/broker_fit.py).
-    Blocks for a few seconds at most; raises ConfigError, or ServiceUnavailable when the broker does not answer."""
-    topics = [kafka.requests_topic, kafka.reply_topic, kafka.dead_letter_topic]
+    requests, reply or dead-letter topic (or, with ``shadow``, shadow topic) it does not have (nothing creates
+    them: see worker/core/broker_fit.py). Blocks for a few seconds at most; raises ConfigError, or
+    ServiceUnavailable when the broker does not answer."""
+    topics = [kafka.requests_topic, kafka.reply_topic, kafka.dead_letter_topic, *([kafka.shadow_topic] * shadow)]
     facts = read_broker_facts(_broker_admin(kafka), kafka.kafka_bootstrap_servers, expected_topics=topics)
     check_session_timeout(kafka, facts.session_timeouts)
-    check_topics_exist(kafka, facts.topics)
+    check_topics_exist(kafka, facts.topics, shadow)
 
 
 def _broker_admin(kafka: KafkaSettings) -> BrokerAdmin:
@@ -408,7 +437,8 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     # The services first: a wrong password should stop the worker in seconds, not after the model's load.
     check_kafka(kafka.kafka_bootstrap_servers, kafka.kafka_security)
     dedup = build_dedup(settings.dedup, bounds, clock)
-    check_broker_fit(kafka)  # once both services answer: then whether the settings fit the broker
+    shadowed = [entry for entry in settings.models.entries if entry.shadow]
+    check_broker_fit(kafka, bool(shadowed))  # once both services answer: then whether the settings fit the broker
     models = build_models(settings)
     stats = stats if stats is not None else WorkerStats()
     stats.serve(models.served(), models.routes.reply_names())
@@ -417,20 +447,22 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
              settle_s=bounds.settle_s, send_block_s=bounds.send_block_s, metadata_s=bounds.metadata_s,
              store_call_s=round(bounds.store_call_s, 2), transaction_s=bounds.transaction_s)
     worker = _worker(settings, source, sink, dedup, models, clock, stop_requested=stop_requested,
-                     transactions=transactions, stats=stats, reloads=build_reloads(settings, models, stats))
+                     transactions=transactions, stats=stats, reloads=build_reloads(settings, models, stats),
+                     shadow=build_shadow(settings, models, stats, clock))
     freeze_start_up_heap()
     return worker
 
 
 def _worker(settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels,
             clock: SystemClock, stop_requested: StopRequest | None, transactions: Transactions | None = None,
-            stats: WorkerStats | None = None, reloads: Reloads | None = None) -> Worker:
+            stats: WorkerStats | None = None, reloads: Reloads | None = None, shadow: Shadow | None = None) -> Worker:
     """The loop over these parts, given the sections it reads, its models where ``model_thread`` says, and its
     requests' decoder."""
     return Worker(source, sink, dedup, models, build_decoder(settings, models.routes), clock, kafka=settings.kafka,
                   batching=settings.batching, delivery=settings.delivery, operations=settings.operations,
                   stop_requested=stop_requested, transactions=transactions,
-                  scorer=build_scorer(settings.model, models.runners, clock), stats=stats, reloads=reloads)
+                  scorer=build_scorer(settings.model, models.runners, clock), stats=stats, reloads=reloads,
+                  shadow=shadow)
 
 
 def freeze_start_up_heap() -> None:

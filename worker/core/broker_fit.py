@@ -30,7 +30,7 @@ class SessionTimeouts:
 KAFKA_DEFAULT_SESSION_TIMEOUTS = SessionTimeouts(6_000, 1_800_000, from_broker=False)
 
 # What a topic the worker reads or writes is created with, in the message that says to create it.
-_PARTITIONS = {"requests_topic": 4, "reply_topic": 4, "dead_letter_topic": 1}
+_PARTITIONS = {"requests_topic": 4, "reply_topic": 4, "dead_letter_topic": 1, "shadow_topic": 4}
 
 
 def check_session_timeout(kafka: KafkaSettings, allowed: SessionTimeouts) -> None:
@@ -49,10 +49,11 @@ def check_session_timeout(kafka: KafkaSettings, allowed: SessionTimeouts) -> Non
                       "in that range")
 
 
-def check_topics_exist(kafka: KafkaSettings, existing: Collection[str]) -> None:
-    """Raises ConfigError naming, in one line, each of the requests, reply and dead-letter topics the
-    broker does not have, its setting, and the command that creates it."""
-    missing = [name for name in _PARTITIONS if getattr(kafka, name) not in existing]
+def check_topics_exist(kafka: KafkaSettings, existing: Collection[str], shadow: bool = False) -> None:
+    """Raises ConfigError naming, in one line, each of the requests, reply and dead-letter topics (and with
+    ``shadow``, the shadow topic) the broker does not have, its setting, and the command that creates it."""
+    missing = [name for name in _PARTITIONS
+               if (name != "shadow_topic" or shadow) and getattr(kafka, name) not in existing]
     if not missing:
         return
     named = [f"{name} {getattr(kafka, name)!r} ({setting_names(name)})" for name in missing]

@@ -13,6 +13,8 @@ requests give in their ``model`` field (or header)::
     max_batch_size = 64                # each model batches on its own: size, wait, token limits
     canary = "churn-next"              # another entry answers this share of churn's requests
     canary_weight = 0.1
+    shadow = "churn-next"              # ... and scores this share of them too, off the record (a shadow topic)
+    shadow_fraction = 0.05
 
     [models.churn-next]
     model = "models/churn_v2.pt2"      # relative paths are relative to this file
@@ -42,20 +44,22 @@ ENTRY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 FILE_SUFFIXES = (".pt2", ".pt", ".ts", ".pth")  # a ``model`` value ending so is a file, found beside the config
 MODEL_KEYS = ("model", "model_config", "weights", "allow_pickle", "device", "amp")
 BATCHING_KEYS = ("max_batch_size", "max_wait_ms", "max_batch_tokens", "latency_target_ms")
-ENTRY_KEYS = (*MODEL_KEYS, *BATCHING_KEYS, "version", "canary", "canary_weight")
+ENTRY_KEYS = (*MODEL_KEYS, *BATCHING_KEYS, "version", "canary", "canary_weight", "shadow", "shadow_fraction")
 
 
 @dataclass(frozen=True)
 class ModelEntry:
     """One served model: its ``name``, what it overrides of the top-level model and batching settings, the
-    ``version`` its replies carry (empty: the model's own), and the ``canary`` entry that answers
-    ``canary_weight`` of its requests."""
+    ``version`` its replies carry (empty: the model's own), the ``canary`` entry that answers ``canary_weight``
+    of its requests, and the ``shadow`` entry that also scores ``shadow_fraction`` of them, off the record."""
 
     name: str
     overrides: tuple[tuple[str, Any], ...] = ()
     version: str = ""
     canary: str = ""
     canary_weight: float = 0.0
+    shadow: str = ""
+    shadow_fraction: float = 0.0
 
     def model_settings(self, base: ModelSettings) -> ModelSettings:
         """The top-level model settings with this entry's own. Raises ConfigError naming the entry."""
@@ -88,6 +92,12 @@ class ModelTable:
                               f"([models.NAME]): {', '.join(names) or 'none'}")
         canaries = {entry.canary for entry in self.entries if entry.canary}
         for entry in self.entries:
+            if entry.shadow and (entry.shadow not in names or entry.shadow == entry.name):
+                raise ConfigError(f"[models.{entry.name}] shadow {entry.shadow!r} must name another model declared "
+                                  f"here: {', '.join(n for n in names if n != entry.name) or 'none'}")
+            if entry.shadow and not 0 < entry.shadow_fraction <= 1:
+                raise ConfigError(f"[models.{entry.name}] shadow_fraction must be above 0 and at most 1 (the share "
+                                  f"of its requests its shadow scores too), got {entry.shadow_fraction}")
             if not entry.canary:
                 continue
             if entry.canary not in names or entry.canary == entry.name:
@@ -174,18 +184,21 @@ def _entry(path: str, where: Path, name: str, table: Any, kinds: dict[str, type]
             if key in ("model_config", "weights") and value or key == "model" and value.endswith(FILE_SUFFIXES):
                 value = _beside(where, value)
             overrides.append((key, value))
-    version, canary = table.get("version", ""), table.get("canary", "")
-    weight = table.get("canary_weight", 0.0)
-    if not isinstance(version, str) or not isinstance(canary, str):
-        raise ConfigError(f"{path}: [models.{name}] version and canary must be strings")
-    if isinstance(weight, bool) or not isinstance(weight, int | float):
-        raise ConfigError(f"{path}: [models.{name}] canary_weight must be a number between 0 and 1, got {weight!r}")
+    version, canary, shadow = table.get("version", ""), table.get("canary", ""), table.get("shadow", "")
+    weight, fraction = table.get("canary_weight", 0.0), table.get("shadow_fraction", 0.0)
+    if not all(isinstance(text, str) for text in (version, canary, shadow)):
+        raise ConfigError(f"{path}: [models.{name}] version, canary and shadow must be strings")
+    for key, number in (("canary_weight", weight), ("shadow_fraction", fraction)):
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise ConfigError(f"{path}: [models.{name}] {key} must be a number between 0 and 1, got {number!r}")
+    if bool(shadow) != ("shadow_fraction" in table):
+        raise ConfigError(f"{path}: [models.{name}] shadow and shadow_fraction go together: give both or neither")
     if "model" not in table:
         raise ConfigError(f"{path}: [models.{name}] needs model = \"...\": a built-in name, a .pt2 or TorchScript "
                           "file, or package.module:factory (as --model)")
     if bool(canary) != ("canary_weight" in table):
         raise ConfigError(f"{path}: [models.{name}] canary and canary_weight go together: give both or neither")
-    return ModelEntry(name, tuple(overrides), version, canary, float(weight))
+    return ModelEntry(name, tuple(overrides), version, canary, float(weight), shadow, float(fraction))
 
 
 def _typed(path: str, key: str, value: Any, kind: type) -> Any:

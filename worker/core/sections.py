@@ -65,6 +65,8 @@ class KafkaSettings:
     requests_topic: str = _setting("", "topic to consume scoring requests from (required)")
     reply_topic: str = _setting("", "default reply topic (default: <requests-topic>.replies)")
     dead_letter_topic: str = _setting("", "where unreadable records go (default: <requests-topic>.dlq)")
+    shadow_topic: str = _setting("", "with --config and a model's shadow: where each sampled request's live and "
+                                 "candidate answers go (default: <requests-topic>.shadow)")
     group: str = _setting("", "consumer group id (default: streamscore-<model>)")
     max_poll_records: int = _setting(500, "records fetched per poll")
     max_poll_interval_ms: int = _setting(300_000, "Kafka max.poll.interval.ms: longest allowed gap between polls")
@@ -130,12 +132,15 @@ class ModelSettings:
                                          "Redis and commits overlap its compute; off: one thread does everything; "
                                          "auto: on for CUDA devices (on shared CPU cores it measured slower)")
     torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
+    shadow_queue: int = _setting(1000, "with a model's shadow: how many sampled requests may wait for the "
+                                 "candidate; more are dropped and counted, never delaying a live reply")
     model_watch_s: float = _setting(5.0, "with --config: how often the files each model is made of are looked at; "
                                     "one that changed is loaded, checked and switched in without a restart "
                                     "(docs/models.md); 0: only on SIGHUP")
 
     def __post_init__(self) -> None:
         _at_least(self, 0, "torch_threads", "model_watch_s")
+        _at_least(self, 1, "shadow_queue")
         _check_choices(self)
         if re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is None:
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N ({setting_names('device')}), "

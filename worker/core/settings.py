@@ -147,6 +147,7 @@ class Settings:
         return self.replace(
             reply_topic=kafka.reply_topic or f"{kafka.requests_topic}.replies",
             dead_letter_topic=kafka.dead_letter_topic or f"{kafka.requests_topic}.dlq",
+            shadow_topic=kafka.shadow_topic or f"{kafka.requests_topic}.shadow",
             group=group,
             transactional_id=delivery.transactional_id or own_transactional_id,
         )

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from worker.core.agreement import agreement
 from worker.core.messages import Timings
 from worker.core.offsets import TopicPartition as TP
 
@@ -23,6 +24,9 @@ STAGE_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 STAGES = ("queue_wait", "batch_wait", "compute")
 PAUSE_REASONS = ("dedup_outage", "registry_outage", "backlog")
 STATUSES = ("ok", "error", "expired")
+SHADOW_OUTCOMES = ("agree", "disagree", "error")
+DIFFERENCE_BUCKETS = (1e-6, 1e-4, 1e-3, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 10.0)
+DELTA_SECONDS_BUCKETS = (-0.1, -0.01, -0.001, 0.0, 0.001, 0.01, 0.1, 1.0)
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,13 @@ class WorkerStats:
     model_replies: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # New versions loaded without a restart, by (model, result): switched, or refused (the old one serves on).
     reloads: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Shadow scoring (worker/stream/shadow.py), keys fixed by ``shadow_names``. Samples by (model, sampled|dropped),
+    # written by the loop's thread; pairs scored by (model, agree|disagree|error), and per model the largest
+    # |difference| of a pair's numeric outputs and candidate minus live compute time, written by the shadow thread.
+    shadow_samples: dict[tuple[str, str], int] = field(default_factory=dict)
+    shadow_pairs: dict[tuple[str, str], int] = field(default_factory=dict)
+    shadow_difference: dict[str, Histogram] = field(default_factory=dict)
+    shadow_compute_delta_s: dict[str, Histogram] = field(default_factory=dict)
     step_seconds: Histogram = field(default_factory=lambda: Histogram(STAGE_SECONDS_BUCKETS))  # loop steps
     holding: int = 0  # records in hand at the last step: batched, claiming, scoring, sent and unacknowledged
     progress_at: float | None = None  # monotonic time the loop last finished a record, retried the store, or held none
@@ -123,6 +134,27 @@ class WorkerStats:
     def record_reload(self, model: str, result: str) -> None:
         """Count a new version of ``model`` switched in or refused; replaced whole (see ``serve``)."""
         self.reloads = {**self.reloads, (model, result): self.reloads.get((model, result), 0) + 1}
+
+    def shadow_names(self, models: list[str]) -> None:
+        """Note the models with a shadow candidate, before the first sample."""
+        self.shadow_samples = {(m, what): 0 for m in models for what in ("sampled", "dropped")}
+        self.shadow_pairs = {(m, what): 0 for m in models for what in SHADOW_OUTCOMES}
+        self.shadow_difference = {m: Histogram(DIFFERENCE_BUCKETS) for m in models}
+        self.shadow_compute_delta_s = {m: Histogram(DELTA_SECONDS_BUCKETS) for m in models}
+
+    def record_shadow(self, model: str, what: str) -> None:
+        """A live request of ``model`` sampled for its shadow, or dropped (the shadow queue was full)."""
+        self.shadow_samples[(model, what)] = self.shadow_samples.get((model, what), 0) + 1
+
+    def record_shadow_pair(self, model: str, live: Any, candidate: Any, compute_delta_ms: float) -> None:
+        """A sample scored by the candidate: whether it agrees with the live answer (worker/core/agreement.py), by
+        how much its numbers differ, and how much longer the candidate's batch took than the live one's."""
+        outcome, difference = agreement(live, candidate)
+        self.shadow_pairs[(model, outcome)] = self.shadow_pairs.get((model, outcome), 0) + 1
+        if difference is not None and model in self.shadow_difference:
+            self.shadow_difference[model].observe(difference)
+        if model in self.shadow_compute_delta_s:
+            self.shadow_compute_delta_s[model].observe(compute_delta_ms / 1000)
 
     def record_reply(self, model: str, version: str, status: str, count: int = 1) -> None:
         """Count a reply sent (``count`` -1: take back one whose send was refused)."""

@@ -232,6 +232,13 @@ def encode_reply(reply: Reply) -> tuple[bytes, bytes, Headers]:
     return reply.id.encode(), orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), headers
 
 
+def encode_shadow(request_id: str, model: str, live: dict[str, Any], candidate: dict[str, Any]) -> bytes:
+    """A shadow record's value (worker/stream/shadow.py; its key is the request id): the live and the candidate
+    answer of one request, each ``{"version", "status", "outputs" or "error", "compute_ms"}``."""
+    return orjson.dumps({"id": request_id, "model": model, "live": live, "candidate": candidate},
+                        option=orjson.OPT_SERIALIZE_NUMPY)
+
+
 def decode_reply(value: bytes) -> dict[str, Any]:
     """The reply record's value as a dict (``id``, ``status``, ``outputs`` or ``error``, ...).
 

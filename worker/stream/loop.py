@@ -45,6 +45,7 @@ from worker.stream.reloads import Reloads
 from worker.stream.replies import EXPIRED, Responder
 from worker.stream.scoring import InlineScorer
 from worker.stream.served import ServedModels
+from worker.stream.shadow import Shadow
 from worker.stream.topics import TopicDirectory
 
 log = structlog.get_logger(__name__)
@@ -64,21 +65,22 @@ class Worker:
                  delivery: DeliverySettings, operations: OperationsSettings,
                  stop_requested: StopRequest | None = None, transactions: Transactions | None = None,
                  scorer: Scorer | None = None, stats: WorkerStats | None = None,
-                 reloads: Reloads | None = None) -> None:
+                 reloads: Reloads | None = None, shadow: Shadow | None = None) -> None:
         """``models``: the model entries served, their batchers and routes; ``decoder``: from polled records to
         requests (the wire contract's JSON, or registry-framed). The sections say the topics and poll limits
         (``kafka``), whether batches wait to fill (``batching``), how often to commit (``delivery``) and how long
         to drain (``operations``). ``transactions`` (over the same sink and source) switches on exactly-once
         delivery; ``scorer`` says where batches run (default: inline, in the loop's thread); ``stats`` is
         where the loop counts (default: a new one), for a reader such as the HTTP surface; ``reloads`` has the new
-        versions of the models to switch in without a restart (stream/reloads.py; None: none)."""
+        versions of the models to switch in without a restart (stream/reloads.py; None: none); ``shadow`` scores
+        a sample of answered requests with candidate models, off the loop's thread (stream/shadow.py)."""
         self._kafka, self._operations = kafka, operations
         self._bounds = step_bounds(kafka, operations)
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
         self._scorer = scorer or InlineScorer(models.runners, clock)
         self._stop_requested = stop_requested or StopRequest(clock)
         self.stats = stats if stats is not None else WorkerStats()
-        self._models, self._reloads = models, reloads
+        self._models, self._reloads, self._shadow = models, reloads, shadow
         self._batchers = models.batchers
         self._scoring: str | None = None  # the entry whose batch the scorer has
         offsets = OffsetTracker()
@@ -121,6 +123,8 @@ class Worker:
         finally:
             if self._reloads is not None:
                 self._reloads.close()
+            if self._shadow is not None:
+                self._shadow.close()
             drain.close()
         unfinished = drain.unfinished()
         log.info("worker_stopped", unfinished=unfinished, deadline_cut=drain.cut, **self.stats.snapshot())
@@ -234,6 +238,8 @@ class Worker:
             self._batchers.observe(scored.entry, len(scored.batch), scored.compute_s)
             left = self._membership.left_while_scoring(len(scored.batch), settle_s)
             self._responder.answer_scored(scored, self._submitted_ms, left)
+            if self._shadow is not None:
+                self._shadow.offer(scored)
 
     def settle(self, force_commit: bool = False, timeout_s: float | None = None) -> None:
         """Waits up to ``timeout_s`` (default: the step's settle bound) for the step's acknowledgements."""

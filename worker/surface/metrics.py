@@ -101,6 +101,28 @@ class StatsCollector(Collector):
         for (model, result), count in sorted(s.reloads.items()):
             reloads.add_metric([model, result], count)
         yield reloads
+        samples = CounterMetricFamily("streamscore_shadow_samples", "Live requests sampled for their model's shadow "
+                                      "candidate, or dropped because the shadow queue was full.",
+                                      labels=["model", "what"])
+        for (model, what), count in sorted(s.shadow_samples.items()):
+            samples.add_metric([model, what], count)
+        yield samples
+        pairs = CounterMetricFamily("streamscore_shadow_pairs", "Samples scored by the candidate: agree (same labels, "
+                                    "probabilities on the same side of 0.5), disagree, or error (one side failed).",
+                                    labels=["model", "outcome"])
+        for (model, outcome), count in sorted(s.shadow_pairs.items()):
+            pairs.add_metric([model, outcome], count)
+        yield pairs
+        difference = HistogramMetricFamily("streamscore_shadow_difference", "Per pair, the largest |candidate - live| "
+                                           "of the numeric outputs.", labels=["model"])
+        for model, histogram in sorted(s.shadow_difference.items()):
+            difference.add_metric([model], *_buckets(histogram))
+        yield difference
+        delta = HistogramMetricFamily("streamscore_shadow_compute_delta_seconds", "Per pair, the candidate's batch "
+                                      "compute time minus the live one's.", labels=["model"])
+        for model, histogram in sorted(s.shadow_compute_delta_s.items()):
+            delta.add_metric([model], *_buckets(histogram))
+        yield delta
 
 
 def metrics_registry(stats: WorkerStats) -> CollectorRegistry:
