@@ -242,13 +242,14 @@ def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[Se
     """
     kafka, delivery = settings.kafka, settings.delivery
     bounds = step_bounds(kafka, settings.operations)
+    model_topics = tuple(settings.models.topics())
     if kafka.kafka_client == "confluent":
-        return _confluent_kafka(kafka, delivery, bounds, clock)
-    return _kafka_python_kafka(kafka, delivery, bounds, clock)
+        return _confluent_kafka(kafka, delivery, bounds, clock, model_topics)
+    return _kafka_python_kafka(kafka, delivery, bounds, clock, model_topics)
 
 
-def _kafka_python_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds,
-                        clock: SystemClock) -> tuple[Source, Sink[SendTag], Transactions | None]:
+def _kafka_python_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: SystemClock,
+                        model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
     from kafka.errors import KafkaError
 
     from worker.kafka.kafka_python.sink import KafkaSink
@@ -258,7 +259,8 @@ def _kafka_python_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds
     transactions: ExactlyOnce[SendTag] | None = None
     block_ms = int(bounds.send_block_s * 1000)
     try:
-        source = KafkaSource(kafka, clock, read_committed=delivery.exactly_once, metadata_s=bounds.metadata_s)
+        source = KafkaSource(kafka, clock, read_committed=delivery.exactly_once, metadata_s=bounds.metadata_s,
+                             model_topics=model_topics)
         sink: KafkaSink[SendTag]
         if delivery.exactly_once:
             transactional: TransactionalSink[SendTag] = TransactionalSink(
@@ -275,8 +277,8 @@ def _kafka_python_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds
     return source, sink, transactions
 
 
-def _confluent_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds,
-                     clock: SystemClock) -> tuple[Source, Sink[SendTag], Transactions | None]:
+def _confluent_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: SystemClock,
+                     model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
     from confluent_kafka import KafkaException
 
     from worker.kafka.confluent.sink import ConfluentSink
@@ -285,7 +287,8 @@ def _confluent_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds: S
 
     transactions: ExactlyOnce[SendTag] | None = None
     try:
-        source = ConfluentSource(kafka, clock, read_committed=delivery.exactly_once, metadata_s=bounds.metadata_s)
+        source = ConfluentSource(kafka, clock, read_committed=delivery.exactly_once, metadata_s=bounds.metadata_s,
+                                 model_topics=model_topics)
         sink: ConfluentSink[SendTag]
         if delivery.exactly_once:
             transactional: ConfluentTransactionalSink[SendTag] = ConfluentTransactionalSink(
@@ -400,15 +403,20 @@ def _group_lag(kafka: KafkaSettings, clock: SystemClock, group: str) -> GroupLag
     return GroupLag(KafkaPartitionReader(kafka, clock, group=group), kafka.requests_topic, group, (KafkaError,))
 
 
-def check_broker_fit(kafka: KafkaSettings, shadow: bool = False) -> None:
+def check_broker_fit(kafka: KafkaSettings, shadow: bool = False, model_topics: tuple[str, ...] = ()) -> None:
     """Refuse, naming the setting, a session timeout the broker would refuse at the group join, and a
-    requests, reply or dead-letter topic (or, with ``shadow``, shadow topic) it does not have (nothing creates
-    them: see worker/core/broker_fit.py). Blocks for a few seconds at most; raises ConfigError, or
-    ServiceUnavailable when the broker does not answer."""
-    topics = [kafka.requests_topic, kafka.reply_topic, kafka.dead_letter_topic, *([kafka.shadow_topic] * shadow)]
+    requests, reply or dead-letter topic (or, with ``shadow``, shadow topic; or a requests topic of a model of
+    its own) it does not have (nothing creates them: see worker/core/broker_fit.py). Blocks for a few seconds at
+    most; raises ConfigError, or ServiceUnavailable when the broker does not answer."""
+    topics = [kafka.requests_topic, kafka.reply_topic, kafka.dead_letter_topic, *([kafka.shadow_topic] * shadow),
+              *model_topics]
     facts = read_broker_facts(_broker_admin(kafka), kafka.kafka_bootstrap_servers, expected_topics=topics)
     check_session_timeout(kafka, facts.session_timeouts)
     check_topics_exist(kafka, facts.topics, shadow)
+    missing = [topic for topic in model_topics if topic not in facts.topics]
+    if missing:
+        raise ConfigError(f"topic {missing[0]!r} of a model ([models] topic = ...) does not exist; create it first, "
+                          f"e.g. `python -m producer create-topic {missing[0]} --partitions 4`")
 
 
 def _broker_admin(kafka: KafkaSettings) -> BrokerAdmin:
@@ -438,7 +446,8 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     check_kafka(kafka.kafka_bootstrap_servers, kafka.kafka_security)
     dedup = build_dedup(settings.dedup, bounds, clock)
     shadowed = [entry for entry in settings.models.entries if entry.shadow]
-    check_broker_fit(kafka, bool(shadowed))  # once both services answer: then whether the settings fit the broker
+    # Once both services answer: then whether the settings fit the broker.
+    check_broker_fit(kafka, bool(shadowed), tuple(settings.models.topics()))
     models = build_models(settings)
     stats = stats if stats is not None else WorkerStats()
     stats.serve(models.served(), models.routes.reply_names())

@@ -1,6 +1,6 @@
 """Several models in one worker, on real Kafka and Redis, on both clients: routing by the model field, the
-model header and the default, a canary split by the request id, unknown models answered, and dedup across
-models (an id is answered once, whichever model answered it)."""
+model header, a model's own requests topic and the default, a canary split by the request id, unknown models
+answered, and dedup across models (an id is answered once, whichever model answered it)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from producer.topics import create_topics
 from tests.integration.faulty_model import expected_score
 from tests.integration.kit import TopicReader, start_worker
 from worker.core.routes import arm_point
@@ -15,14 +16,14 @@ from worker.models import load_model
 
 CHURN = load_model("churn")
 CANARY_WEIGHT = 0.3
-CONFIG = f"""
+CONFIG = """
 default_model = "churn"
 max_batch_size = 16
 
 [models.churn]
 model = "churn"
 canary = "churn-next"
-canary_weight = {CANARY_WEIGHT}
+canary_weight = CANARY_WEIGHT
 
 [models.churn-next]
 model = "churn"
@@ -31,14 +32,17 @@ max_batch_size = 4
 
 [models.faulty]
 model = "tests.integration.faulty_model:faulty"
+topic = "FAULTY_TOPIC"
 """
 VALUES = [0.25] * 16
 
 
 def test_each_request_is_answered_once_by_the_model_it_names_or_the_default_split_by_its_id(
         bootstrap, redis_url, topics, producer, tmp_path, kafka_client):
+    faulty_topic = f"{topics.requests}.faulty"
+    create_topics(bootstrap, {faulty_topic: 2})
     config = tmp_path / "worker.toml"
-    config.write_text(CONFIG)
+    config.write_text(CONFIG.replace("CANARY_WEIGHT", str(CANARY_WEIGHT)).replace("FAULTY_TOPIC", faulty_topic))
     worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--kafka-client", kafka_client,
                           "--config", str(config))
     rng = random.Random(7)
@@ -54,6 +58,11 @@ def test_each_request_is_answered_once_by_the_model_it_names_or_the_default_spli
     for request_id in by_header:
         producer.send(topics.requests, {"id": request_id, "inputs": {"values": VALUES}}, key=request_id.encode(),
                       headers=[("model", b"faulty")])
+    by_topic = [f"t{i}" for i in range(30)]
+    for request_id in by_topic:  # no model named, on faulty's own topic
+        producer.send(faulty_topic, {"id": request_id, "inputs": {"values": VALUES}}, key=request_id.encode())
+    producer.send(faulty_topic, {"id": "t-churn", "model": "churn", "model_version": "next",
+                                 "inputs": CHURN.sample_inputs(rng)}, key=b"t-churn")  # a name wins over a topic
     pinned = [f"v{i}" for i in range(20)]
     for request_id in pinned:  # a version named: that arm, whatever the id
         producer.send(topics.requests, {"id": request_id, "model": "churn", "model_version": "next",
@@ -63,7 +72,7 @@ def test_each_request_is_answered_once_by_the_model_it_names_or_the_default_spli
     producer.send(topics.requests, {"id": "u-version", "model": "faulty", "model_version": "9", "inputs": {}},
                   key=b"u-version")
     producer.flush()
-    every = default_ids + by_field + by_header + pinned + unknown
+    every = default_ids + by_field + by_header + by_topic + ["t-churn"] + pinned + unknown
 
     replies = TopicReader(bootstrap, topics.replies)
     replies.read_until(lambda got: len(got.by_id()) >= len(every), 120, "a reply to every request", watch=worker)
@@ -88,11 +97,11 @@ def test_each_request_is_answered_once_by_the_model_it_names_or_the_default_spli
     canary_share = sum(reply[i]["model_version"] == "next" for i in default_ids) / len(default_ids)
     assert 0.15 < canary_share < 0.45
     score = expected_score(VALUES)
-    for request_id in by_field + by_header:
+    for request_id in by_field + by_header + by_topic:
         got = reply[request_id]
         assert (got["status"], got["model"], got["model_version"]) == ("ok", "faulty", "1"), got
         assert got["outputs"]["score"] == pytest.approx(score, abs=1e-6)
-    assert {(reply[i]["model"], reply[i]["model_version"]) for i in pinned} == {("churn", "next")}
+    assert {(reply[i]["model"], reply[i]["model_version"]) for i in [*pinned, "t-churn"]} == {("churn", "next")}
     for request_id in unknown:
         error = reply[request_id]["error"]
         assert error["code"] == "unknown_model"

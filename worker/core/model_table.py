@@ -20,6 +20,10 @@ requests give in their ``model`` field (or header)::
     model = "models/churn_v2.pt2"      # relative paths are relative to this file
     version = "2"                      # what its replies carry (default: the model's own version)
 
+    [models.fraud]
+    model = "fraud.pt2"
+    topic = "fraud-requests"           # consumed too; its requests that name no model are fraud's
+
 Each entry needs its ``model``; its other unset keys take the top-level value of that setting (``device``,
 ``max_batch_size`` ...). Without a ``[models]`` table the worker serves the
 one model of the ``model`` setting, as it always did. Secrets stay out of
@@ -44,18 +48,21 @@ ENTRY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 FILE_SUFFIXES = (".pt2", ".pt", ".ts", ".pth")  # a ``model`` value ending so is a file, found beside the config
 MODEL_KEYS = ("model", "model_config", "weights", "allow_pickle", "device", "amp")
 BATCHING_KEYS = ("max_batch_size", "max_wait_ms", "max_batch_tokens", "latency_target_ms")
-ENTRY_KEYS = (*MODEL_KEYS, *BATCHING_KEYS, "version", "canary", "canary_weight", "shadow", "shadow_fraction")
+ENTRY_KEYS = (*MODEL_KEYS, *BATCHING_KEYS, "version", "topic", "canary", "canary_weight", "shadow",
+              "shadow_fraction")
 
 
 @dataclass(frozen=True)
 class ModelEntry:
     """One served model: its ``name``, what it overrides of the top-level model and batching settings, the
-    ``version`` its replies carry (empty: the model's own), the ``canary`` entry that answers ``canary_weight``
-    of its requests, and the ``shadow`` entry that also scores ``shadow_fraction`` of them, off the record."""
+    ``version`` its replies carry (empty: the model's own), the requests ``topic`` of its own (whose requests
+    that name no model are its), the ``canary`` entry that answers ``canary_weight`` of its requests, and the
+    ``shadow`` entry that also scores ``shadow_fraction`` of them, off the record."""
 
     name: str
     overrides: tuple[tuple[str, Any], ...] = ()
     version: str = ""
+    topic: str = ""
     canary: str = ""
     canary_weight: float = 0.0
     shadow: str = ""
@@ -91,6 +98,10 @@ class ModelTable:
             raise ConfigError(f"default_model {self.default_model!r} is not one of the models declared "
                               f"([models.NAME]): {', '.join(names) or 'none'}")
         canaries = {entry.canary for entry in self.entries if entry.canary}
+        topics = [entry.topic for entry in self.entries if entry.topic]
+        if len(set(topics)) < len(topics):
+            twice = sorted({topic for topic in topics if topics.count(topic) > 1})
+            raise ConfigError(f"topic {twice[0]!r} is the topic of two models: a topic's requests go to one")
         for entry in self.entries:
             if entry.shadow and (entry.shadow not in names or entry.shadow == entry.name):
                 raise ConfigError(f"[models.{entry.name}] shadow {entry.shadow!r} must name another model declared "
@@ -113,6 +124,10 @@ class ModelTable:
     @property
     def default(self) -> str:
         return self.default_model or self.entries[0].name
+
+    def topics(self) -> dict[str, str]:
+        """Each requests topic of a model of its own, and that model."""
+        return {entry.topic: entry.name for entry in self.entries if entry.topic}
 
     def entry(self, name: str) -> ModelEntry:
         """Raises ConfigError listing the entries when there is none of this name."""
@@ -185,9 +200,12 @@ def _entry(path: str, where: Path, name: str, table: Any, kinds: dict[str, type]
                 value = _beside(where, value)
             overrides.append((key, value))
     version, canary, shadow = table.get("version", ""), table.get("canary", ""), table.get("shadow", "")
+    topic = table.get("topic", "")
     weight, fraction = table.get("canary_weight", 0.0), table.get("shadow_fraction", 0.0)
-    if not all(isinstance(text, str) for text in (version, canary, shadow)):
-        raise ConfigError(f"{path}: [models.{name}] version, canary and shadow must be strings")
+    if not all(isinstance(text, str) for text in (version, canary, shadow, topic)):
+        raise ConfigError(f"{path}: [models.{name}] version, topic, canary and shadow must be strings")
+    if topic and not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", topic):
+        raise ConfigError(f"{path}: [models.{name}] topic {topic!r} is not a Kafka topic name")
     for key, number in (("canary_weight", weight), ("shadow_fraction", fraction)):
         if isinstance(number, bool) or not isinstance(number, int | float):
             raise ConfigError(f"{path}: [models.{name}] {key} must be a number between 0 and 1, got {number!r}")
@@ -198,7 +216,7 @@ def _entry(path: str, where: Path, name: str, table: Any, kinds: dict[str, type]
                           "file, or package.module:factory (as --model)")
     if bool(canary) != ("canary_weight" in table):
         raise ConfigError(f"{path}: [models.{name}] canary and canary_weight go together: give both or neither")
-    return ModelEntry(name, tuple(overrides), version, canary, float(weight), shadow, float(fraction))
+    return ModelEntry(name, tuple(overrides), version, topic, canary, float(weight), shadow, float(fraction))
 
 
 def _typed(path: str, key: str, value: Any, kind: type) -> Any:

@@ -90,7 +90,7 @@ class Worker:
                                     self.stats, self._bounds.settle_s)
         topics = TopicDirectory(source.list_topics, clock, wait_s=self._bounds.metadata_s)
         self._admission = Admission(decoder, topics, gate, self._batchers, offsets, self._responder, self.stats,
-                                    clock, frozenset([kafka.requests_topic]))
+                                    clock, frozenset([kafka.requests_topic, *models.table.topics()]))
         now = clock.monotonic()
         self._transactional = transactions is not None
         self._commits = commit_policy(source, transactions, offsets, gate, delivery.commit_interval_ms / 1000, now)

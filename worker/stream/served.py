@@ -126,4 +126,4 @@ def _routes(table: ModelTable, live: Mapping[str, tuple[str, LoadedEntry]]) -> R
         arms[entry.name] = [Arm(route, 1.0 - entry.canary_weight),
                             Arm(Route(canary_key, entry.name, canary.version, canary.runner.prepare),
                                 entry.canary_weight)]
-    return Routes(arms, table.default)
+    return Routes(arms, table.default, table.topics())

@@ -83,13 +83,15 @@ def consumer_config(kafka: KafkaSettings, read_committed: bool) -> dict[str, Any
 
 
 class ConfluentSource:
-    """Polls request records from one topic in a consumer group. Not thread-safe."""
+    """Polls request records from the requests topic (and the topics of models of their own) in a consumer group.
+    Not thread-safe."""
 
-    def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float) -> None:
+    def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float,
+                 model_topics: tuple[str, ...] = ()) -> None:
         """``read_committed``: skip aborted transactions' records (exactly-once); ``metadata_s``: the longest a
-        metadata request may block (worker/core/bounds.py)."""
+        metadata request may block (worker/core/bounds.py); ``model_topics``: more requests topics to consume."""
         self._clock = clock
-        self._topic = kafka.requests_topic
+        self._topics = [kafka.requests_topic, *model_topics]
         self._reset_to_earliest = kafka.auto_offset_reset == "earliest"
         self._consumer = Consumer({**consumer_config(kafka, read_committed), "on_commit": self._on_commit})
         self._metadata_s = metadata_s
@@ -106,10 +108,14 @@ class ConfluentSource:
         Waits up to ``wait_s`` for the topic: a topic created a moment ago may
         not be in the broker's metadata yet.
         """
-        wait_for(lambda: partitions_of(self._consumer, self._topic, self._metadata_s), wait_s,
-                 lambda: missing_requests_topic(self._topic))
-        self._consumer.subscribe([self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+        for topic in self._topics:
+            self._wait_for_topic(topic, wait_s)
+        self._consumer.subscribe(self._topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
                                  on_lost=self._on_lost)
+
+    def _wait_for_topic(self, topic: str, wait_s: float) -> None:
+        wait_for(lambda: partitions_of(self._consumer, topic, self._metadata_s), wait_s,
+                 lambda: missing_requests_topic(topic))
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         back = self._recorder.assigned(partitions)

@@ -53,13 +53,15 @@ class _Listener(RevocationRecorder, ConsumerRebalanceListener):  # type: ignore[
 
 
 class KafkaSource:
-    """Polls request records from one topic in a consumer group. Not thread-safe."""
+    """Polls request records from the requests topic (and the topics of models of their own) in a consumer group.
+    Not thread-safe."""
 
-    def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float) -> None:
+    def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float,
+                 model_topics: tuple[str, ...] = ()) -> None:
         """``read_committed``: skip aborted transactions' records (exactly-once); ``metadata_s``: the longest a
-        metadata request may block (worker/core/bounds.py)."""
+        metadata request may block (worker/core/bounds.py); ``model_topics``: more requests topics to consume."""
         self._clock = clock
-        self._topic = kafka.requests_topic
+        self._topics = [kafka.requests_topic, *model_topics]
         self._reset_to_earliest = kafka.auto_offset_reset == "earliest"
         self._consumer = group_consumer(
             kafka,
@@ -82,11 +84,12 @@ class KafkaSource:
         Waits up to ``wait_s`` for the topic: a topic created a moment ago may
         not be in the broker's metadata yet.
         """
-        try:
-            wait_for_partitions(self._consumer.partitions_for_topic, {self._topic: 1}, wait_s)
-        except LookupError:
-            raise missing_requests_topic(self._topic) from None
-        self._consumer.subscribe([self._topic], listener=self._listener)
+        for topic in self._topics:
+            try:
+                wait_for_partitions(self._consumer.partitions_for_topic, {topic: 1}, wait_s)
+            except LookupError:
+                raise missing_requests_topic(topic) from None
+        self._consumer.subscribe(self._topics, listener=self._listener)
         # Refresh metadata once subscribed: kafka-python snapshots the subscribed
         # topics' partitions on metadata updates only, and joining with an empty
         # snapshot makes it rejoin right after its first assignment (a needless
