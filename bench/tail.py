@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -45,9 +44,9 @@ import orjson  # noqa: E402
 from bench import commands, machine  # noqa: E402
 from bench.contender import ContenderProcess  # noqa: E402
 from bench.openloop import STAGE_HEADERS, LatencyReader  # noqa: E402
-from bench.pauses import no_collector_pauses  # noqa: E402
 from bench.results import percentile  # noqa: E402
 from bench.runs import say  # noqa: E402
+from bench.tail_sender import send_and_read  # noqa: E402
 from bench.topics import RunTopics  # noqa: E402
 from bench.workloads import WORKLOADS, RequestPool, load_or_skip, reply_size  # noqa: E402
 
@@ -70,7 +69,6 @@ VARIANTS: dict[str, Variant] = {
 }
 CONTENDERS = ("bare-confluent", *[name for name in VARIANTS if "confluent" in name], "bare-kafka-python",
               "streamscore-kafka-python")
-IDLE_TIMEOUT_S = 15.0
 STAGES = (*STAGE_HEADERS, "reply_to_reader")
 
 
@@ -121,26 +119,10 @@ def run_one(name: str, rate: float, repeat: int, args: argparse.Namespace, redis
             say(f"{label}: never got its partitions (log: {process.log_path})")
             return row
         bodies = pool.take(round(rate * (args.warmup_s + args.seconds)))
-        bodies_path, sends_path = args.out / "logs" / f"{label}.bodies.jsonl", args.out / "logs" / f"{label}.sends.json"
-        bodies_path.write_bytes(b"\n".join(orjson.dumps(b) for b in bodies))
-        reader = LatencyReader(args.bootstrap, topics.replies, args.load_client)
         cpu_before = process.cpu_s()
-        sender = subprocess.Popen([sys.executable, "-m", "bench.tail_sender", "--bootstrap-servers", args.bootstrap,
-                                   "--topic", topics.requests, "--rate", str(rate), "--bodies", str(bodies_path),
-                                   "--out", str(sends_path), "--kafka-client", args.load_client,
-                                   "--linger-ms", str(args.sender_linger_ms)])
-        last_new = time.monotonic()
-        try:
-            with no_collector_pauses():  # a pause of this reader's would count as latency
-                while sender.poll() is None or len(reader.received_ms) < len(bodies):
-                    if reader.poll():
-                        last_new = time.monotonic()
-                    elif sender.poll() is not None and time.monotonic() - last_new > IDLE_TIMEOUT_S:
-                        break
-        finally:
-            reader.close()
+        sends, reader = send_and_read(args.bootstrap, topics.requests, topics.replies, bodies, rate,
+                                      args.out / "logs" / label, args.load_client, args.sender_linger_ms)
         cpu_after = process.cpu_s()
-        sends = json.loads(sends_path.read_text())
     finally:
         row.exit_code = process.stop()
         topics.delete(args.bootstrap)
