@@ -88,7 +88,7 @@ class Row:
     gc_pauses: dict[str, object] | None = None
     exit_code: int | None = None
     log: str = ""
-    timeline: str = ""  # every answered request's planned send and latency (bench/tail.py _write_timeline)
+    timeline: str = ""  # every answered request's planned send and latency (bench/tail.py write_timeline)
 
 
 def command(name: str, ctx: argparse.Namespace, redis_url: str, topics: RunTopics, reply_bytes: int) -> list[str]:
@@ -128,7 +128,7 @@ def run_one(name: str, rate: float, repeat: int, args: argparse.Namespace, redis
         topics.delete(args.bootstrap)
     _figures(row, sends, reader, args.warmup_s, cpu_before, cpu_after)
     row.timeline = str(args.out / "logs" / f"{label}.timeline.json")
-    _write_timeline(Path(row.timeline), sends, reader)
+    write_timeline(Path(row.timeline), sends, reader)
     row.gc_pauses = _gc_pauses(process.log_path)
     return row
 
@@ -155,12 +155,14 @@ def _figures(row: Row, sends: dict[str, object], reader: LatencyReader, warmup_s
         row.cpu_us_per_reply = (cpu_after - cpu_before) * 1e6 / row.answered
 
 
-def _write_timeline(path: Path, sends: dict[str, object], reader: LatencyReader) -> None:
+def write_timeline(path: Path, sends: dict[str, object], reader: LatencyReader) -> None:
     """Each answered request, in the order planned: seconds from the first planned send, latency from the planned
-    send in ms, and its stages when the reply had them: where a tail is a few stalls, this shows when."""
+    send in ms, its stages when the reply had them, and the model that answered when the reader kept the replies'
+    answers: where a tail is a few stalls, this shows when."""
     planned: dict[str, float] = sends["planned_ms"]  # type: ignore[assignment]
     start = min(planned.values())
-    points = [[round((at - start) / 1000, 4), round(reader.received_ms[i] - at, 2), reader.stages.get(i)]
+    points = [[round((at - start) / 1000, 4), round(reader.received_ms[i] - at, 2), reader.stages.get(i),
+               *([reader.answers[i][1]] if i in reader.answers else [])]
               for i, at in sorted(planned.items(), key=lambda item: item[1]) if i in reader.received_ms]
     path.write_bytes(orjson.dumps(points))
 
