@@ -171,7 +171,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--light-wait-ms", type=int, default=0)
     parser.add_argument("--heavy-batch-size", type=int, default=32)
     parser.add_argument("--heavy-wait-ms", type=int, default=100,
-                        help="lets heavy batches gather (about 10 requests at 100 heavy a second; default 100)")
+                        help="lets heavy batches gather (10-15 requests at 100 heavy a second; default 100)")
     parser.add_argument("--out", type=Path, help="default bench/results/two-models/<date-time>/")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.rate <= 0 or args.seconds <= 0 or args.warmup_s < 0:
