@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,13 @@ def busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) ->
     if before is None or after is None or after[1] <= before[1]:
         return None
     return round((after[0] - before[0]) / (after[1] - before[1]), 3)
+
+
+def own_cpu_s() -> float:
+    """CPU seconds (user + system) of this process and of its children waited for so far: between two samples,
+    this process's and that of the children that ended and were waited for in between."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _confluent_versions() -> str:

@@ -54,7 +54,7 @@ from bench.contender import ContenderProcess
 from bench.openloop import STAGE_HEADERS, LatencyReader
 from bench.results import percentile
 from bench.runs import say
-from bench.tail import write_timeline
+from bench.tail import STAGES, write_timeline
 from bench.tail_sender import send_and_read
 from bench.topics import RunTopics, default_load_client
 from bench.two_models_report import (
@@ -111,10 +111,14 @@ def run_one(shape: str, repeat: int, args: argparse.Namespace, pool: RequestPool
             say(f"{label}: never got its partitions (log: {process.log_path})")
             return row, []
         bodies = bodies_for(shape, pool, round(args.rate * (args.warmup_s + args.seconds)))
-        ticks = machine.cpu_ticks()
+        ticks, began, worker_s, harness_s = machine.cpu_ticks(), time.monotonic(), process.cpu_s(), machine.own_cpu_s()
         sends, reader = send_and_read(args.bootstrap, topics.requests, topics.replies, bodies, args.rate,
                                       logs / label, args.kafka_client, answers=True)
         row.machine_busy = machine.busy_share(ticks, machine.cpu_ticks())
+        wall_s, worker_after = time.monotonic() - began, process.cpu_s()
+        row.harness_cores = round((machine.own_cpu_s() - harness_s) / wall_s, 3)
+        if worker_s is not None and worker_after is not None:
+            row.worker_cores = round((worker_after - worker_s) / wall_s, 3)
     finally:
         row.exit_code = process.stop()
         topics.delete(args.bootstrap)
@@ -150,6 +154,9 @@ def _figures(row: Row, sends: dict[str, Any], reader: LatencyReader, entries: di
                                  "max": sizes[-1] if sizes else None}
         if entry == LIGHT:
             light = latencies
+            row.light_stages_p99_ms = {stage: percentile(sorted(reader.stages[i][stage] for i in measured
+                                                                if stage in reader.stages[i]), 99)
+                                       for stage in STAGES}
     return light
 
 
@@ -206,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             heavy = row.compute_ms.get(HEAVY, {})
             say(f"{shape} (repeat {repeat + 1}): light p50/p99/max {trio(row.latency_ms.get(LIGHT, {}))} ms"
                 + (f", heavy batch compute p50/p99/max {trio(heavy)} ms" if heavy else "")
-                + f", machine busy {row.machine_busy or 0:.0%}")
+                + f", worker {row.worker_cores or 0:.2f} cores, machine busy {row.machine_busy or 0:.0%}")
     meta["load_average_at_end"] = machine.load_average()
     summ = summary(rows)
     (args.out / "results.json").write_text(json.dumps({**meta, "summary": summ, "rows": [asdict(r) for r in rows]},

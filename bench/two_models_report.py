@@ -35,6 +35,10 @@ class Row:
     scored_ms: dict[str, dict[str, float | None]] = field(default_factory=dict)  # entry: p50, p99, max
     batch_size: dict[str, dict[str, float | None]] = field(default_factory=dict)  # entry: p50, mean, max
     machine_busy: float | None = None  # share of the machine's CPU busy during the run, every process
+    # CPU during the run, in cores: the worker's, and the harness's (this reader and the sender's process)
+    worker_cores: float | None = None
+    harness_cores: float | None = None
+    light_stages_p99_ms: dict[str, float | None] = field(default_factory=dict)  # from the headers, and to the reader
     load_1min: float | None = None  # at the run's end
     exit_code: int | None = None
     log: str = ""
@@ -84,19 +88,30 @@ def trio(figures: dict[str, float | None], keys: tuple[str, ...] = ("p50", "p99"
 
 
 def markdown(meta: dict[str, Any], summ: dict[str, Any], rows: list[Row]) -> str:
+    return "\n".join([*_setup(meta, rows), "", *_verdict_table(meta, summ), "", *_run_table(meta, rows)]) + "\n"
+
+
+def _setup(meta: dict[str, Any], rows: list[Row]) -> list[str]:
     busy = [r.machine_busy for r in rows if r.machine_busy is not None]
-    lines = [
+    return [
         "# Two models in one worker: the light model's p99 alone and beside a heavy one", "",
         f"Command: `{meta['command']}` ({meta['started_at']}). {meta['rate']:,.0f} requests/s in all, "
         f"{meta['seconds']:g} s measured after {meta['warmup_s']:g} s of warm-up, {meta['repeats']} repeats of each "
-        f"run, interleaved; Kafka client {meta['kafka_client']}; one torch thread. Light: `{LIGHT_MODEL}`, batch "
-        f"{meta['light_batch_size']}, wait {meta['light_wait_ms']} ms. Heavy: `{HEAVY_MODEL}`, batch "
-        f"{meta['heavy_batch_size']}, wait {meta['heavy_wait_ms']} ms. Mixed: {HEAVY_EVERY - 1} light requests to "
-        "1 heavy. Latency = reply read - planned send.", "",
-        f"Machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores, shared with other work: load "
+        f"run, interleaved; Kafka client {meta['kafka_client']}; one torch thread, inline scoring. Light: "
+        f"`{LIGHT_MODEL}`, batch {meta['light_batch_size']}, wait {meta['light_wait_ms']} ms. Heavy: "
+        f"`{HEAVY_MODEL}`, batch {meta['heavy_batch_size']}, wait {meta['heavy_wait_ms']} ms. Mixed: "
+        f"{HEAVY_EVERY - 1} light requests to 1 heavy (so the light model gets {HEAVY_EVERY - 1}/{HEAVY_EVERY} of "
+        "the rate it gets alone). Latency = reply read - planned send.", "",
+        f"Machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores, shared with other work; load "
         f"average {meta['machine']['load_average_at_start']} at the start, {meta['load_average_at_end']} at the "
-        f"end; the machine's CPU was {min(busy, default=0):.0%}-{max(busy, default=0):.0%} busy during the runs "
-        "(every process). Figures this noisy are indications, not constants.", "",
+        f"end. The whole machine was {min(busy, default=0):.0%}-{max(busy, default=0):.0%} busy during the runs "
+        "(every process: the worker, this harness, the broker, anything else; the last column splits it). "
+        "Figures this noisy are indications, not constants.",
+    ]
+
+
+def _verdict_table(meta: dict[str, Any], summ: dict[str, Any]) -> list[str]:
+    return [
         f"| median of {meta['repeats']} repeats | ms |", "|---|---:|",
         f"| light p50, alone / mixed | {_ms(summ['light_p50_alone_ms'])} / {_ms(summ['light_p50_mixed_ms'])} |",
         f"| light p99, alone / mixed | {_ms(summ['light_p99_alone_ms'])} / {_ms(summ['light_p99_mixed_ms'])} |",
@@ -111,10 +126,16 @@ def markdown(meta: dict[str, Any], summ: dict[str, Any], rows: list[Row]) -> str
         "Claim: the light model's p99 grows by no more than one heavy batch's compute time (the heavy replies' "
         f"p99 compute-ms): **{_verdict(summ['light_margin_ms'])}** (latency read here); "
         f"{_verdict(summ['light_scored_margin_ms'])} from the replies' headers (record produced -> batch scored, "
-        "which leaves out the reply's way to the reader and the reader's own stalls).", "",
-        "| run | repeat | light p50 / p99 / max ms | heavy p50 / p99 / max ms | heavy compute p50 / p99 / max ms "
-        "| heavy batch p50 / mean / max | light produced -> scored p50 / p99 ms | light compute p50 / p99 ms "
-        "| light batch mean | answered | not ok | sender behind ms | machine busy |",
+        "which leaves out the reply's way to the reader and the reader's own stalls).",
+    ]
+
+
+def _run_table(meta: dict[str, Any], rows: list[Row]) -> list[str]:
+    lines = [
+        "| run | repeat | light p50 / p99 / max ms | light p99 by stage: queue wait / batch wait / compute / reply to "
+        "reader ms | light produced -> scored p50 / p99 ms | light batch mean | heavy p50 / p99 / max ms | heavy "
+        "compute p50 / p99 / max ms | heavy batch p50 / mean / max | answered | not ok | sender behind ms | CPU, "
+        f"cores: worker / harness / rest (broker, others) of {meta['machine']['cores']} |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -122,13 +143,19 @@ def markdown(meta: dict[str, Any], summ: dict[str, Any], rows: list[Row]) -> str
         answered = ", ".join(f"{e} {r.answered.get(e, 0)}/{n}" for e, n in r.sent.items()) or "-"
         lines.append(
             f"| {r.shape} | {r.repeat + 1} | {trio(r.latency_ms.get(LIGHT, {}))} | "
+            f"{trio(r.light_stages_p99_ms, tuple(r.light_stages_p99_ms))} | "
+            f"{trio(r.scored_ms.get(LIGHT, {}), ('p50', 'p99'))} | {_ms(r.batch_size.get(LIGHT, {}).get('mean'))} | "
             f"{trio(r.latency_ms[HEAVY]) if heavy else '-'} | {trio(r.compute_ms[HEAVY]) if heavy else '-'} | "
             f"{trio(r.batch_size[HEAVY], ('p50', 'mean', 'max')) if heavy else '-'} | "
-            f"{trio(r.scored_ms.get(LIGHT, {}), ('p50', 'p99'))} | {trio(r.compute_ms.get(LIGHT, {}), ('p50', 'p99'))}"
-            f" | {_ms(r.batch_size.get(LIGHT, {}).get('mean'))} | "
-            f"{answered} | {r.not_ok} | {_ms(r.max_behind_ms)} | "
-            f"{'-' if r.machine_busy is None else f'{r.machine_busy:.0%}'} |")
-    return "\n".join(lines) + "\n"
+            f"{answered} | {r.not_ok} | {_ms(r.max_behind_ms)} | {_cores(r, meta['machine']['cores'])} |")
+    return lines
+
+
+def _cores(row: Row, cores: int) -> str:
+    if row.worker_cores is None or row.harness_cores is None or row.machine_busy is None:
+        return "-"
+    rest = row.machine_busy * cores - row.worker_cores - row.harness_cores
+    return f"{row.worker_cores:.2f} / {row.harness_cores:.2f} / {rest:.2f}"
 
 
 def plot(rows: list[Row], light: dict[str, list[float]], summ: dict[str, Any], path: Path) -> None:
