@@ -26,7 +26,9 @@ Prints and writes, under ``--out`` (default bench/results/two-models/<time>/):
 results.json (every run, the summary, the machine), results.md (the verdict:
 the medians over the repeats of the light p50 and p99 alone and mixed, the
 p99's increase against the heavy batches' p99 compute time, and whether it is
-within it, with the margin; then one row per run) and two-models.png (the
+within it, with the margin; the same from the replies' headers; the round
+robin's own part, how much longer than the longest heavy batch a polled light
+request waited for its batch; then one row per run) and two-models.png (the
 light latency's tail alone and mixed, pooled over the repeats, and each run's
 p99 against the bound). Also how busy the whole machine was during each run:
 on a shared machine other work shows up as latency. The logs folder keeps,
@@ -157,6 +159,8 @@ def _figures(row: Row, sends: dict[str, Any], reader: LatencyReader, entries: di
             row.light_stages_p99_ms = {stage: percentile(sorted(reader.stages[i][stage] for i in measured
                                                                 if stage in reader.stages[i]), 99)
                                        for stage in STAGES}
+            row.light_batch_wait_ms = _spread(sorted(reader.stages[i]["batch_wait"] for i in measured
+                                                     if "batch_wait" in reader.stages[i]))
     return light
 
 
