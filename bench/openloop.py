@@ -19,7 +19,7 @@ from bench.results import LatencyRun, percentile
 from bench.security import env_security
 from producer.send import RequestBody, SendSummary, send_requests
 from producer.transport import open_reply_reader
-from worker.core.wire import H_BATCH_SIZE, H_BATCH_WAIT, H_COMPUTE, H_QUEUE_WAIT
+from worker.core.wire import H_BATCH_SIZE, H_BATCH_WAIT, H_COMPUTE, H_QUEUE_WAIT, decode_reply
 
 IDLE_TIMEOUT_S = 15.0  # after the last send, give up on replies that stop coming for this long
 # Where a request's time goes, from the reply's headers; "reply_to_reader" is received - reply CreateTime.
@@ -35,14 +35,17 @@ class _Sender:
 
 class LatencyReader:
     """Reads a reply topic from its current end, on ``kafka_client``; stamps each reply's id with the wall time
-    its poll returned."""
+    its poll returned. ``answers``: also decode each reply's value and keep its status and model (off by
+    default: the bare loops' replies are not JSON, and decoding costs the reader time)."""
 
-    def __init__(self, bootstrap: str, topic: str, kafka_client: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, kafka_client: str, answers: bool = False) -> None:
         self._replies = open_reply_reader(kafka_client, bootstrap, env_security())
         self._replies.follow_from_end(topic, self._replies.partitions(topic))  # before anything is sent
         self.received_ms: dict[str, float] = {}
         self.batch_sizes: dict[str, int] = {}
         self.stages: dict[str, dict[str, float]] = {}  # id -> where its time went, from the reply's headers
+        self._decode = answers
+        self.answers: dict[str, tuple[str, str]] = {}  # id -> the reply's status and model, when ``answers``
 
     def poll(self) -> int:
         polled = self._replies.poll(0.1)
@@ -55,11 +58,21 @@ class LatencyReader:
                 headers = dict(record.headers)
                 self.batch_sizes[request_id] = int(headers.get(H_BATCH_SIZE) or 0)
                 self.stages[request_id] = _stages(headers, now_ms - record.timestamp_ms)
+                if self._decode:
+                    self.answers[request_id] = _answer(record.value)
                 new += 1
         return new
 
     def close(self) -> None:
         self._replies.close()
+
+
+def _answer(value: bytes | None) -> tuple[str, str]:
+    try:
+        reply = decode_reply(value or b"")
+    except ValueError:
+        return "undecodable", ""
+    return str(reply.get("status", "")), str(reply.get("model", ""))
 
 
 def _stages(headers: dict[str, bytes], reply_transit_ms: float) -> dict[str, float]:

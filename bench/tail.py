@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -45,9 +44,9 @@ import orjson  # noqa: E402
 from bench import commands, machine  # noqa: E402
 from bench.contender import ContenderProcess  # noqa: E402
 from bench.openloop import STAGE_HEADERS, LatencyReader  # noqa: E402
-from bench.pauses import no_collector_pauses  # noqa: E402
 from bench.results import percentile  # noqa: E402
 from bench.runs import say  # noqa: E402
+from bench.tail_sender import send_and_read  # noqa: E402
 from bench.topics import RunTopics  # noqa: E402
 from bench.workloads import WORKLOADS, RequestPool, load_or_skip, reply_size  # noqa: E402
 
@@ -70,7 +69,6 @@ VARIANTS: dict[str, Variant] = {
 }
 CONTENDERS = ("bare-confluent", *[name for name in VARIANTS if "confluent" in name], "bare-kafka-python",
               "streamscore-kafka-python")
-IDLE_TIMEOUT_S = 15.0
 STAGES = (*STAGE_HEADERS, "reply_to_reader")
 
 
@@ -90,7 +88,7 @@ class Row:
     gc_pauses: dict[str, object] | None = None
     exit_code: int | None = None
     log: str = ""
-    timeline: str = ""  # every answered request's planned send and latency (bench/tail.py _write_timeline)
+    timeline: str = ""  # every answered request's planned send and latency (bench/tail.py write_timeline)
 
 
 def command(name: str, ctx: argparse.Namespace, redis_url: str, topics: RunTopics, reply_bytes: int) -> list[str]:
@@ -121,32 +119,16 @@ def run_one(name: str, rate: float, repeat: int, args: argparse.Namespace, redis
             say(f"{label}: never got its partitions (log: {process.log_path})")
             return row
         bodies = pool.take(round(rate * (args.warmup_s + args.seconds)))
-        bodies_path, sends_path = args.out / "logs" / f"{label}.bodies.jsonl", args.out / "logs" / f"{label}.sends.json"
-        bodies_path.write_bytes(b"\n".join(orjson.dumps(b) for b in bodies))
-        reader = LatencyReader(args.bootstrap, topics.replies, args.load_client)
         cpu_before = process.cpu_s()
-        sender = subprocess.Popen([sys.executable, "-m", "bench.tail_sender", "--bootstrap-servers", args.bootstrap,
-                                   "--topic", topics.requests, "--rate", str(rate), "--bodies", str(bodies_path),
-                                   "--out", str(sends_path), "--kafka-client", args.load_client,
-                                   "--linger-ms", str(args.sender_linger_ms)])
-        last_new = time.monotonic()
-        try:
-            with no_collector_pauses():  # a pause of this reader's would count as latency
-                while sender.poll() is None or len(reader.received_ms) < len(bodies):
-                    if reader.poll():
-                        last_new = time.monotonic()
-                    elif sender.poll() is not None and time.monotonic() - last_new > IDLE_TIMEOUT_S:
-                        break
-        finally:
-            reader.close()
+        sends, reader = send_and_read(args.bootstrap, topics.requests, topics.replies, bodies, rate,
+                                      args.out / "logs" / label, args.load_client, args.sender_linger_ms)
         cpu_after = process.cpu_s()
-        sends = json.loads(sends_path.read_text())
     finally:
         row.exit_code = process.stop()
         topics.delete(args.bootstrap)
     _figures(row, sends, reader, args.warmup_s, cpu_before, cpu_after)
     row.timeline = str(args.out / "logs" / f"{label}.timeline.json")
-    _write_timeline(Path(row.timeline), sends, reader)
+    write_timeline(Path(row.timeline), sends, reader)
     row.gc_pauses = _gc_pauses(process.log_path)
     return row
 
@@ -173,12 +155,14 @@ def _figures(row: Row, sends: dict[str, object], reader: LatencyReader, warmup_s
         row.cpu_us_per_reply = (cpu_after - cpu_before) * 1e6 / row.answered
 
 
-def _write_timeline(path: Path, sends: dict[str, object], reader: LatencyReader) -> None:
+def write_timeline(path: Path, sends: dict[str, object], reader: LatencyReader) -> None:
     """Each answered request, in the order planned: seconds from the first planned send, latency from the planned
-    send in ms, and its stages when the reply had them: where a tail is a few stalls, this shows when."""
+    send in ms, its stages when the reply had them, and the model that answered when the reader kept the replies'
+    answers: where a tail is a few stalls, this shows when."""
     planned: dict[str, float] = sends["planned_ms"]  # type: ignore[assignment]
     start = min(planned.values())
-    points = [[round((at - start) / 1000, 4), round(reader.received_ms[i] - at, 2), reader.stages.get(i)]
+    points = [[round((at - start) / 1000, 4), round(reader.received_ms[i] - at, 2), reader.stages.get(i),
+               *([reader.answers[i][1]] if i in reader.answers else [])]
               for i, at in sorted(planned.items(), key=lambda item: item[1]) if i in reader.received_ms]
     path.write_bytes(orjson.dumps(points))
 

@@ -1,24 +1,71 @@
-"""The open-loop sender of ``bench.tail``, in a process of its own.
+"""The open-loop sender of ``bench.tail`` and ``bench.two_models``, in a process of its own.
 
 ``python -m bench.tail_sender --bootstrap-servers B --topic T --rate R --bodies IN.jsonl --out OUT.json``
-sends every body of IN (one request body a line) on a fixed schedule, request i
+sends every body of IN (one request body a line; a body's ``model``, if any,
+names the model to answer it) on a fixed schedule, request i
 at t0 + i/R, whatever the replies or the broker do (no coordinated omission:
 a late send is sent at once and its latency counts from its planned time). It
 writes OUT: the planned and the actual send time of each request id, in Unix
-ms, and how far behind the schedule the sender fell.
+ms, and how far behind the schedule the sender fell. ``send_and_read`` runs
+it from a benchmark and reads the replies meanwhile.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import orjson
+
+from bench.openloop import IDLE_TIMEOUT_S, LatencyReader
 from bench.pauses import no_collector_pauses
 from bench.security import env_security
+from producer.send import RequestBody
 from producer.transport import open_publisher
 from worker.core.wire import encode_request
+
+
+def send_and_read(bootstrap: str, requests_topic: str, reply_topic: str, bodies: list[RequestBody], rate: float,
+                  files: Path, kafka_client: str, linger_ms: int = 0,
+                  answers: bool = False) -> tuple[dict[str, Any], LatencyReader]:
+    """Send ``bodies`` at ``rate`` from a sender process of this module's, and read the replies in this one
+    until each body has its reply, or none came for IDLE_TIMEOUT_S after the sender finished. Blocks.
+
+    ``files``: where the bodies and the sender's record go (``files``.bodies.jsonl, ``files``.sends.json).
+    ``kafka_client``: the sender's and the reader's; ``answers``: as LatencyReader's. Returns the sender's
+    record (planned_ms, sent_ms, max_behind_ms, failed) and the reader, closed. Raises RuntimeError if the
+    sender wrote no record; it is stopped if this is interrupted.
+    """
+    bodies_path = files.with_name(files.name + ".bodies.jsonl")
+    sends_path = files.with_name(files.name + ".sends.json")
+    bodies_path.write_bytes(b"\n".join(orjson.dumps(b) for b in bodies))
+    reader = LatencyReader(bootstrap, reply_topic, kafka_client, answers)
+    sender = subprocess.Popen([sys.executable, "-m", "bench.tail_sender", "--bootstrap-servers", bootstrap,
+                               "--topic", requests_topic, "--rate", str(rate), "--bodies", str(bodies_path),
+                               "--out", str(sends_path), "--kafka-client", kafka_client,
+                               "--linger-ms", str(linger_ms)])
+    last_new = time.monotonic()
+    try:
+        with no_collector_pauses():  # a pause of this reader's would count as latency
+            while sender.poll() is None or len(reader.received_ms) < len(bodies):
+                if reader.poll():
+                    last_new = time.monotonic()
+                elif sender.poll() is not None and time.monotonic() - last_new > IDLE_TIMEOUT_S:
+                    break
+    finally:
+        reader.close()
+        if sender.poll() is None:
+            sender.terminate()
+            sender.wait()
+    if not sends_path.exists():
+        raise RuntimeError(f"the sender (exit code {sender.returncode}) wrote no record to {sends_path}")
+    sends: dict[str, Any] = json.loads(sends_path.read_text())
+    return sends, reader
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             behind_ms = max(behind_ms, (now - planned) * 1000)
             request_id = str(body["id"])
             planned_ms[request_id], sent_ms[request_id] = planned * 1000, now * 1000
-            publisher.publish(args.topic, request_id.encode(), encode_request(body["inputs"], request_id), on_done)
+            publisher.publish(args.topic, request_id.encode(),
+                              encode_request(body["inputs"], request_id, model=body.get("model")), on_done)
     publisher.flush()
     publisher.close()
     args.out.write_text(json.dumps({"planned_ms": planned_ms, "sent_ms": sent_ms, "max_behind_ms": behind_ms,

@@ -23,3 +23,23 @@ def test_quick_benchmark_runs_every_step_and_writes_results(bootstrap, redis_url
     for name in by_name:
         assert (tmp_path / f"throughput-{name}.png").stat().st_size > 0
     assert (tmp_path / "results.md").read_text().startswith("# streamscore benchmark")
+
+
+def test_two_models_bench_runs_both_shapes_and_writes_its_report(bootstrap, redis_url, tmp_path):
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
+    result = subprocess.run([sys.executable, "-m", "bench.two_models", "--rate", "200", "--seconds", "2",
+                             "--warmup-s", "0.5", "--repeats", "1", "--out", str(tmp_path)],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    alone, mixed = results["rows"]  # one repeat: alone first
+    assert (alone["shape"], mixed["shape"]) == ("alone", "mixed")
+    assert alone["sent"] == {"light": 500}
+    assert mixed["sent"] == {"heavy": 50, "light": 450}  # 9 to 1
+    for row in (alone, mixed):  # every request answered ok, by the model it named
+        assert row["answered"] == row["sent"] and row["not_ok"] == 0 and row["exit_code"] == 0
+    assert mixed["compute_ms"]["heavy"]["p99"] is not None and mixed["batch_size"]["heavy"]["mean"] is not None
+    assert results["summary"]["light_holds"] in (True, False)
+    report = (tmp_path / "results.md").read_text()
+    assert "| alone | 1 |" in report and "| mixed | 1 |" in report and "Claim:" in report
+    assert (tmp_path / "two-models.png").stat().st_size > 0
