@@ -1,16 +1,21 @@
 """The stream loop: a small scheduler over the ports and the policies.
 
 One thread does all the Kafka and Redis work, in this order each step:
+0. switch in the new model versions loaded meanwhile (stream/reloads.py,
+   stream/served.py), so that what is polled next goes to them;
 1. poll records; drop the unscored work of partitions revoked meanwhile
    (stream/membership.py; all work in hand when that aborts an open
    transaction, which spans steps with a commit interval). A poll that came back full means a backlog: its
    batches go at once, partial ones too (max_wait_ms applies only while the
    topic is drained), and so do those in hand when the model is idle and a
    short poll finds nothing more arriving (unless wait_to_fill);
-2. admit them: decode, refuse what cannot be scored, claim ids in the dedup
-   store, batch what is fresh (stream/admission.py);
+2. admit them: decode, route each to its model, refuse what cannot be scored,
+   claim ids in the dedup store, batch what is fresh in its model's batcher
+   (stream/admission.py);
 3. answer the batch the scorer finished (except for partitions that left
-   while it ran), and hand it the next ready batch (stream/replies.py);
+   while it ran), offer it to shadow scoring (stream/shadow.py), and hand the
+   scorer the next ready batch, round robin among the models
+   (stream/replies.py, core/model_batchers.py);
 4. settle: wait for the broker's acknowledgements of the step's sends and let
    the commit policy commit what they made safe (stream/commit.py:
    at-least-once, committing asynchronously, or transactional). Waiting here,
