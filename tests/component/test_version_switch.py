@@ -88,3 +88,19 @@ def test_a_plan_the_routes_refuse_leaves_everything_as_it_was():
     h.source.produce({"id": "r", "inputs": INPUTS})
     h.steps(2)
     assert versions(h) == {"r": "a"} and set(models.runners) == {"churn"}
+
+
+def test_with_several_models_a_poll_comes_between_two_batches_of_one_model():
+    heavy, light = (ModelEntry(name, (("model", "churn"),)) for name in ("heavy", "light"))
+    table = ModelTable((heavy, light), "heavy", "worker.toml")
+    models = ServedModels(table, [
+        LoadedEntry(entry, TorchRunner(load_model("churn"), "cpu", 4), "1", Batcher(4, 0.0),
+                    ServedModel(entry.name, entry.name, "1", "cpu", 0)) for entry in (heavy, light)])
+    h = Harness(models=models, reloads=HeldPlans())
+    for i in range(8):  # two full heavy batches in one poll
+        h.source.produce({"id": f"heavy-{i}", "model": "heavy", "inputs": INPUTS})
+    h.steps(1)  # the first heavy batch scored, inline
+    h.source.produce({"id": "light", "model": "light", "inputs": INPUTS})
+    h.steps(4)
+    order = [reply["id"] for reply in h.replies()]
+    assert order.index("light") < order.index("heavy-4"), order  # its turn before the second heavy batch

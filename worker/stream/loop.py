@@ -194,7 +194,9 @@ class Worker:
         return self._batchers.pending + self._gate.waiting + int(self._scorer.busy) + self._sink.pending
 
     def _score_ready(self) -> None:
-        """Answer the scorer's finished batch, and give it the next ready one, as long as it takes them.
+        """Answer the scorer's finished batch, and give it the next ready one, as long as it takes them; with
+        several models, one batch a step, so that a poll comes between two batches of one model and the
+        requests of another still in Kafka get their turn in the round robin.
 
         Mid-rebalance, neither: a reply now could be for a partition that is leaving.
         """
@@ -206,6 +208,8 @@ class Worker:
             if ready is None:
                 return
             self.submit_batch(*ready)
+            if len(self._models.table.entries) > 1:
+                return
 
     def _drain(self) -> Drain:
         parts = StreamParts(self._source, self._sink, self._dedup, self._scorer, self._batchers, self._admission,
