@@ -44,6 +44,8 @@ EPILOG = """\
 examples:
   python -m worker --requests-topic requests --model churn
   python -m worker --requests-topic requests --max-batch-size 128 --max-wait-ms 5
+  python -m worker --requests-topic requests --config worker.toml   # several models: docs/fleet.md
+  python -m worker compare --shadow-topic requests.shadow            # a shadow candidate against the live one
   python -m worker score-file requests.jsonl replies.jsonl --model churn
   python -m worker score-file requests.parquet replies.parquet --model churn
   python -m worker inspect-model --model my_model.pt2

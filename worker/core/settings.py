@@ -166,7 +166,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     """Add one flag per setting, section by section; defaults stay None so that env vars can fill them."""
     parser.add_argument("--config", metavar=CONFIG_ENV,
                         help="a TOML file of settings by name, and of the models served ([models.NAME] tables: "
-                        "docs/models.md); variables and flags override its settings")
+                        "docs/fleet.md); variables and flags override its settings; SIGHUP reads its models again")
     for f in setting_fields():
         flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
         env = env_name(f.name)
