@@ -1,0 +1,1 @@
+"""A team's model fleet in one worker: two models, a canary, a shadow, a deploy without a restart."""
