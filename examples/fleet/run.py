@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -19,16 +19,14 @@ import orjson
 from kafka import KafkaConsumer, TopicPartition
 from tqdm import tqdm
 
-from examples.churn_tabular.build import synthetic_customers
-from examples.churn_tabular.model import FEATURES
-from examples.document_classifier.documents import LABELS, document
 from examples.fleet.build import BUILD, LIVE_SEED, NEXT_SEED, build_all, deploy
-from examples.fleet.summary import BEFORE, DURING, TEXT, Versions, render, tally
+from examples.fleet.summary import Versions, render, tally
+from examples.fleet.traffic import BEFORE, DURING, TEXT, bodies, request_ids
 from examples.fleet.worker_process import Event, WorkerExited, WorkerProcess, worker_env
 from producer.collect import ReplyCollector, TopicSpanReader, collect_replies
 from producer.send import send_requests
 from producer.topics import create_topics
-from worker.core.model_table import read_config_file
+from worker.core.model_table import ModelEntry, read_config_file
 from worker.kafka.kafka_python.connection import client_config
 from worker.stream.shadow import sampled_point
 
@@ -60,8 +58,8 @@ them off the record, and documents (the document_classifier example: MiniLM and 
   7. runs `python -m worker compare --shadow-topic ... --plot build/compare.png` and prints its report.
 Nothing is deleted: the topics, the worker's log, the replies and the plot stay, and are listed at the end.
 
-At the default size it takes about a minute and a half on two CPU cores (most of it the documents,
-scored by MiniLM on the CPU); --requests 200 --text-requests 20 about 40 seconds.
+At the default size it takes about 25 seconds on two CPU cores (a few of them the worker's start, 8 the
+deploy's sending); --requests 200 --text-requests 20 about 20. The first run builds the weights too (seconds).
 Exit codes: 0 every request answered exactly once and the worker stopped cleanly; 1 a request missing,
 answered twice or with an error, the switch not seen, compare failing, or the worker exiting unexpectedly
 (the tail of its log is printed); 2 the services not given.
@@ -102,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, bootstrap: str, redis_url: str) -> int:
+    started = time.monotonic()
     churn = read_config_file(str(CONFIG)).models.entry("churn")
     built = build_all(BUILD)
     deploy(BUILD, LIVE_SEED)
@@ -111,8 +110,8 @@ def run(args: argparse.Namespace, bootstrap: str, redis_url: str) -> int:
     create_topics(bootstrap, {topics.requests: args.partitions, topics.replies: args.partitions,
                               topics.dead_letters: 1, topics.shadow: args.partitions})
     say(f"topics: {topics.requests} -> {topics.replies}, shadow {topics.shadow}")
-    sent = {**_ids(BEFORE, args.requests), **_ids(TEXT, args.text_requests),
-            **_ids(DURING, args.requests // 2 if args.deploy_requests is None else args.deploy_requests)}
+    sent = {**request_ids(BEFORE, args.requests), **request_ids(TEXT, args.text_requests),
+            **request_ids(DURING, args.requests // 2 if args.deploy_requests is None else args.deploy_requests)}
     flags = ["--config", str(CONFIG.relative_to(REPO)), "--requests-topic", topics.requests, "--reply-topic",
              topics.replies, "--dead-letter-topic", topics.dead_letters, "--shadow-topic", topics.shadow,
              "--group", f"fleet-{run_id}", "--dedup-namespace", f"fleet-{run_id}"]
@@ -135,13 +134,14 @@ def run(args: argparse.Namespace, bootstrap: str, redis_url: str) -> int:
         collector.close()
     exit_code = worker.stop()
     say(f"worker stopped: exit code {exit_code}")
-    return _report(bootstrap, topics, run_id, sent, versions, shadowed, worker, exit_code)
+    code = _report(bootstrap, topics, run_id, churn, sent, versions, shadowed, worker, exit_code)
+    say(f"took {time.monotonic() - started:.0f} s")
+    return code
 
 
-def _report(bootstrap: str, topics: Topics, run_id: str, sent: dict[str, str], versions: Versions, shadowed: int,
-            worker: WorkerProcess, exit_code: int) -> int:
+def _report(bootstrap: str, topics: Topics, run_id: str, churn: ModelEntry, sent: dict[str, str],
+            versions: Versions, shadowed: int, worker: WorkerProcess, exit_code: int) -> int:
     """Steps 6 and 7, after the worker stopped: the reply topic read whole, the summary, compare; the exit code."""
-    churn = read_config_file(str(CONFIG)).models.entry("churn")
     replies_path = BUILD / f"replies-{run_id}.jsonl"
     replies, duplicates = _read_replies(bootstrap, topics.replies, replies_path)
     result = tally(sent, replies, duplicates, versions, churn.canary_weight, churn.shadow_fraction)
@@ -164,7 +164,7 @@ def _serve(args: argparse.Namespace, bootstrap: str, topics: Topics, worker: Wor
     """Steps 3 to 5: the worker ready, the requests sent and answered, the deploy switched in."""
     say("waiting for the worker to load its four models and join its group ...")
     worker.wait_for_event(lambda e: e.get("event") == "partitions_assigned", START_TIMEOUT_S, "partitions_assigned")
-    loaded = {}
+    loaded: dict[str, str] = {}
     for event in worker.events():
         if event.get("event") == "model_loaded":
             loaded.setdefault(str(event["model"]), str(event["version"]))
@@ -178,10 +178,13 @@ def _serve(args: argparse.Namespace, bootstrap: str, topics: Topics, worker: Wor
                                    rate=len(during) / args.deploy_seconds))
     _wait_replies(collector, set(during), worker, "replies, deploy a quarter of the way in", len(during) // 4)
     deploy(BUILD, NEXT_SEED)
+    replaced_at = time.time()
     say(f"deployed: churn's weights file is now seed {NEXT_SEED}'s; waiting for the worker to switch ...")
     switched = worker.wait_for_event(_switched, SWITCH_TIMEOUT_S, "model_version_switched for churn",
                                      between=collector.poll)
-    say(f"switched: churn {loaded.get('churn')} -> {switched['version']} at {switched.get('timestamp')}")
+    after_s = datetime.fromisoformat(str(switched["timestamp"])).timestamp() - replaced_at
+    say(f"switched: churn {loaded.get('churn')} -> {switched['version']}, {after_s:.1f} s after the file was "
+        "replaced (model_watch_s = 1, then the new file loaded and checked)")
     sender.join()
     _wait_replies(collector, set(sent), worker, "every reply")
     return Versions(loaded, str(switched["version"]))
@@ -196,7 +199,8 @@ class _Sender(threading.Thread):
 
     def __init__(self, send: Callable[[], object]) -> None:
         super().__init__(name="fleet-sender", daemon=True)
-        self._send, self._error = send, None
+        self._send = send
+        self._error: BaseException | None = None
         self.start()
 
     def run(self) -> None:
@@ -211,22 +215,10 @@ class _Sender(threading.Thread):
             raise self._error
 
 
-def _ids(phase: str, count: int) -> dict[str, str]:
-    prefix = {BEFORE: "churn", DURING: "deploy", TEXT: "doc"}[phase]
-    return {f"{prefix}-{n:05d}": phase for n in range(count)}
-
-
 def _send(bootstrap: str, topic: str, sent: dict[str, str], phase: str, model: str | None,
           rate: float | None = None) -> None:
-    ids = [i for i, p in sent.items() if p == phase]
-    if phase == TEXT:
-        rng = random.Random(7)
-        bodies = [{"id": i, "inputs": document(LABELS[n % len(LABELS)], rng)} for n, i in enumerate(ids)]
-    else:
-        fields, _ = synthetic_customers(len(ids), seed=11 if phase == BEFORE else 12)
-        bodies = [{"id": i, "inputs": {f: round(v, 2) for f, v in zip(FEATURES, row, strict=True)}}
-                  for i, row in zip(ids, fields.tolist(), strict=True)]
-    summary = send_requests(bootstrap, topic, bodies, total=len(bodies), rate=rate, model=model,
+    requests = bodies(phase, [i for i, p in sent.items() if p == phase])
+    summary = send_requests(bootstrap, topic, requests, total=len(requests), rate=rate, model=model,
                             progress=rate is None and sys.stderr.isatty())
     say(f"sent {summary.sent:,} {phase} requests" + (f" naming model {model!r}" if model else " naming no model")
         + f" in {summary.seconds:.1f} s")
@@ -291,7 +283,7 @@ def _read_replies(bootstrap: str, topic: str, out: Path) -> tuple[dict[str, dict
 
 def _compare(bootstrap: str, shadow: str, plot: Path) -> int:
     say(f"\n$ python -m worker compare --shadow-topic {shadow} --plot {_shown(plot)}")
-    done = subprocess.run([sys.executable, "-m", "worker", "compare", "--shadow-topic", shadow, "--plot", str(plot),
+    done = subprocess.run([sys.executable, "-m", "worker", "compare", "--shadow-topic", shadow, "--plot", _shown(plot),
                            "--no-progress"], cwd=REPO, env=dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap),
                           stdout=subprocess.PIPE, text=True)
     print(done.stdout, end="", flush=True)

@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from examples.fleet.traffic import BEFORE, DURING, TEXT, document_kind
 from worker.core.routes import arm_point
 from worker.stream.shadow import sampled_point
-
-BEFORE, DURING, TEXT = "churn", "churn, deploy", "documents"  # the phases requests are sent in
 
 
 @dataclass(frozen=True)
@@ -54,6 +53,8 @@ class FleetTally:
     canary_expected: int = 0  # churn requests whose id hash falls in the canary's share
     canary_misrouted: int = 0  # replies by the other arm than the id hash says
     shadow_expected: int = 0  # churn requests whose id hash falls in the shadow's sample
+    documents_replies: int = 0
+    documents_right: int = 0  # documents labelled as the kind they were written as
 
     @property
     def ok(self) -> bool:
@@ -83,7 +84,11 @@ def tally(sent: Mapping[str, str], replies: Mapping[str, Mapping[str, Any]], dup
             continue
         model, version = str(reply.get("model")), str(reply.get("model_version"))
         result.by_version[(model, version, phase)] += 1
-        if churn:
+        if not churn:
+            result.documents_replies += 1
+            outputs = reply.get("outputs")
+            result.documents_right += isinstance(outputs, dict) and outputs.get("label") == document_kind(request_id)
+        else:
             result.churn_replies += 1
             result.canary_replies += version == canary_version
             result.canary_misrouted += (version == canary_version) != in_canary
@@ -110,6 +115,8 @@ def render(result: FleetTally, versions: Versions, canary_weight: float, shadow_
         + ("every one answered by the arm its id picks" if not result.canary_misrouted
            else f"{result.canary_misrouted:,} answered by the other arm"),
         "switch        " + _switch_line(result, versions),
+        f"documents     {result.documents_right:,} of {result.documents_replies:,} labelled as the kind they were "
+        "written as (invoice, contract, letter, report in turn)",
         f"shadow        {shadow_records:,} pairs on the shadow topic; the id hash samples {result.shadow_expected:,} "
         f"churn requests at shadow_fraction {shadow_fraction} (a full queue drops samples, a stop what is queued)",
         "",
