@@ -5,7 +5,7 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up up-secure down status up-cluster down-cluster demo test test-unit test-cluster lint deploy-check bench chaos clean
+.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet test test-unit test-cluster lint deploy-check bench chaos clean
 
 CHAOS_SIZE ?= full
 
@@ -35,6 +35,9 @@ down-cluster:  ## stop the local three-broker Kafka cluster
 
 demo: venv  ## the whole pipeline: worker, 20,000 requests, every reply, a summary
 	@$(WITH_SERVICES) $(PYTHON) -m producer demo
+
+fleet: venv  ## several models in one worker: a canary, a shadow, a deploy without a restart, a summary (~30 s)
+	@$(WITH_SERVICES) $(PYTHON) -m examples.fleet.run $(FLEET_ARGS)
 
 test: venv lint deploy-check  ## lint, then the whole test suite, integration tests on real Kafka + Redis
 	@$(WITH_SERVICES) $(PYTHON) -m pytest tests --ignore=tests/cluster
