@@ -1,1 +1,2 @@
-"""Three user models served by streamscore, each built by its own script; see each folder's README.md."""
+"""Three user models served by streamscore, each built by its own script, and a fleet of them in one worker; see
+each folder's README.md."""
