@@ -27,6 +27,7 @@ from producer.collect import ReplyCollector, TopicSpanReader, collect_replies
 from producer.send import send_requests
 from producer.topics import create_topics
 from worker.core.model_table import ModelEntry, read_config_file
+from worker.core.routes import arm_point
 from worker.kafka.kafka_python.connection import client_config
 from worker.stream.shadow import sampled_point
 
@@ -120,7 +121,8 @@ def run(args: argparse.Namespace, bootstrap: str, redis_url: str) -> int:
     collector = ReplyCollector(bootstrap, topics.replies)
     try:
         versions = _serve(args, bootstrap, topics, worker, collector, sent)
-        expected = sum(1 for i, phase in sent.items() if phase != TEXT and sampled_point(i) < churn.shadow_fraction)
+        expected = sum(1 for i, phase in sent.items() if phase != TEXT and sampled_point(i) < churn.shadow_fraction
+                       and arm_point(i) < 1.0 - churn.canary_weight)  # the live arm's requests only
         shadowed = _wait_shadow(bootstrap, topics.shadow, expected, worker)
         worker.check_alive()
     except (WorkerExited, TimeoutError) as exc:

@@ -52,7 +52,7 @@ class FleetTally:
     canary_replies: int = 0
     canary_expected: int = 0  # churn requests whose id hash falls in the canary's share
     canary_misrouted: int = 0  # replies by the other arm than the id hash says
-    shadow_expected: int = 0  # churn requests whose id hash falls in the shadow's sample
+    shadow_expected: int = 0  # churn requests of the live arm whose id hash falls in the shadow's sample
     documents_replies: int = 0
     documents_right: int = 0  # documents labelled as the kind they were written as
 
@@ -73,7 +73,7 @@ def tally(sent: Mapping[str, str], replies: Mapping[str, Mapping[str, Any]], dup
         if churn:
             in_canary = arm_point(request_id) >= 1.0 - canary_weight  # the live arm comes first
             result.canary_expected += in_canary
-            result.shadow_expected += sampled_point(request_id) < shadow_fraction
+            result.shadow_expected += not in_canary and sampled_point(request_id) < shadow_fraction
         if reply is None:
             result.missing.append(request_id)
             continue

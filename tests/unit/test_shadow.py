@@ -72,3 +72,15 @@ def test_agreement_by_labels_probabilities_and_shapes():
     failed = Outcome(None, "model_error", "boom")
     assert agreement(ok({"p": 0.4}), failed) == ("error", None)
     assert agreement(failed, Outcome(None, "model_error", "other")) == ("agree", None)
+
+
+def test_a_request_its_canary_answered_is_not_sampled():
+    stats = WorkerStats()
+    shadow = Shadow({"churn": Candidate(Runner(), "2", 1.0, 8)}, FakeSink(), "requests.shadow", stats, FakeClock(),
+                    queue_size=10)
+    canary = Route("churn-next", "churn", "next", lambda inputs: inputs)
+    switched = Route("churn@1", "churn", "3", lambda inputs: inputs)  # the live version after a switch: sampled
+    batch = [Request("a", [0.1], Position("requests", 0, 0), route=canary),
+             Request("b", [0.1], Position("requests", 0, 1), route=switched)]
+    shadow.offer(Scored("churn-next", batch, [Outcome({"p": 0.2})] * 2, 0.0, 0.001))
+    assert stats.shadow_samples[("churn", "sampled")] == 1

@@ -2,7 +2,8 @@
 
 A model entry may name a shadow candidate and a sample fraction. After a live
 batch is answered, the loop offers its requests here (``offer``: never blocks):
-a request is sampled by a hash of its id (the same id is always sampled, or
+a request its model's live version answered (not its canary) is sampled by a
+hash of its id (the same id is always sampled, or
 never), and waits in a bounded queue; when the queue is full the sample is
 dropped and counted. A thread of its own scores the samples with the
 candidate (a runner of its own: the loop's models are never shared with it),
@@ -31,7 +32,7 @@ import structlog
 
 from worker.core.clock import Clock
 from worker.core.messages import Request
-from worker.core.routes import arm_point
+from worker.core.routes import Route, arm_point
 from worker.core.stats import WorkerStats
 from worker.core.wire import encode_shadow
 from worker.ports import ModelRunner, Outcome, Scored, Sink
@@ -80,7 +81,9 @@ class Shadow:
         for request, outcome in zip(scored.batch, scored.outcomes, strict=True):
             route = request.route
             candidate = self._candidates.get(route.model) if route is not None else None
-            if candidate is None or route is None or sampled_point(request.id) >= candidate.fraction:
+            if candidate is None or route is None or not _live_arm(route):
+                continue
+            if sampled_point(request.id) >= candidate.fraction:
                 continue
             try:
                 self._queue.put_nowait(_Sample(request, outcome, route.version, compute_ms))
@@ -160,6 +163,12 @@ class Shadow:
                 return
             if sample is not None and sample.request.route is not None:
                 self._stats.record_shadow(sample.request.route.model, "dropped")
+
+
+def _live_arm(route: Route) -> bool:
+    """Whether the model's own entry answered (its key is its name, or ``name@N`` after a switch), not its canary:
+    a shadow compares the candidate with the live version alone."""
+    return route.entry.partition("@")[0] == route.model
 
 
 def sampled_point(request_id: str) -> float:
