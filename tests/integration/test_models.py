@@ -37,14 +37,15 @@ topic = "FAULTY_TOPIC"
 VALUES = [0.25] * 16
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_each_request_is_answered_once_by_the_model_it_names_or_the_default_split_by_its_id(
-        bootstrap, redis_url, topics, producer, tmp_path, kafka_client):
+        bootstrap, redis_url, topics, producer, tmp_path, kafka_client, delivery):
     faulty_topic = f"{topics.requests}.faulty"
     create_topics(bootstrap, {faulty_topic: 2})
     config = tmp_path / "worker.toml"
     config.write_text(CONFIG.replace("CANARY_WEIGHT", str(CANARY_WEIGHT)).replace("FAULTY_TOPIC", faulty_topic))
     worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--kafka-client", kafka_client,
-                          "--config", str(config))
+                          "--config", str(config), "--delivery", delivery)
     rng = random.Random(7)
     default_ids = [f"d{i}" for i in range(200)]
     for request_id in default_ids:  # no model named: churn, or its canary for 30 % of the ids
@@ -74,7 +75,7 @@ def test_each_request_is_answered_once_by_the_model_it_names_or_the_default_spli
     producer.flush()
     every = default_ids + by_field + by_header + by_topic + ["t-churn"] + pinned + unknown
 
-    replies = TopicReader(bootstrap, topics.replies)
+    replies = TopicReader(bootstrap, topics.replies, read_committed=delivery == "exactly-once")
     replies.read_until(lambda got: len(got.by_id()) >= len(every), 120, "a reply to every request", watch=worker)
     # The same ids again, each now routed to another model by its field: answered already, so never again.
     for request_id in default_ids[:20] + by_field[:20]:
