@@ -61,7 +61,7 @@ def test_replies_come_in_input_order_with_errors_and_dead_letters_in_place(tmp_p
     assert [r.get("outputs") for r in replies] == [1, None, 2, 3, 4, 1]
     assert replies[1]["error"]["code"] == "invalid_inputs"
     dead = [orjson.loads(line) for line in (tmp_path / "out.jsonl.deadletter.jsonl").read_bytes().splitlines()]
-    assert [(d["line"], d["error"]["code"]) for d in dead] == [(3, "invalid_json")]
+    assert [(d["file"], d["line"], d["error"]["code"]) for d in dead] == [(str(source), 3, "invalid_json")]
     assert (summary.lines, summary.ok, summary.errors, summary.dead_letters) == (7, 5, 1, 1)
     assert [len(b) for b in runner.batches] == [4, 1]
 

@@ -3,10 +3,13 @@
 Each input line or row is a request (worker.jobs.tables says how a row
 becomes one); each output line or row is the reply the streaming worker
 would publish for it, in input order. Requests without a readable id go to
-``<OUT>.deadletter.jsonl``, whatever the formats. Requests are batched by the
-stream's own Batcher, so the size limit and the token budget
-(``max_batch_tokens``) hold here too; memory holds one batch of requests and
-one chunk of rows (``chunk_rows``) each way.
+``<OUT>.deadletter.jsonl``, whatever the formats, each as a line naming its
+input file and line or row number. Requests are batched by the stream's own
+Batcher, so the size limit and the token budget (``max_batch_tokens``) hold
+here too; memory holds one batch of requests and one chunk of rows
+(``chunk_rows``) each way. ``score_records`` is the job over any records:
+``score_file`` gives it one file's, worker.jobs.batch_shards a dataset
+shard's.
 
 Both outputs are written beside their paths and renamed onto them once every
 request is answered (worker.jobs.file_outputs): a run that stops early, asked
@@ -27,7 +30,7 @@ from tqdm import tqdm
 from worker.core.batcher import Batcher, request_batcher
 from worker.core.clock import Clock, SystemClock
 from worker.core.errors import ConfigError, WorkerError
-from worker.core.messages import InvalidRecord, RawRecord, Reply, Request
+from worker.core.messages import InvalidRecord, Position, RawRecord, Reply, Request
 from worker.core.routes import Route, Routes
 from worker.core.sections import BatchingSettings
 from worker.core.wire import ERR_RECORD_TOO_LARGE, decode_request
@@ -69,26 +72,29 @@ class ScoringStopped(WorkerError):
 
 
 class _OrderedWriter:
-    """Writes each request's answer in input order, as soon as every one before it is answered."""
+    """Writes each request's answer in input order, as soon as every one before it is answered.
+
+    Answers are matched to requests by position, which is unique within a run (a file's line or row, or a
+    dataset file's row)."""
 
     def __init__(self, out: ReplyWriter, dead: IO[bytes], summary: FileSummary) -> None:
         self._out, self._dead, self.summary = out, dead, summary
         self._lines: deque[Request | InvalidRecord] = deque()
-        self._replies: dict[int, Reply] = {}
+        self._replies: dict[Position, Reply] = {}
 
     def expect(self, entry: Request | InvalidRecord) -> None:
         self._lines.append(entry)
 
     def answer(self, reply: Reply) -> None:
-        self._replies[reply.position.offset] = reply
+        self._replies[reply.position] = reply
 
     def flush(self) -> None:
         while self._lines:
             entry = self._lines[0]
             if isinstance(entry, InvalidRecord) and entry.request_id is None:
                 self._write_dead_letter(entry)
-            elif entry.position.offset in self._replies:
-                self._write(self._replies.pop(entry.position.offset))
+            elif entry.position in self._replies:
+                self._write(self._replies.pop(entry.position))
             else:
                 return
             self._lines.popleft()
@@ -104,7 +110,7 @@ class _OrderedWriter:
         self.summary.lines += 1
         self.summary.dead_letters += 1
         raw = (entry.value or b"").decode("utf-8", "replace")
-        self._dead.write(orjson.dumps({"line": entry.position.offset,
+        self._dead.write(orjson.dumps({"line": entry.position.offset, "file": entry.position.topic,
                                        "error": {"code": entry.code, "message": entry.message}, "raw": raw}) + b"\n")
 
 
@@ -124,10 +130,25 @@ def score_file(runner: ModelRunner, source: Path, target: Path, batching: Batchi
     it raises, the outputs are left as they were.
     """
     check_files(source, target, chunk_rows)
-    batcher = request_batcher(batching, getattr(runner, "cost", None))
     known = progress or file_format(source) == "parquet"  # a JSONL total costs a pass over the file
-    summary = FileSummary(total=count_requests(source) if known else None)
-    records = read_requests(source, chunk_rows)
+    total = count_requests(source) if known else None
+    records = ((record.position.offset, record) for record in read_requests(source, chunk_rows))
+    return score_records(runner, records, target, batching, total=total, progress=progress, chunk_rows=chunk_rows,
+                         stop=stop, clock=clock)
+
+
+def score_records(runner: ModelRunner, records: Iterable[tuple[int, RawRecord]], target: Path,
+                  batching: BatchingSettings, *, total: int | None, progress: bool = True, chunk_rows: int = 10_000,
+                  stop: Callable[[], bool] = lambda: False, clock: Clock | None = None) -> FileSummary:
+    """Score ``records`` into ``target`` (its format by its suffix) and its dead-letter file, as ``score_file``.
+
+    Each record comes with how many lines or rows of the input were read up to it (``FileSummary.read``);
+    ``total`` is the input's, when known. Positions must be unique among ``records``. Publishes both outputs
+    only once every record is answered, an empty ``target`` when there is none. Checks no path: the caller
+    has. Raises as ``score_file``.
+    """
+    batcher = request_batcher(batching, getattr(runner, "cost", None))
+    summary = FileSummary(total=total)
     replies, dead_letters = StagedFile(target), StagedFile(dead_letter_path(target))
     try:
         out = open_replies(replies.partial, chunk_rows, file_format(target))
@@ -206,11 +227,11 @@ class _FileScoring:
         self._routes = Routes.single(Route(runner.name, runner.name, runner.version, runner.prepare))
         self._writer, self._bar, self._stop, self._clock = writer, bar, stop, clock
 
-    def run(self, records: Iterable[RawRecord]) -> None:
+    def run(self, records: Iterable[tuple[int, RawRecord]]) -> None:
         """Raises ScoringStopped when ``stop()`` is true before a record or a batch."""
-        for record in records:
+        for read, record in records:
             self._stop_if_asked()
-            self._writer.summary.read = record.position.offset
+            self._writer.summary.read = read
             self._admit(decode_request(record, self._routes, self._batching.max_record_bytes))
             # No waiting offline: a batch goes when it is full (by count or by tokens), the rest at the end.
             while self._batcher.full():

@@ -83,6 +83,17 @@ def check_requests(path: Path) -> None:
             _require_id_column(path, table.schema_arrow)
 
 
+def row_group_rows(path: Path) -> list[int]:
+    """The rows of each row group of the Parquet file ``path``, in order, read from its footer alone.
+
+    ConfigError for a file ``read_requests`` would refuse (not Parquet, no string ``id`` column); OSError
+    for one that cannot be read.
+    """
+    with _open_parquet(path) as table:
+        _require_id_column(path, table.schema_arrow)
+        return [table.metadata.row_group(index).num_rows for index in range(table.metadata.num_row_groups)]
+
+
 def read_requests(path: Path, chunk_rows: int) -> Iterator[RawRecord]:
     """The records of ``path`` in order, positioned at (``path``, 0, line or row number from 1).
 
@@ -97,8 +108,25 @@ def read_requests(path: Path, chunk_rows: int) -> Iterator[RawRecord]:
         except ConfigError:
             table.close()
             raise
-        return _parquet_requests(path, table, chunk_rows)
+        return _parquet_requests(str(path), table, chunk_rows)
     return _jsonl_requests(path, path.open("rb"))
+
+
+def read_row_groups(path: Path, name: str, row_groups: Sequence[int], first_row: int,
+                    chunk_rows: int) -> Iterator[RawRecord]:
+    """The records of consecutive ``row_groups`` of the Parquet file ``path``, in order, positioned at
+    (``name``, 0, row number in the file from 1), the first row group's first row being ``first_row`` + 1.
+
+    Opens ``path`` now, with the errors of ``read_requests``. The row numbers are those a ``read_requests``
+    of the whole file gives the same rows, when ``first_row`` is the rows of the row groups before.
+    """
+    table = _open_parquet(path)
+    try:
+        _require_id_column(path, table.schema_arrow)
+    except ConfigError:
+        table.close()
+        raise
+    return _parquet_requests(name, table, chunk_rows, row_groups, first_row)
 
 
 def _require_id_column(path: Path, schema: pa.Schema) -> None:
@@ -129,17 +157,18 @@ def _jsonl_requests(path: Path, lines: IO[bytes]) -> Iterator[RawRecord]:
                 yield RawRecord(Position(str(path), 0, number), None, line.rstrip(b"\r\n"), [], 0, 0.0)
 
 
-def _parquet_requests(path: Path, table: pq.ParquetFile, chunk_rows: int) -> Iterator[RawRecord]:
+def _parquet_requests(name: str, table: pq.ParquetFile, chunk_rows: int, row_groups: Sequence[int] | None = None,
+                      first_row: int = 0) -> Iterator[RawRecord]:
     with table:
         names = table.schema_arrow.names
-        fields = [] if "inputs" in names else [name for name in names if name not in REQUEST_COLUMNS]
-        number = 0
-        for chunk in table.iter_batches(batch_size=chunk_rows):
-            columns = {name: chunk.column(name).to_pylist() for name in chunk.schema.names}
+        fields = [] if "inputs" in names else [column for column in names if column not in REQUEST_COLUMNS]
+        number = first_row
+        for chunk in table.iter_batches(batch_size=chunk_rows, row_groups=row_groups):
+            columns = {column: chunk.column(column).to_pylist() for column in chunk.schema.names}
             for row in range(chunk.num_rows):
                 number += 1
-                yield row_record({name: cells[row] for name, cells in columns.items()}, fields,
-                                 Position(str(path), 0, number))
+                yield row_record({column: cells[row] for column, cells in columns.items()}, fields,
+                                 Position(name, 0, number))
 
 
 def row_record(row: dict[str, Any], fields: Sequence[str], position: Position) -> RawRecord:
