@@ -45,6 +45,7 @@ examples:
   python -m worker compare --shadow-topic requests.shadow            # a shadow candidate against the live one
   python -m worker score-file requests.jsonl replies.jsonl --model churn
   python -m worker score-file requests.parquet replies.parquet --model churn
+  python -m worker score-file dataset/ replies/ --shard 3/8 --model churn
   python -m worker inspect-model --model my_model.pt2
   python -m worker backfill --requests-topic requests --reply-topic requests.backfill \
       --from-time 2026-11-29T00:00:00Z --until-time 2026-11-30T00:00:00Z

@@ -130,3 +130,78 @@ def _size(path):
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+# A dataset in shards: each process scores its share into a part of its own; the parts are one run's replies.
+
+def churn_requests(name, rows):
+    ids = [None if i == 17 else f"{name}:{i}" for i in range(rows)]  # one dead letter
+    inputs = [orjson.dumps([(i % 13) / 13, *INPUTS[1:]]).decode() for i in range(rows)]
+    return pa.table({"id": pa.array(ids, pa.string()), "inputs": inputs})
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    """Three files of 300, 250 and 120 rows in row groups of 100 (8 row groups), and their rows as one file."""
+    tables = [churn_requests(name, rows) for name, rows in (("a", 300), ("b", 250), ("c", 120))]
+    (tmp_path / "in" / "day=2").mkdir(parents=True)
+    for name, table in zip(("day=1.parquet", "day=2/b.parquet", "day=2/c.parquet"), tables, strict=True):
+        pq.write_table(table, tmp_path / "in" / name, row_group_size=100)
+    pq.write_table(pa.concat_tables(tables), tmp_path / "whole.parquet")
+    return tmp_path / "in"
+
+
+def replies_of(*paths):
+    return [row for path in paths for row in pq.read_table(path).to_pylist()]
+
+
+def test_two_shards_of_a_dataset_give_the_replies_of_one_run_over_it(tmp_path, dataset):
+    whole = score_file(str(tmp_path / "whole.parquet"), str(tmp_path / "whole-replies.parquet"))
+    assert whole.returncode == 0, whole.stderr
+    out = tmp_path / "out"
+    first = score_file(str(dataset), str(out), "--shard", "0/2")
+    second = score_file(str(dataset), str(out), "--shard=1/2", "--log-format", "json")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+
+    (line,) = first.stderr.splitlines()
+    assert re.fullmatch(rf"shard 0/2: rows 1-300 in 3 of the dataset's 8 row groups, 670 rows \(plan [0-9a-f]{{12}}\): "
+                        rf"scored 300 requests in \d+\.\d s -> {out}/part-00000-of-00002.parquet: ok 299, error 0, "
+                        rf"expired 0, dead-lettered 1 \(in {out}/part-00000-of-00002.parquet.deadletter.jsonl\)",
+                        line), line
+    (logged,) = [orjson.loads(line) for line in second.stderr.splitlines()]
+    assert {k: logged[k] for k in ("event", "shard", "shards", "row_groups", "rows_before", "dataset_rows")} == {
+        "event": "file_scored", "shard": 1, "shards": 2, "row_groups": 5, "rows_before": 300, "dataset_rows": 670}
+    assert logged["plan"] in line  # both processes planned over the same files
+
+    parts = sorted(out.glob("part-*.parquet"))
+    assert [p.name for p in parts] == ["part-00000-of-00002.parquet", "part-00001-of-00002.parquet"]
+    expected, got = replies_of(tmp_path / "whole-replies.parquet"), replies_of(*parts)
+    assert [(r["id"], r["status"]) for r in got] == [(r["id"], r["status"]) for r in expected]
+    assert len(got) == 667 and {r["status"] for r in got} == {"ok"}
+    # Batches differ between the runs, and a float's last bits with them.
+    assert [orjson.loads(r["outputs"])["churn_probability"] for r in got] == pytest.approx(
+        [orjson.loads(r["outputs"])["churn_probability"] for r in expected], rel=1e-5)
+
+
+def test_a_shard_with_nothing_to_score_writes_an_empty_part_and_says_so(tmp_path, dataset):
+    out = tmp_path / "out"
+    result = score_file(str(dataset), str(out), "--shard", "1/12")  # 8 row groups in 12 shards: this one is empty
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert re.fullmatch(rf"shard 1/12 is empty \(the dataset's 8 row groups, 670 rows went to the other shards; "
+                        rf"plan [0-9a-f]{{12}}\): scored 0 requests in \d+\.\d s -> {out}/part-00001-of-00012.parquet: "
+                        r"ok 0, error 0, expired 0, dead-lettered 0", line), line
+    assert pq.read_table(out / "part-00001-of-00012.parquet").num_rows == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--shard", "4/4"], "error: --shard 4/4: the index must be 0 to 3 for 4 shards (shards count from 0), got 4"),
+    (["--shard", "four"], "error: --shard 'four': expected I/N, this shard's index and the number of shards "
+                          "(e.g. --shard 0/4 for the first of four)"),
+])
+def test_a_bad_shard_is_refused_in_one_line_naming_the_flag_before_anything_is_written(tmp_path, dataset, args,
+                                                                                         message):
+    result = score_file(str(dataset), str(tmp_path / "out"), *args)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [message]
+    assert not (tmp_path / "out").exists()
