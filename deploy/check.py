@@ -14,7 +14,10 @@ repository's deploy/ tree (the tests break a copy on purpose).
   patches, images) and each object validated with kubernetes-validate
   (strict: unknown fields are errors); the ScaledObject against KEDA's CRD
   schema (deploy/schemas/); cross-checks between the objects (below). Where
-  kubectl is installed, its kustomize must render the same objects.
+  kubectl is installed, its kustomize must render the same objects. A Job's
+  arguments are parsed by score-file's own parser and checked against its
+  shards (--shard $(JOB_COMPLETION_INDEX)/N with N its completions), retries
+  and volumes (deploy/checks/k8s_jobs.py).
 - Dashboard: every PromQL expression names only series the worker exports,
   taken from the worker's own metrics collector (worker/surface/metrics.py),
   with labels those series have.

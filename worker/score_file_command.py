@@ -16,7 +16,6 @@ from types import FrameType
 
 import structlog
 
-from worker.app import build_runner
 from worker.core.settings import Settings, add_flags
 from worker.jobs.batch_file import FileSummary, ScoringStopped, check_files, dead_letter_path, score_file
 from worker.jobs.batch_shards import ShardPlan, describe, log_fields, other_shardings, plan_shard, score_shard
@@ -132,6 +131,9 @@ def run_score_file(settings: Settings, args: argparse.Namespace) -> int:
             check_files(args.input, args.output, args.chunk_rows)
         else:
             output = plan.part
+        # Imported here: deploy/check.py parses a Job's arguments with this module's parser, without torch.
+        from worker.app import build_runner
+
         with exit_if_signalled_while_starting():  # a stop during the model's load or warmup: at once (143/130)
             runner = build_runner(settings)
         started = time.monotonic()

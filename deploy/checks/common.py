@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 from pathlib import Path
 
@@ -11,11 +12,15 @@ from worker.core.settings import Settings, require_services
 Problems = list[str]
 
 
-def worker_settings(env: dict[str, str], where: str, problems: Problems) -> Settings | None:
-    """The worker's settings from this environment, parsed by the worker's own code; None (a problem) if refused."""
+def worker_settings(env: dict[str, str], where: str, problems: Problems, args: argparse.Namespace | None = None,
+                    services: bool = True) -> Settings | None:
+    """The worker's settings from this environment (and command line ``args``), parsed by the worker's own
+    code, with Kafka and Redis named unless ``services`` is false (score-file needs neither); None (a
+    problem) if refused."""
     try:
-        settings = Settings.from_sources(environ=env)
-        require_services(settings)
+        settings = Settings.from_sources(args, environ=env)
+        if services:
+            require_services(settings)
     except ConfigError as exc:
         problems.append(f"{where}: the worker would refuse to start: {exc}")
         return None

@@ -21,6 +21,7 @@ import yaml
 
 from checks.common import Problems, worker_settings
 from checks.image import image_env
+from checks.k8s_jobs import check_job, score_file_args
 from worker.core.settings import Settings
 
 # The Kubernetes version the objects are validated against. They use GA APIs
@@ -175,32 +176,51 @@ def _strict(schema: Any) -> Any:
 
 
 def cross_check(objects: list[dict[str, Any]], image: dict[str, str]) -> Problems:
-    """What no schema sees: the objects agree with each other and with the worker's settings."""
+    """What no schema sees: the objects agree with each other and with the worker's settings and command line.
+
+    A Deployment runs the streaming worker (its settings must name Kafka and Redis); a Job runs score-file,
+    its arguments parsed by score-file's own parser (deploy/checks/k8s_jobs.py).
+    """
     problems: Problems = []
     by_kind: dict[tuple[str, str], dict[str, Any]] = {
         (o.get("kind", ""), o.get("metadata", {}).get("name", "")): o for o in objects}
-    for (kind, name), deployment in by_kind.items():
-        if kind != "Deployment":
+    for (kind, name), workload in by_kind.items():
+        if kind not in ("Deployment", "Job"):
             continue
-        pod = deployment["spec"]["template"]["spec"]
-        labels = deployment["spec"]["template"]["metadata"].get("labels", {})
+        pod = workload["spec"]["template"]["spec"]
         for container in pod["containers"]:
-            where = f"Deployment/{name} container {container['name']}"
+            where = f"{kind}/{name} container {container['name']}"
+            args = score_file_args(container, where, problems) if kind == "Job" else None
+            if kind == "Job" and args is None:
+                continue
             env = dict(image)
             for source in container.get("envFrom", []):
                 env |= _env_source(by_kind, source, where, problems)
             env |= {e["name"]: e.get("value", "") for e in container.get("env", []) if "valueFrom" not in e}
             with tempfile.TemporaryDirectory() as stand_in:
                 env = _with_mounted_files(env, _mounted_secret_keys(pod, container, by_kind), Path(stand_in))
-                settings = worker_settings(env, where, problems)
+                settings = worker_settings(env, where, problems, args=args, services=kind == "Deployment")
             if settings is None:
                 continue
-            problems += _check_pod(pod, container, settings, deployment, where)
+            problems += _check_container(pod, container, settings, where)
+            if args is not None:
+                problems += check_job(workload, container, args, by_kind, where)
+                continue
+            problems += _check_pod(pod, container, settings, workload, where)
             problems += _check_scaler(by_kind, name, settings)
-        for (other_kind, other), pdb in by_kind.items():
-            selector = pdb.get("spec", {}).get("selector", {}).get("matchLabels", {})
-            if other_kind == "PodDisruptionBudget" and not selector.items() <= labels.items():
-                problems.append(f"PodDisruptionBudget/{other} selects {selector}, not Deployment/{name}'s pods")
+        if kind == "Deployment":
+            problems += _check_disruption_budgets(by_kind, name, workload)
+    return problems
+
+
+def _check_disruption_budgets(by_kind: dict[tuple[str, str], dict[str, Any]], name: str,
+                              deployment: dict[str, Any]) -> Problems:
+    labels = deployment["spec"]["template"]["metadata"].get("labels", {})
+    problems: Problems = []
+    for (kind, other), pdb in by_kind.items():
+        selector = pdb.get("spec", {}).get("selector", {}).get("matchLabels", {})
+        if kind == "PodDisruptionBudget" and not selector.items() <= labels.items():
+            problems.append(f"PodDisruptionBudget/{other} selects {selector}, not Deployment/{name}'s pods")
     return problems
 
 
@@ -248,6 +268,7 @@ def _env_source(by_kind: dict[tuple[str, str], dict[str, Any]], source: dict[str
 
 def _check_pod(pod: dict[str, Any], container: dict[str, Any], settings: Settings, deployment: dict[str, Any],
                where: str) -> Problems:
+    """A streaming worker's pod: its grace period, probes and scrape annotation."""
     problems: Problems = []
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if grace <= settings.operations.shutdown_timeout_s:
@@ -264,6 +285,12 @@ def _check_pod(pod: dict[str, Any], container: dict[str, Any], settings: Setting
     if annotations.get("prometheus.io/port") != str(settings.operations.http_port):
         problems.append(f"{where}: prometheus.io/port annotation {annotations.get('prometheus.io/port')} "
                         f"is not STREAMSCORE_HTTP_PORT {settings.operations.http_port}")
+    return problems
+
+
+def _check_container(pod: dict[str, Any], container: dict[str, Any], settings: Settings, where: str) -> Problems:
+    """Any container of the worker's image: not root, resources that are quantities, a GPU for a CUDA device."""
+    problems: Problems = []
     security = pod.get("securityContext", {}) | container.get("securityContext", {})
     if not security.get("runAsNonRoot"):
         problems.append(f"{where}: runAsNonRoot is not set")

@@ -23,7 +23,8 @@ def test_the_deploy_recipes_pass() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     checked = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("ok")]
     assert checked == ["deploy/docker/Dockerfile", "deploy/compose/compose.yaml", "deploy/k8s/base/",
-                       "deploy/k8s/overlays/gpu/", "deploy/grafana/streamscore-dashboard.json"]
+                       "deploy/k8s/overlays/gpu/", "deploy/k8s/score-file-job/",
+                       "deploy/grafana/streamscore-dashboard.json"]
 
 
 BREAKAGES = {
@@ -56,6 +57,25 @@ BREAKAGES = {
         "KAFKA_SASL_PASSWORD_FILE=/etc/streamscore/secrets/kafka-pw: no such file"),
     "an unpinned pip install": (
         "docker/Dockerfile", '"torch==${TORCH_VERSION}"', "torch", "DL3013"),
+    "fewer shards than the Job's indexes": (
+        "k8s/score-file-job/job.yaml", '"$(JOB_COMPLETION_INDEX)/8"', '"$(JOB_COMPLETION_INDEX)/6"',
+        "--shard $(JOB_COMPLETION_INDEX)/6: 6 shards but completions 8: the pods of index 6 and above would be "
+        "refused"),
+    "more shards than the Job's indexes": (
+        "k8s/score-file-job/job.yaml", "completions: 8", "completions: 4",
+        "8 shards but completions 4: shards 4 to 7 would never be scored"),
+    "a score-file flag that does not exist": (
+        "k8s/score-file-job/job.yaml", '"--no-progress"', '"--progress"',
+        "score-file would refuse its arguments: unrecognized arguments: --progress"),
+    "replies written to an emptyDir": (
+        "k8s/score-file-job/job.yaml", '"/data/out", "--shard"', '"/tmp/out", "--shard"',
+        "OUT /tmp/out is on the emptyDir tmp: the parts would vanish with each pod"),
+    "a replies volume that one node alone can mount": (
+        "k8s/score-file-job/pvc.yaml", '["ReadWriteMany"]', '["ReadWriteOnce"]',
+        "PersistentVolumeClaim/streamscore-replies (ReadWriteOnce), which pods on several nodes cannot mount"),
+    "a pod failure policy with pods restarted in place": (
+        "k8s/score-file-job/job.yaml", "restartPolicy: Never", "restartPolicy: OnFailure",
+        "podFailurePolicy needs restartPolicy Never, not OnFailure"),
 }
 
 
@@ -76,6 +96,6 @@ def test_a_broken_copy_fails_and_says_why(tmp_path: Path, breakage: str) -> None
     failed = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("FAIL")]
     # The overlay includes the base: a broken base fails both; every other file stays ok.
     expected = (["deploy/k8s/base/", "deploy/k8s/overlays/gpu/"] if path.startswith("k8s/base/")
-                else ["deploy/" + path])
+                else [f"deploy/{Path(path).parent}/"] if path.startswith("k8s/") else ["deploy/" + path])
     assert failed == expected, done.stdout
     assert message in done.stdout, done.stdout
