@@ -45,7 +45,7 @@ batch is scored is answered expired (deadline_exceeded); one over
 
 Both stream: memory holds one batch and --chunk-rows rows, whatever the size.
 OUT must not be IN (nor a link to it). OUT is written beside it
-(.OUT.partial-PID) and renamed onto it once every request is answered: a run
+(.OUT.partial-HOST-PID) and renamed onto it once every request is answered: a run
 that stops early leaves OUT as it was.
 
 A dataset, scored on one machine or in shards on several: IN a directory of

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 
@@ -97,7 +98,7 @@ def test_a_signal_stops_the_run_between_batches_saying_how_far_it_got_and_leaves
     with (tmp_path / "stderr").open("w+") as stderr:
         worker = subprocess.Popen(command(str(source), str(target), "--chunk-rows", "1000", "--log-format", log_format),
                                   cwd=REPO, env=ENV, stderr=stderr)
-        partial = data / f".out.parquet.partial-{worker.pid}"
+        partial = data / f".out.parquet.partial-{socket.gethostname()}-{worker.pid}"
         try:
             wait_until(lambda: worker.poll() is not None or _size(partial) > 10_000, 120, "replies written")
             assert worker.poll() is None, f"score-file exited before the signal, {partial.name} not seen growing"

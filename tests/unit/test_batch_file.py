@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -299,8 +300,9 @@ def test_a_run_that_fails_part_way_leaves_the_previous_output_as_it_was_and_no_p
     runner = FailingOnBatch(5, tmp_path, error)
     with pytest.raises(type(error)):
         score_file(runner, source, target, BATCHING, progress=False, chunk_rows=4)
-    partial = f".out{suffix}.partial-{os.getpid()}"
-    assert {partial, f".out{suffix}.deadletter.jsonl.partial-{os.getpid()}"} <= runner.seen  # written meanwhile
+    writer = f"{socket.gethostname()}-{os.getpid()}"
+    partial = f".out{suffix}.partial-{writer}"
+    assert {partial, f".out{suffix}.deadletter.jsonl.partial-{writer}"} <= runner.seen  # written meanwhile
     assert target.read_bytes() == b"the replies of yesterday"
     assert sorted(path.name for path in tmp_path.iterdir()) == [source.name, target.name]
 

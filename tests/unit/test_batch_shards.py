@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import orjson
@@ -152,7 +153,7 @@ def test_a_shard_that_fails_part_way_leaves_its_previous_part_and_no_partial_fil
     runner = FailingOnBatch(3, out, RuntimeError("the model broke"))
     with pytest.raises(RuntimeError):
         score_shard(runner, plan_shard(source, out, Shard(0, 1)), BATCHING, progress=False, chunk_rows=4)
-    assert f".{part.name}.partial-{os.getpid()}" in runner.seen
+    assert f".{part.name}.partial-{socket.gethostname()}-{os.getpid()}" in runner.seen
     assert part.read_bytes() == yesterday and sorted(path.name for path in out.iterdir()) == before
 
 

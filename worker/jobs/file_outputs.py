@@ -5,9 +5,11 @@ are compared as files, not as strings: another spelling of the path, a
 symlink or a hard link to the input is the input all the same.
 
 Each output is written under a partial name beside its final path,
-``.<name>.partial-<pid>`` (hidden, and in the same directory so that the
-rename is atomic), and renamed onto the final path only once the run is
-complete. A run that stops early, asked to or by an error, removes its
+``.<name>.partial-<host>-<pid>`` (hidden, and in the same directory so that
+the rename is atomic; the host too because shards of one job on several
+machines, or a shard run again elsewhere, share the directory, and in a
+container the pid alone is 1 in every one), and renamed onto the final path
+only once the run is complete. A run that stops early, asked to or by an error, removes its
 partial files and leaves what was at the final paths as it was; only a run
 killed outright (SIGKILL, a crash of the interpreter) leaves a partial file
 behind, named for what it is.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -40,9 +43,15 @@ def same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
 
 
-def partial_path(final: Path, pid: int) -> Path:
-    """Where process ``pid`` writes ``final`` until it is complete: ``.<name>.partial-<pid>`` beside it. Pure."""
-    return final.with_name(f".{final.name}.partial-{pid}")
+def partial_path(final: Path, writer: str) -> Path:
+    """Where ``writer`` (a process, see ``this_process``) writes ``final`` until it is complete:
+    ``.<name>.partial-<writer>`` beside it. Pure."""
+    return final.with_name(f".{final.name}.partial-{writer}")
+
+
+def this_process() -> str:
+    """This process among those of every machine that may write into a shared directory: ``<host>-<pid>``."""
+    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 class StagedFile:
@@ -52,9 +61,9 @@ class StagedFile:
     Creates nothing itself: the caller writes ``partial``. Not thread-safe.
     """
 
-    def __init__(self, final: Path, pid: int | None = None) -> None:
+    def __init__(self, final: Path, writer: str | None = None) -> None:
         self.final = Path(os.path.realpath(final))
-        self.partial = partial_path(self.final, os.getpid() if pid is None else pid)
+        self.partial = partial_path(self.final, writer or this_process())
 
     def publish(self) -> None:
         """Rename the partial file onto the final path, atomically, with the mode of a file it replaces."""
