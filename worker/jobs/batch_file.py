@@ -48,9 +48,10 @@ from worker.stream.replies import EXPIRED, reply_to_invalid, reply_to_request, t
 
 @dataclass
 class FileSummary:
-    """How far a run got. ``read``: the last line or row read (blank lines count, as in ``total``);
-    ``lines``: the requests answered or dead-lettered, in order; ``total``: the input's lines or rows, when
-    known (always for Parquet, whose footer says; for JSONL only with the progress bar, a pass of its own)."""
+    """How far a run got. ``read``: the last line or row read (blank lines count, as in ``total``; for a
+    dataset's shard, its rows read so far); ``lines``: the requests answered or dead-lettered, in order;
+    ``total``: the input's lines or rows, when known (always for Parquet, whose footer says; for JSONL only
+    with the progress bar, a pass of its own)."""
 
     read: int = 0
     lines: int = 0
