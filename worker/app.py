@@ -90,6 +90,17 @@ def build_runner(settings: Settings, entry: ModelEntry | None = None) -> TorchRu
     return runner
 
 
+def build_one_model(settings: Settings) -> TorchRunner:
+    """The one model score-file and inspect-model serve: the ``model`` setting's, or the configuration file's model
+    that Settings.only_model kept, its replies carrying its name and its table's ``version`` (as the stream's)."""
+    entries = settings.models.entries
+    runner = build_runner(settings, entries[0] if entries else None)
+    if entries:
+        runner.name = entries[0].name
+        runner.version = entries[0].version or runner.version
+    return runner
+
+
 def build_models(settings: Settings) -> ServedModels:
     """Every model served, loaded and warm, with its batcher, and the routes to them: the configuration file's
     model table, or the one model of the ``model`` setting. Raises ConfigError (a canary of the same version as
@@ -123,6 +134,8 @@ def build_shadow(settings: Settings, models: ServedModels, stats: WorkerStats, c
     live = models.live()
     candidates = {}
     for entry in shadowed:
+        log.info("shadow_candidate_loading", model=entry.shadow, shadows=entry.name,
+                 detail="a copy of its own, for the shadow thread")
         candidate = load_entry(settings, settings.models.entry(entry.shadow))
         why = refusal(live[entry.name], candidate)
         if why is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from worker.app import build_runner
+from worker.app import build_one_model
 from worker.core.settings import Settings, add_flags
 from worker.core.wire import encode_request
 from worker.models.base import Servable
@@ -80,7 +80,7 @@ def add_inspect_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def inspect_model(settings: Settings) -> ModelReport:
     """Raises ConfigError or ModelError as the worker would at start."""
-    runner = build_runner(settings)
+    runner = build_one_model(settings)
     return _report(runner, runner.last_warmup or runner.warmup(settings.batching.max_batch_size))
 
 

@@ -132,10 +132,10 @@ def run_score_file(settings: Settings, args: argparse.Namespace) -> int:
         else:
             output = plan.part
         # Imported here: deploy/check.py parses a Job's arguments with this module's parser, without torch.
-        from worker.app import build_runner
+        from worker.app import build_one_model
 
         with exit_if_signalled_while_starting():  # a stop during the model's load or warmup: at once (143/130)
-            runner = build_runner(settings)
+            runner = build_one_model(settings)
         started = time.monotonic()
         # With JSON logs, stderr carries JSON lines only: no progress bar, and the summary is a log line.
         progress = not args.no_progress and not renders_json()

@@ -206,3 +206,17 @@ def test_a_bad_shard_is_refused_in_one_line_naming_the_flag_before_anything_is_w
     assert result.returncode == 2
     assert result.stderr.splitlines() == [message]
     assert not (tmp_path / "out").exists()
+
+
+def test_one_model_of_a_configuration_file_answers_with_its_name_and_version(tmp_path):
+    config = tmp_path / "worker.toml"
+    config.write_text('[models.churn]\nmodel = "churn"\ncanary = "churn-next"\ncanary_weight = 0.5\n'
+                      '[models.churn-next]\nmodel = "churn"\nversion = "next"\nmax_batch_size = 4\n')
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(b"".join(orjson.dumps({"id": f"r{i}", "inputs": INPUTS}) + b"\n" for i in range(6)))
+    result = score_file(str(source), str(target), "--config", str(config), "--model", "churn-next")
+    assert result.returncode == 0, result.stderr
+    replies = [orjson.loads(line) for line in target.read_bytes().splitlines()]
+    assert {(r["status"], r["model"], r["model_version"]) for r in replies} == {("ok", "churn-next", "next")}
+    unknown = score_file(str(source), str(target), "--config", str(config), "--model", "text")
+    assert unknown.returncode == 2 and "no model 'text' in the configuration file" in unknown.stderr

@@ -128,13 +128,15 @@ class Settings:
 
     def only_model(self, name: str | None) -> Settings:
         """These settings as if the configuration file's model ``name`` (None: its default) were the only one: its
-        model and batching settings in place of the top-level ones (what score-file and inspect-model serve). Raises
-        ConfigError listing the models when there is none of this name; without a model table, these settings."""
+        model and batching settings in place of the top-level ones, and a table of it alone (its ``version``; no
+        canary, shadow or topic): what score-file and inspect-model serve. Raises ConfigError listing the models
+        when there is none of this name; without a model table, these settings."""
         if not self.models.entries:
             return self
         entry = self.models.entry(name or self.models.default)
+        alone = dataclasses.replace(entry, topic="", canary="", canary_weight=0.0, shadow="", shadow_fraction=0.0)
         return dataclasses.replace(self, model=entry.model_settings(self.model), batching=entry.batching(self.batching),
-                                   models=ModelTable())
+                                   models=ModelTable((alone,), alone.name, self.models.source))
 
     def with_derived_defaults(self) -> Settings:
         """Unset names derived: the reply and dead-letter topics from the requests topic, the group from the
