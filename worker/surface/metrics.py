@@ -8,13 +8,16 @@ worker/core/stats.py on what such a read sees).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TypeVar
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from worker.core.stats import PAUSE_REASONS, Histogram, WorkerStats
+
+LabelValues = TypeVar("LabelValues", bound=tuple[str, ...])
 
 
 class StatsCollector(Collector):
@@ -79,50 +82,27 @@ class StatsCollector(Collector):
             load.add_metric([served.entry], served.load_s)
         yield info
         yield load
-        model_replies = CounterMetricFamily("streamscore_model_replies", "Replies sent, by the model name and "
-                                            "version they carry, and status.", labels=["model", "version", "status"])
-        for (model, version, status), count in sorted(s.model_replies.items()):
-            model_replies.add_metric([model, version, status], count)
-        yield model_replies
-        batches = CounterMetricFamily("streamscore_model_batches", "Batches scored, by model entry.",
-                                      labels=["entry"])
-        scored = CounterMetricFamily("streamscore_model_scored", "Requests scored, by model entry.",
-                                     labels=["entry"])
-        compute = CounterMetricFamily("streamscore_model_compute_seconds", "Time spent in the model, by entry.",
-                                      labels=["entry"])
-        for entry, count in sorted(s.entry_batches.items()):
-            batches.add_metric([entry], count)
-            scored.add_metric([entry], s.entry_scored.get(entry, 0))
-            compute.add_metric([entry], s.entry_compute_s.get(entry, 0.0))
-        yield from (batches, scored, compute)
-        reloads = CounterMetricFamily("streamscore_model_reloads", "New versions loaded without a restart, by model "
-                                      "and result: switched, or refused (the old version serves on; the log says "
-                                      "why).", labels=["model", "result"])
-        for (model, result), count in sorted(s.reloads.items()):
-            reloads.add_metric([model, result], count)
-        yield reloads
-        samples = CounterMetricFamily("streamscore_shadow_samples", "Live requests sampled for their model's shadow "
-                                      "candidate, or dropped because the shadow queue was full.",
-                                      labels=["model", "what"])
-        for (model, what), count in sorted(s.shadow_samples.items()):
-            samples.add_metric([model, what], count)
-        yield samples
-        pairs = CounterMetricFamily("streamscore_shadow_pairs", "Samples scored by the candidate: agree (same labels, "
-                                    "probabilities on the same side of 0.5), disagree, or error (one side failed).",
-                                    labels=["model", "outcome"])
-        for (model, outcome), count in sorted(s.shadow_pairs.items()):
-            pairs.add_metric([model, outcome], count)
-        yield pairs
-        difference = HistogramMetricFamily("streamscore_shadow_difference", "Per pair, the largest |candidate - live| "
-                                           "of the numeric outputs.", labels=["model"])
-        for model, histogram in sorted(s.shadow_difference.items()):
-            difference.add_metric([model], *_buckets(histogram))
-        yield difference
-        delta = HistogramMetricFamily("streamscore_shadow_compute_delta_seconds", "Per pair, the candidate's batch "
-                                      "compute time minus the live one's.", labels=["model"])
-        for model, histogram in sorted(s.shadow_compute_delta_s.items()):
-            delta.add_metric([model], *_buckets(histogram))
-        yield delta
+        yield _labelled_counter("streamscore_model_replies", "Replies sent, by the model name and version they carry, "
+                                "and status.", ["model", "version", "status"], s.model_replies)
+        yield _labelled_counter("streamscore_model_batches", "Batches scored, by model entry.", ["entry"],
+                                _by_one(s.entry_batches))
+        yield _labelled_counter("streamscore_model_scored", "Requests scored, by model entry.", ["entry"],
+                                _by_one(s.entry_scored))
+        yield _labelled_counter("streamscore_model_compute_seconds", "Time spent in the model, by entry.", ["entry"],
+                                _by_one(s.entry_compute_s))
+        yield _labelled_counter("streamscore_model_reloads", "New versions loaded without a restart, by model and "
+                                "result: switched, or refused (the old version serves on; the log says why).",
+                                ["model", "result"], s.reloads)
+        yield _labelled_counter("streamscore_shadow_samples", "Live requests sampled for their model's shadow "
+                                "candidate, or dropped because the shadow queue was full.", ["model", "what"],
+                                s.shadow_samples)
+        yield _labelled_counter("streamscore_shadow_pairs", "Samples scored by the candidate: agree (same labels, "
+                                "probabilities on the same side of 0.5), disagree, or error (one side failed).",
+                                ["model", "outcome"], s.shadow_pairs)
+        yield _by_model("streamscore_shadow_difference", "Per pair, the largest |candidate - live| of the numeric "
+                        "outputs.", s.shadow_difference)
+        yield _by_model("streamscore_shadow_compute_delta_seconds", "Per pair, the candidate's batch compute time "
+                        "minus the live one's.", s.shadow_compute_delta_s)
 
 
 def metrics_registry(stats: WorkerStats) -> CollectorRegistry:
@@ -136,6 +116,26 @@ def metrics_registry(stats: WorkerStats) -> CollectorRegistry:
 
 def _counter(name: str, documentation: str, value: int) -> CounterMetricFamily:
     return CounterMetricFamily(name, documentation, value=value)
+
+
+def _labelled_counter(name: str, documentation: str, labels: list[str],
+                      values: Mapping[LabelValues, float]) -> CounterMetricFamily:
+    """A counter with one sample per key of ``values`` (a tuple of label values), in key order."""
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for key, value in sorted(values.items()):
+        family.add_metric(list(key), value)
+    return family
+
+
+def _by_one(values: Mapping[str, float]) -> dict[tuple[str, ...], float]:
+    return {(key,): value for key, value in values.items()}
+
+
+def _by_model(name: str, documentation: str, histograms: Mapping[str, Histogram]) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, documentation, labels=["model"])
+    for model, histogram in sorted(histograms.items()):
+        family.add_metric([model], *_buckets(histogram))
+    return family
 
 
 def _buckets(histogram: Histogram) -> tuple[list[tuple[str, float]], float]:
