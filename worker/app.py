@@ -17,6 +17,7 @@ from worker.core.bounds import StepBounds, step_bounds
 from worker.core.broker_fit import check_session_timeout, check_topics_exist
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.core.model_cache import ModelCache
 from worker.core.model_table import ModelEntry
 from worker.core.pacing import LiveFirst, RatePacer
 from worker.core.routes import Routes
@@ -25,7 +26,6 @@ from worker.core.settings import (
     DedupSettings,
     DeliverySettings,
     KafkaSettings,
-    ModelSettings,
     OperationsSettings,
     Settings,
     require_services,
@@ -45,7 +45,7 @@ from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
 from worker.models import load_model
-from worker.models.runner import TorchRunner, pick_device
+from worker.models.runner import TorchRunner, free_memory, pick_device
 from worker.models.versions import refusal
 from worker.ports import (
     DedupStore,
@@ -62,6 +62,7 @@ from worker.stream.framed import FramedRequests
 from worker.stream.json_requests import JsonRequests
 from worker.stream.loop import Worker
 from worker.stream.reloads import Reloads
+from worker.stream.residency import ModelLoads
 from worker.stream.scoring import InlineScorer, ThreadScorer
 from worker.stream.served import LoadedEntry, ServedModels
 from worker.stream.shadow import Candidate, Shadow
@@ -103,12 +104,40 @@ def build_one_model(settings: Settings) -> TorchRunner:
 
 def build_models(settings: Settings) -> ServedModels:
     """Every model served, loaded and warm, with its batcher, and the routes to them: the configuration file's
-    model table, or the one model of the ``model`` setting. Raises ConfigError (a canary of the same version as
-    the model it splits, and what build_runner raises), ModelError."""
+    model table, or the one model of the ``model`` setting. Under a memory budget (``on_first_use``) only the
+    pinned ones are loaded now (canary splits, shadow pairs), the others on first use (stream/residency.py).
+    Raises ConfigError (a canary of the same version as the model it splits, and what build_runner raises),
+    ModelError."""
     table = settings.models
     if not table.entries:
         return ServedModels(table, [load_entry(settings, None)])
-    return ServedModels(table, [load_entry(settings, entry) for entry in table.entries])
+    if not on_first_use(settings):
+        return ServedModels(table, [load_entry(settings, entry) for entry in table.entries])
+    pinned = table.pinned()
+    log.info("models_on_first_use", loaded_now=pinned, on_first_use=[e.name for e in table.entries
+                                                                     if e.name not in pinned],
+             max_loaded_models=settings.model.max_loaded_models, model_memory_mb=settings.model.model_memory_mb)
+    return ServedModels(table, [load_entry(settings, table.entry(name)) for name in pinned], on_first_use=True)
+
+
+def on_first_use(settings: Settings) -> bool:
+    """Whether the models load on first use: a memory budget is set."""
+    return bool(settings.model.max_loaded_models or settings.model.model_memory_mb)
+
+
+def build_loads(settings: Settings, models: ServedModels) -> ModelLoads | None:
+    """Loading on first use under the memory budget (None: every model was loaded at start). Raises ConfigError
+    when the pinned models alone take more than model_memory_mb."""
+    if not models.on_first_use:
+        return None
+    budget = settings.model
+    cache = ModelCache(budget.max_loaded_models, int(budget.model_memory_mb * 1024 * 1024), models.table.pinned())
+    for name, loaded in models.live().items():
+        cache.add(name, loaded.info.memory_bytes)
+    if cache.victims(lambda name: False)[1] is False:
+        raise ConfigError(f"model_memory_mb={budget.model_memory_mb:g} is too little: the models of canary splits "
+                          f"and shadow pairs, which stay loaded, take {cache.loaded_bytes / 1024 / 1024:.1f} MiB")
+    return ModelLoads(cache, lambda entry: load_entry(settings, entry), free_memory)
 
 
 def load_entry(settings: Settings, entry: ModelEntry | None) -> LoadedEntry:
@@ -119,7 +148,7 @@ def load_entry(settings: Settings, entry: ModelEntry | None) -> LoadedEntry:
     version = entry.version if entry is not None and entry.version else runner.version
     name = entry.name if entry is not None else runner.name
     batching = entry.batching(settings.batching) if entry is not None else settings.batching
-    info = ServedModel(name, name, version, str(runner.device), time.monotonic() - started)
+    info = ServedModel(name, name, version, str(runner.device), time.monotonic() - started, runner.memory_bytes)
     log.info("model_loaded", model=name, version=version, device=info.device, load_s=round(info.load_s, 2))
     return LoadedEntry(entry, runner, version, request_batcher(batching, runner.cost), info)
 
@@ -155,8 +184,8 @@ def build_reloads(settings: Settings, models: ServedModels, stats: WorkerStats) 
     """New versions without a restart, for the models of a configuration file (None without one): started."""
     if not settings.models.source:
         return None
-    reloads = Reloads(models.table, models.live(), lambda entry: load_entry(settings, entry), refusal, stats,
-                      settings.model.model_watch_s)
+    reloads = Reloads(models.table, lambda: models.resident, lambda entry: load_entry(settings, entry), refusal,
+                      stats, settings.model.model_watch_s, models.on_first_use)
     reloads.start()
     return reloads
 
@@ -190,10 +219,14 @@ def check_poll_interval(settings: Settings, batching: BatchingSettings, batch_s:
             "max_batch_size")
 
 
-def build_scorer(model: ModelSettings, runners: Mapping[str, ModelRunner], clock: SystemClock) -> Scorer:
-    """The models on a thread of their own when asked, or by default when one is on a GPU: there its compute
-    leaves the CPU to the loop. On shared CPU cores the thread measured slower (bench/profile_worker.py)."""
+def build_scorer(settings: Settings, runners: Mapping[str, ModelRunner], clock: SystemClock) -> Scorer:
+    """The models on a thread of their own when asked, or by default when one is on a GPU (loaded now, or to be
+    loaded on first use): there its compute leaves the CPU to the loop. On shared CPU cores the thread measured
+    slower (bench/profile_worker.py)."""
+    model = settings.model
     on_gpu = any(isinstance(runner, TorchRunner) and runner.device.type == "cuda" for runner in runners.values())
+    later = [entry.model_settings(model).device for entry in settings.models.entries] if on_first_use(settings) else []
+    on_gpu = on_gpu or any(pick_device(device).type == "cuda" for device in later)
     on = model.model_thread == "on" or (model.model_thread == "auto" and on_gpu)
     return ThreadScorer(runners, clock) if on else InlineScorer(runners, clock)
 
@@ -478,13 +511,13 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
 def _worker(settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels,
             clock: SystemClock, stop_requested: StopRequest | None, transactions: Transactions | None = None,
             stats: WorkerStats | None = None, reloads: Reloads | None = None, shadow: Shadow | None = None) -> Worker:
-    """The loop over these parts, given the sections it reads, its models where ``model_thread`` says, and its
-    requests' decoder."""
+    """The loop over these parts, given the sections it reads, its models where ``model_thread`` says (and their
+    loads on first use under a memory budget), and its requests' decoder."""
     return Worker(source, sink, dedup, models, build_decoder(settings, models.routes), clock, kafka=settings.kafka,
                   batching=settings.batching, delivery=settings.delivery, operations=settings.operations,
                   stop_requested=stop_requested, transactions=transactions,
-                  scorer=build_scorer(settings.model, models.runners, clock), stats=stats, reloads=reloads,
-                  shadow=shadow)
+                  scorer=build_scorer(settings, models.runners, clock), stats=stats, reloads=reloads,
+                  shadow=shadow, loads=build_loads(settings, models))
 
 
 def freeze_start_up_heap() -> None:

@@ -23,6 +23,7 @@ from worker.models.runner import TorchRunner
 from worker.ports import DedupStore, ModelRunner, Scorer
 from worker.stream.json_requests import JsonRequests
 from worker.stream.loop import Worker
+from worker.stream.residency import ModelLoads
 from worker.stream.served import ServedModels
 
 INPUTS = [0.25] * 16  # a valid input row for the churn model
@@ -43,7 +44,7 @@ class Harness:
 
     def __init__(self, *, exactly_once: bool = False, runner: ModelRunner | None = None,
                  scorer: ScorerFactory | None = None, models: ServedModels | None = None, reloads: Any = None,
-                 **settings: Any) -> None:
+                 loads: ModelLoads | None = None, **settings: Any) -> None:
         self.clock = FakeClock()
         if exactly_once:
             settings = {"delivery": "exactly-once", **settings}
@@ -59,6 +60,7 @@ class Harness:
         self.runner = runner or TorchRunner(load_model("churn"), "cpu", self.settings.batching.max_batch_size)
         self._scorer = scorer
         self.models, self.reloads = models, reloads  # several models, and new versions of them (default: runner's)
+        self.loads = loads  # models loaded on first use (stream/residency.py)
         self.worker = self.build_worker()
 
     def build_worker(self, dedup: DedupStore | None = None) -> Worker:
@@ -69,7 +71,7 @@ class Harness:
         return Worker(self.source, self.sink, dedup or self.dedup, models, JsonRequests(models.routes,
                       s.batching.max_record_bytes), self.clock,
                       kafka=s.kafka, batching=s.batching, delivery=s.delivery, operations=s.operations,
-                      transactions=self.transactions, scorer=scorer, reloads=self.reloads)
+                      transactions=self.transactions, scorer=scorer, reloads=self.reloads, loads=self.loads)
 
     def steps(self, count: int = 5) -> None:
         for _ in range(count):

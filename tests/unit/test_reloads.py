@@ -49,7 +49,7 @@ def setup(tmp_path, text: str, check=lambda old, new: None):
     table = read_config_file(str(path)).models
     live = {entry.name: loaded(entry, "v1") for entry in table.entries}
     load, stats = Loader(), WorkerStats()
-    return Reloads(table, live, load, check, stats, watch_s=0.0), load, stats, path
+    return Reloads(table, lambda: live, load, check, stats, watch_s=0.0), load, stats, path
 
 
 def plan_after(reloads: Reloads, act) -> object:

@@ -55,6 +55,16 @@ class Request:
 
 
 @dataclass(frozen=True)
+class Unprepared:
+    """A request's JSON ``inputs`` as they came, while the model that answers it is not loaded: its ``prepare``
+    runs once it is (worker/stream/residency.py). ``version``: the model_version the request named, if any,
+    checked then."""
+
+    inputs: Any
+    version: str | None = None
+
+
+@dataclass(frozen=True)
 class InvalidRecord:
     """A record that cannot be scored.
 

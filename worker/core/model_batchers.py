@@ -17,9 +17,10 @@ from worker.core.messages import Request
 
 
 class ModelBatchers:
-    def __init__(self, batchers: Mapping[str, Batcher[Request]], default: str) -> None:
-        """``batchers``: each entry's; ``default``: the entry of a request that has no route."""
-        if default not in batchers:
+    def __init__(self, batchers: Mapping[str, Batcher[Request]], default: str | None) -> None:
+        """``batchers``: each entry's; ``default``: the entry of a request that has no route (None: every request
+        has one, the default model being loaded on first use)."""
+        if default is not None and default not in batchers:
             raise ValueError(f"default entry {default!r} has no batcher")  # "default": of requests without a route
         self._batchers = dict(batchers)
         self._order = list(self._batchers)
@@ -53,7 +54,10 @@ class ModelBatchers:
         self._next %= max(1, len(self._order))
 
     def entry_of(self, request: Request) -> str:
-        return request.route.entry if request.route is not None else self.default
+        entry = request.route.entry if request.route is not None else self.default
+        if entry is None:
+            raise ValueError(f"request {request.id!r} has no route, and no model is the default")
+        return entry
 
     def fits(self, request: Request) -> bool:
         """Whether the request could ever be batched (its cost alone fits its entry's budget)."""

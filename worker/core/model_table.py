@@ -129,6 +129,13 @@ class ModelTable:
         """Each requests topic of a model of its own, and that model."""
         return {entry.topic: entry.name for entry in self.entries if entry.topic}
 
+    def pinned(self) -> list[str]:
+        """The models always in memory, even under a memory budget: those of a canary split or a shadow pair
+        (both arms answer one name; a shadow compares what its model answered)."""
+        paired = {name for entry in self.entries if entry.canary or entry.shadow
+                  for name in (entry.name, entry.canary, entry.shadow) if name}
+        return [entry.name for entry in self.entries if entry.name in paired]
+
     def entry(self, name: str) -> ModelEntry:
         """Raises ConfigError listing the entries when there is none of this name."""
         for entry in self.entries:

@@ -23,12 +23,15 @@ Prepare = Callable[[Any], Any]
 @dataclass(frozen=True)
 class Route:
     """Where a request goes: the ``entry`` that scores it (its runner and batcher), and the ``model`` name and
-    ``version`` its reply carries; ``prepare`` turns its JSON inputs into that entry's item."""
+    ``version`` its reply carries; ``prepare`` turns its JSON inputs into that entry's item. Not ``loaded``: the
+    model loads on first use (worker/stream/residency.py); ``version`` is the declared one, or empty, and
+    ``prepare`` runs once it is loaded."""
 
     entry: str
     model: str
     version: str
     prepare: Prepare
+    loaded: bool = True
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,9 @@ class Routes:
         split = self._arms.get(name)
         if split is None:
             return None
-        if version is not None:
-            return next((arm.route for arm in split if arm.route.version == version), None)
+        if version is not None:  # a model not loaded, of no declared version: its version is checked once loaded
+            return next((arm.route for arm in split
+                         if arm.route.version == version or not (arm.route.loaded or arm.route.version)), None)
         if len(split) == 1:
             return split[0].route
         point = arm_point(request_id)
@@ -95,12 +99,19 @@ class Routes:
 
     def reply_names(self) -> list[tuple[str, str]]:
         """Every (model, version) a reply of a scored request may carry."""
-        return [(arm.route.model, arm.route.version) for split in self._arms.values() for arm in split]
+        return [(arm.route.model, arm.route.version) for split in self._arms.values() for arm in split
+                if arm.route.loaded]
 
     def served(self) -> str:
         """The served names and their versions, for an ``unknown_model`` reply: ``churn (1, 2), fraud (3)``."""
-        return ", ".join(f"{name} ({', '.join(arm.route.version for arm in split)})"
+        return ", ".join(f"{name} ({', '.join(_shown(arm.route) for arm in split)})"
                          for name, split in self._arms.items())
+
+
+def _shown(route: Route) -> str:
+    if route.loaded:
+        return route.version
+    return f"{route.version}, loaded on first use" if route.version else "loaded on first use"
 
 
 def arm_point(request_id: str) -> float:

@@ -137,9 +137,15 @@ class ModelSettings:
     model_watch_s: float = _setting(5.0, "with --config: how often the files each model is made of are looked at; "
                                     "one that changed is loaded, checked and switched in without a restart "
                                     "(docs/models.md); 0: only on SIGHUP")
+    max_loaded_models: int = _setting(0, "with --config: how many of its models may be in memory at once; the "
+                                      "others are loaded on first use, letting go of the least recently used idle "
+                                      "one (docs/fleet.md); 0: no limit, every model loaded at start")
+    model_memory_mb: float = _setting(0.0, "with --config: how many MiB the loaded models' parameters and buffers "
+                                      "may take on their devices; past it the least recently used idle model is let "
+                                      "go, as with max_loaded_models; 0: no limit")
 
     def __post_init__(self) -> None:
-        _at_least(self, 0, "torch_threads", "model_watch_s")
+        _at_least(self, 0, "torch_threads", "model_watch_s", "max_loaded_models", "model_memory_mb")
         _at_least(self, 1, "shadow_queue")
         _check_choices(self)
         if re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device) is None:

@@ -76,11 +76,11 @@ class Settings:
         _validate_across(self)
 
     @classmethod
-    def from_values(cls, **values: Any) -> Settings:
+    def from_values(cls, models: ModelTable | None = None, **values: Any) -> Settings:
         """Settings from values named as the settings are (``requests_topic="t", max_batch_size=8``), the rest
-        at their defaults; no derived defaults (``with_derived_defaults``). Raises ConfigError, TypeError for a
-        name that is no setting."""
-        return cls().replace(**values)
+        at their defaults, serving ``models`` (default: the ``model`` setting's one); no derived defaults
+        (``with_derived_defaults``). Raises ConfigError, TypeError for a name that is no setting."""
+        return cls(models=models or ModelTable()).replace(**values)
 
     def replace(self, **values: Any) -> Settings:
         """These settings with the ones named changed, checked again. Raises ConfigError, TypeError for a
@@ -105,7 +105,7 @@ class Settings:
         if config_path:
             config = read_config_file(config_path)
             try:  # the file's own values, checked alone first: a bad one is said to be the file's
-                dataclasses.replace(cls.from_values(**config.settings), models=config.models)
+                cls.from_values(config.models, **config.settings)
             except ConfigError as exc:
                 raise ConfigError(f"{config_path}: {exc}") from None
             values.update(config.settings)
@@ -124,7 +124,7 @@ class Settings:
                 values[f.name] = _convert(f.name, env, raw, type(f.default))
             if args is not None and getattr(args, f.name, None) is not None:
                 values[f.name] = getattr(args, f.name)
-        return dataclasses.replace(cls.from_values(**values), formats=formats, models=models).with_derived_defaults()
+        return dataclasses.replace(cls.from_values(models, **values), formats=formats).with_derived_defaults()
 
     def only_model(self, name: str | None) -> Settings:
         """These settings as if the configuration file's model ``name`` (None: its default) were the only one: its
@@ -199,12 +199,28 @@ def _validate_across(s: Settings) -> None:
     """The checks between sections: how long a batch may wait (each model's), against the poll interval and the
     dedup lease."""
     _check_wait(s.batching, s.kafka.max_poll_interval_ms, s.dedup.dedup_lease_ms)
+    _check_budget(s.model, s.models)
     for entry in s.models.entries:
         try:
             _check_wait(entry.batching(s.batching), s.kafka.max_poll_interval_ms, s.dedup.dedup_lease_ms)
             entry.model_settings(s.model)  # its own checks, at start
         except ConfigError as exc:
             raise ConfigError(f"[models.{entry.name}]: {exc}" if "[models." not in str(exc) else str(exc)) from None
+
+
+def _check_budget(model: ModelSettings, table: ModelTable) -> None:
+    """A memory budget needs models to load on first use, and room for those that are never let go."""
+    budget = [name for name in ("max_loaded_models", "model_memory_mb") if getattr(model, name)]
+    if budget and not table.entries:
+        raise ConfigError(f"{budget[0]} needs a configuration file with [models.NAME] tables (--config): with the "
+                          "one model of the model setting there is nothing to load on first use")
+    pinned = table.pinned()
+    on_first_use = len(table.entries) > len(pinned)
+    if model.max_loaded_models and len(pinned) + on_first_use > model.max_loaded_models:
+        raise ConfigError(f"max_loaded_models={model.max_loaded_models} is too few: the {len(pinned)} models of "
+                          f"canary splits or shadow pairs ({', '.join(pinned)}) stay loaded"
+                          + (", and the others need a place to load in on first use" if on_first_use else "")
+                          + f"; raise it to {len(pinned) + on_first_use} at least")
 
 
 def _check_wait(batching: BatchingSettings, poll_interval_ms: int, lease_ms: int) -> None:

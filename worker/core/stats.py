@@ -31,14 +31,15 @@ DELTA_SECONDS_BUCKETS = (-0.1, -0.01, -0.001, 0.0, 0.001, 0.01, 0.1, 1.0)
 
 @dataclass(frozen=True)
 class ServedModel:
-    """A model entry once loaded and warmed up: the name and version its replies carry, its device, and how long
-    loading and warming it took."""
+    """A model entry once loaded and warmed up: the name and version its replies carry, its device, how long
+    loading and warming it took, and the bytes its parameters and buffers take on its device."""
 
     entry: str
     model: str
     version: str
     device: str
     load_s: float
+    memory_bytes: int = 0
 
 
 class Histogram:
@@ -107,6 +108,10 @@ class WorkerStats:
     model_replies: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # New versions loaded without a restart, by (model, result): switched, or refused (the old one serves on).
     reloads: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Under a memory budget (worker/stream/residency.py): loads on first use and models let go, by (model, result:
+    # loaded, failed, let_go); and the requests waiting for each model's load. Both replaced whole.
+    model_loads: dict[tuple[str, str], int] = field(default_factory=dict)
+    waiting_for_model: dict[str, int] = field(default_factory=dict)
     # Shadow scoring (worker/stream/shadow.py), keys fixed by ``shadow_names``. Samples by (model, sampled|dropped),
     # written by the loop's thread; pairs scored by (model, agree|disagree|error), and per model the largest
     # |difference| of a pair's numeric outputs and candidate minus live compute time, written by the shadow thread.
@@ -130,6 +135,10 @@ class WorkerStats:
         keys = [(model, version, status) for model, version in reply_names for status in STATUSES]
         self.model_replies = {**dict.fromkeys(keys, 0), **self.model_replies}
         self.models = models
+
+    def record_model_load(self, model: str, result: str) -> None:
+        """Count a load on first use of ``model`` (loaded, failed) or its letting go (let_go); replaced whole."""
+        self.model_loads = {**self.model_loads, (model, result): self.model_loads.get((model, result), 0) + 1}
 
     def record_reload(self, model: str, result: str) -> None:
         """Count a new version of ``model`` switched in or refused; replaced whole (see ``serve``)."""

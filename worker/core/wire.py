@@ -31,8 +31,8 @@ from typing import Any
 import orjson
 
 from worker.core.errors import InvalidInput, describe
-from worker.core.messages import Headers, InvalidRecord, RawRecord, Reply, Request
-from worker.core.routes import Routes
+from worker.core.messages import Headers, InvalidRecord, RawRecord, Reply, Request, Unprepared
+from worker.core.routes import Prepare, Routes
 
 MAX_ID_LENGTH = 256
 # The largest record the worker sends, key + value + headers with RECORD_OVERHEAD_BYTES each: under
@@ -96,6 +96,7 @@ ERR_TOO_MANY_TOKENS = "too_many_tokens"
 ERR_DEADLINE_EXCEEDED = "deadline_exceeded"
 ERR_OUT_OF_MEMORY = "out_of_memory"
 ERR_MODEL_ERROR = "model_error"
+ERR_MODEL_UNAVAILABLE = "model_unavailable"  # its model, loaded on first use, did not load
 ERR_REPLY_TOO_LARGE = "reply_too_large"
 # A dead letter's H_DLQ_CODE only: a reply its topic refused for good (worker/core/refusals.py).
 ERR_REPLY_REFUSED = "reply_refused"
@@ -189,14 +190,22 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
         return invalid(ERR_UNKNOWN_MODEL, f"this worker does not serve model {asked}; served: {routes.served()}",
                        request_id, reply_to)
     try:
-        item = route.prepare(body["inputs"])
+        item = prepared(route.prepare, body["inputs"]) if route.loaded else Unprepared(body["inputs"], version)
     except InvalidInput as exc:
         return invalid(exc.code, exc.message, request_id, reply_to)
-    except Exception as exc:  # a bug in the model's own prepare fails this request, not the worker
-        return invalid(ERR_MODEL_ERROR, describe("prepare", exc), request_id, reply_to)
-
     return Request(request_id, item, record.position, reply_to, deadline_ms, traceparent,
                    record.timestamp_ms, record.received_at, route)
+
+
+def prepared(prepare: Prepare, inputs: Any) -> Any:
+    """The model's item for a request's JSON ``inputs``. Raises InvalidInput: the model's own, or ``model_error``
+    for anything else its ``prepare`` raised (a bug in it fails this request, not the worker)."""
+    try:
+        return prepare(inputs)
+    except InvalidInput:
+        raise
+    except Exception as exc:
+        raise InvalidInput(ERR_MODEL_ERROR, describe("prepare", exc)) from exc
 
 
 def refuse(record: RawRecord, code: str, message: str, *, dead_letter: bool = False,

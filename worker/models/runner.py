@@ -16,6 +16,7 @@ copy per batch. On CPU the collated batch is used as it is.
 
 from __future__ import annotations
 
+import gc
 import random
 import re
 import time
@@ -100,6 +101,14 @@ class Warmup:
         return self.warmed_size < self.batch_size
 
 
+def free_memory() -> None:
+    """Give back what models let go held: their tensors go with their last reference (a collection finds those
+    held in cycles), and on CUDA the allocator's cache returns them to the device."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 class TorchRunner:
     """Runs a ``Servable`` under ``torch.inference_mode()`` on one device. Not thread-safe."""
 
@@ -126,6 +135,12 @@ class TorchRunner:
         self.last_warmup: Warmup | None = None
         self._timer = timer
         self._module = eval_mode(model.module.to(self.device))
+
+    @property
+    def memory_bytes(self) -> int:
+        """The bytes the module's parameters and buffers take on its device (what letting it go frees)."""
+        tensors = (*self._module.parameters(), *self._module.buffers())
+        return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
 
     def prepare(self, inputs: Any) -> Any:
         """The model's item for one request's JSON ``inputs``; raises InvalidInput, or whatever the model's own

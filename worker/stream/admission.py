@@ -5,7 +5,8 @@ the model's ``prepare``, and its ``reply_to`` checked against the broker's
 topics. A record that cannot be scored is refused at once (an error reply,
 or a dead letter when it has no id). Records that name their id are claimed in the dedup
 store through the gate, refused ones too: fresh requests join the batcher (or
-are refused when they alone exceed the token budget), fresh refusals get
+are refused when they alone exceed the token budget; those of a model not
+loaded yet wait for it: stream/residency.py), fresh refusals get
 their error reply (which releases the claim, so a corrected retry is scored),
 and duplicates are counted and acknowledged: an id already answered gets no
 second reply, whatever is sent again under it. The decoder reads the wire
@@ -16,10 +17,10 @@ while the registry is away: ``blocked``), a poll at a time. Not thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from worker.core.clock import Clock
-from worker.core.messages import InvalidRecord, RawRecord, Refused, Request
+from worker.core.messages import InvalidRecord, RawRecord, Refused, Request, Unprepared
 from worker.core.model_batchers import ModelBatchers
 from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
@@ -34,9 +35,12 @@ from worker.stream.topics import TopicDirectory
 class Admission:
     def __init__(self, decoder: RequestDecoder, topics: TopicDirectory, gate: DedupGate, batchers: ModelBatchers,
                  offsets: OffsetTracker, responder: Responder,
-                 stats: WorkerStats, clock: Clock, requests_topics: frozenset[str]) -> None:
+                 stats: WorkerStats, clock: Clock, requests_topics: frozenset[str],
+                 park: Callable[[Request], None] | None = None) -> None:
         """``decoder``: from records to requests (the wire contract's JSON, or registry-framed);
-        ``requests_topics``: what no reply may go to (the worker would answer its own replies)."""
+        ``requests_topics``: what no reply may go to (the worker would answer its own replies); ``park`` holds
+        a fresh request whose model is not loaded yet (stream/residency.py)."""
+        self._park = park
         self._decoder = decoder
         self._requests_topics = requests_topics
         self._topics = topics
@@ -83,13 +87,20 @@ class Admission:
         for request, fresh in self._gate.claim(new, now):
             if fresh and isinstance(request, Refused):
                 self._responder.reject(request.refusal, claimed=True)
-            elif fresh and not self._batchers.fits(request):
-                self._responder.answer(request, "error", too_many_tokens(self._batchers.cost_budget(request)))
+            elif fresh and isinstance(request.item, Unprepared) and self._park is not None:
+                self._park(request)
             elif fresh:
-                self._batchers.add(request, now, wall_ms)
+                self.place(request, now, wall_ms)
             else:
                 self._stats.duplicates += 1
                 self._offsets.ack((request.position.topic, request.position.partition), request.position.offset)
+
+    def place(self, request: Request, now: float, wall_ms: int) -> None:
+        """Batch a fresh, claimed, prepared request, or refuse it when it alone exceeds its token budget."""
+        if self._batchers.fits(request):
+            self._batchers.add(request, now, wall_ms)
+        else:
+            self._responder.answer(request, "error", too_many_tokens(self._batchers.cost_budget(request)))
 
     def _checked(self, record: RawRecord, decoded: Request | InvalidRecord) -> Request | InvalidRecord:
         """``decoded``, or its refusal when its ``reply_to`` cannot be used."""

@@ -51,6 +51,11 @@ class DedupGate:
         """Requests waiting for their claim, and answered ids for their done marks."""
         return len(self._to_claim) + len(self._to_complete)
 
+    @property
+    def claiming(self) -> int:
+        """Requests waiting for their claim (routed already: the models they name must stay)."""
+        return len(self._to_claim)
+
     def claim(self, requests: Sequence[Request], now: float) -> list[tuple[Request, bool]]:
         """Queue requests for claiming, then claim everything queued if the store is due.
 

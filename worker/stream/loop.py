@@ -2,7 +2,10 @@
 
 One thread does all the Kafka and Redis work, in this order each step:
 0. switch in the new model versions loaded meanwhile (stream/reloads.py,
-   stream/served.py), so that what is polled next goes to them;
+   stream/served.py), so that what is polled next goes to them; under a memory
+   budget, switch in a model loaded on first use and batch the requests that
+   waited for it, let go of idle models, start the next load
+   (stream/residency.py);
 1. poll records; drop the unscored work of partitions revoked meanwhile
    (stream/membership.py; all work in hand when that aborts an open
    transaction, which spans steps with a commit interval). A poll that came back full means a backlog: its
@@ -37,6 +40,7 @@ from worker.core.clock import Clock
 from worker.core.errors import ConfigError, TransactionAborted
 from worker.core.messages import Request
 from worker.core.offsets import OffsetTracker
+from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import BatchingSettings, DeliverySettings, KafkaSettings, OperationsSettings
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
@@ -48,6 +52,7 @@ from worker.stream.drain import Drain, StreamParts
 from worker.stream.membership import SETTLE_S, Membership
 from worker.stream.reloads import Reloads
 from worker.stream.replies import EXPIRED, Responder
+from worker.stream.residency import ModelLoads, Residency
 from worker.stream.scoring import InlineScorer
 from worker.stream.served import ServedModels
 from worker.stream.shadow import Shadow
@@ -61,6 +66,7 @@ IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
 # With a batch pending and the model idle: a poll this short that finds nothing means nothing more is
 # arriving now, and the batch in hand goes (unless wait_to_fill). Chosen, not measured: the gap is not tuned yet.
 ARRIVAL_GAP_S = 0.002
+LOAD_POLL_S = 0.05  # longest poll while a model loads on first use: its waiting requests go once it is in
 LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
 
 
@@ -70,7 +76,8 @@ class Worker:
                  delivery: DeliverySettings, operations: OperationsSettings,
                  stop_requested: StopRequest | None = None, transactions: Transactions | None = None,
                  scorer: Scorer | None = None, stats: WorkerStats | None = None,
-                 reloads: Reloads | None = None, shadow: Shadow | None = None) -> None:
+                 reloads: Reloads | None = None, shadow: Shadow | None = None,
+                 loads: ModelLoads | None = None) -> None:
         """``models``: the model entries served, their batchers and routes; ``decoder``: from polled records to
         requests (the wire contract's JSON, or registry-framed). The sections say the topics and poll limits
         (``kafka``), whether batches wait to fill (``batching``), how often to commit (``delivery``) and how long
@@ -78,7 +85,8 @@ class Worker:
         delivery; ``scorer`` says where batches run (default: inline, in the loop's thread); ``stats`` is
         where the loop counts (default: a new one), for a reader such as the HTTP surface; ``reloads`` has the new
         versions of the models to switch in without a restart (stream/reloads.py; None: none); ``shadow`` scores
-        a sample of answered requests with candidate models, off the loop's thread (stream/shadow.py)."""
+        a sample of answered requests with candidate models, off the loop's thread (stream/shadow.py); ``loads``
+        loads models on first use under a memory budget (stream/residency.py; None: all are loaded)."""
         self._kafka, self._operations = kafka, operations
         self._bounds = step_bounds(kafka, operations)
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
@@ -94,13 +102,15 @@ class Worker:
         self._responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, models.routes.default,
                                     self.stats, self._bounds.settle_s)
         topics = TopicDirectory(source.list_topics, clock, wait_s=self._bounds.metadata_s)
+        self._residency = Residency(models, loads, self._responder, self.stats, clock) if loads else None
         self._admission = Admission(decoder, topics, gate, self._batchers, offsets, self._responder, self.stats,
-                                    clock, frozenset([kafka.requests_topic, *models.table.topics()]))
+                                    clock, frozenset([kafka.requests_topic, *models.table.topics()]),
+                                    self._residency.park if self._residency is not None else None)
         now = clock.monotonic()
         self._transactional = transactions is not None
         self._commits = commit_policy(source, transactions, offsets, gate, delivery.commit_interval_ms / 1000, now)
         self._membership = Membership(source, self._batchers, gate, offsets, self._scorer, self._commits, self.stats,
-                                      self._admission.drop)
+                                      self._drop_held)
         self._offsets = offsets
         self._submitted_ms = 0  # wall clock when the scorer got its batch
         self._last_stats = self._last_poll = now
@@ -130,6 +140,8 @@ class Worker:
                 self._reloads.close()
             if self._shadow is not None:
                 self._shadow.close()
+            if self._residency is not None:
+                self._residency.close()
             drain.close()
         unfinished = drain.unfinished()
         log.info("worker_stopped", unfinished=unfinished, deadline_cut=drain.cut, **self.stats.snapshot())
@@ -160,7 +172,7 @@ class Worker:
         # polling (to stay in the group).
         self._source.pause(self.stats.record_pause(
             dedup_outage=self._gate.blocked, registry_outage=self._admission.blocked,
-            backlog=self._batchers.pending >= self._kafka.max_poll_records))
+            backlog=self._batchers.pending + self._waiting_for_model() >= self._kafka.max_poll_records))
         self._refresh_lag()
         now = self._clock.monotonic()
         self.stats.record_progress(self._holding(), self._gate.failed_calls, now)
@@ -187,11 +199,27 @@ class Worker:
                 for loaded in plan.loaded:
                     self.stats.record_reload(loaded.name, "switched")
                     log.info("model_version_switched", model=loaded.name, version=loaded.version)
-        self._models.retire_idle(self._scoring)
+        claiming = bool(self._gate.claiming)  # their routes name the versions and models loaded now
+        if not claiming:
+            self._models.retire_idle(self._scoring)
+        if self._residency is not None:
+            now, wall_ms = self._clock.monotonic(), self._clock.wall_ms()
+            for request in self._residency.step(self._scoring, claiming):
+                self._admission.place(request, now, wall_ms)
+
+    def _waiting_for_model(self) -> int:
+        return self._residency.waiting if self._residency is not None else 0
+
+    def _drop_held(self, partitions: set[TP]) -> int:
+        """Drop the records of these partitions held beside the batchers: for their schema, for their model."""
+        held = self._admission.drop(partitions)
+        return held + (self._residency.drop(partitions) if self._residency is not None else 0)
 
     def _holding(self) -> int:
-        """Records in hand: batched, waiting on the dedup store, being scored, sent and unacknowledged."""
-        return self._batchers.pending + self._gate.waiting + int(self._scorer.busy) + self._sink.pending
+        """Records in hand: batched, waiting for their model or on the dedup store, being scored, sent and
+        unacknowledged."""
+        return (self._batchers.pending + self._waiting_for_model() + self._gate.waiting + int(self._scorer.busy)
+                + self._sink.pending)
 
     def _score_ready(self) -> None:
         """Answer the scorer's finished batch, and give it the next ready one, as long as it takes them; with
@@ -223,7 +251,7 @@ class Worker:
             return 0.0  # take what has arrived, then wait on the scorer (see step)
         deadline = self._batchers.deadline()
         if deadline is None:
-            return IDLE_POLL_S
+            return LOAD_POLL_S if self._waiting_for_model() else IDLE_POLL_S
         wait_s = max(0.0, deadline - self._clock.monotonic())
         return min(wait_s, ARRIVAL_GAP_S) if self._opportunistic else wait_s
 
@@ -234,6 +262,8 @@ class Worker:
         for request in batch:
             if request.deadline_ms is not None and request.deadline_ms <= now_ms:
                 self._responder.answer(request, "expired", EXPIRED)
+        if live and self._residency is not None and live[0].route is not None:
+            self._residency.touch(live[0].route.model)
         if live:
             self._membership.batch_submitted()
             self._scoring = entry

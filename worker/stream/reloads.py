@@ -7,6 +7,8 @@ gone stops taking requests, and a changed ``canary_weight`` or
 change to them is logged and left). And every ``watch_s`` seconds the files an
 entry is made of (its ``.pt2``/TorchScript file, ``model_config``,
 ``weights``) are looked at: an entry whose file changed is loaded again.
+Under a memory budget only the models loaded now are loaded again: one not
+loaded reads its new files at its next load on first use (stream/residency.py).
 
 A new version is loaded, warmed up and checked (``check``: its declared inputs
 and outputs are the old one's, a sample batch scores, its version differs) off
@@ -44,14 +46,17 @@ class Plan:
 
 
 class Reloads:
-    def __init__(self, table: ModelTable, live: Mapping[str, LoadedEntry], load: Callable[[ModelEntry], LoadedEntry],
-                 check: Callable[[LoadedEntry, LoadedEntry], str | None], stats: WorkerStats,
-                 watch_s: float) -> None:
-        """``table``: as served now, read from its ``source`` file; ``live``: each name's version serving;
-        ``load`` loads and warms an entry (raising what loading raises), ``check`` says why a new version may not
-        replace an old one (None: it may); ``watch_s``: how often the entries' files are looked at (0: never)."""
+    def __init__(self, table: ModelTable, resident: Callable[[], Mapping[str, LoadedEntry]],
+                 load: Callable[[ModelEntry], LoadedEntry], check: Callable[[LoadedEntry, LoadedEntry], str | None],
+                 stats: WorkerStats, watch_s: float, on_first_use: bool = False) -> None:
+        """``table``: as served now, read from its ``source`` file; ``resident``: each loaded model's version
+        serving now (safe to call from this thread); ``load`` loads and warms an entry (raising what loading
+        raises), ``check`` says why a new version may not replace an old one (None: it may); ``watch_s``: how
+        often the entries' files are looked at (0: never); ``on_first_use``: models not pinned load on first use
+        (a memory budget), so only those loaded now are loaded again."""
         self._table = table
-        self._live = dict(live)
+        self._resident = resident
+        self._on_first_use = on_first_use
         self._stamps = {name: stamp(entry) for name, entry in _entries(table).items()}
         self._load, self._check, self._stats, self._watch_s = load, check, stats, watch_s
         self._asked = threading.Event()
@@ -105,10 +110,13 @@ class Reloads:
                    or stamps[name] != self._stamps.get(name) or name in retry]
         if not changed and table == self._table:
             return
+        resident, pinned = self._resident(), table.pinned()
         loaded = []
         for entry in changed:
-            new = self._loaded(entry)
-            if new is None and entry.name not in self._live:
+            if self._on_first_use and entry.name not in resident and entry.name not in pinned:
+                continue  # not loaded now: its next load on first use reads it as it is
+            new = self._loaded(entry, resident.get(entry.name))
+            if new is None and entry.name not in resident:
                 log.warning("model_reload_refused", reason=f"the new model {entry.name!r} did not load",
                             serving="the models as they were")
                 return  # the table would route to a model that is not there: keep the old one whole
@@ -117,12 +125,10 @@ class Reloads:
         # A refused version is not tried again until its files change again, or a SIGHUP.
         same_table = table == self._table
         self._table, self._stamps = table, stamps
-        for new in loaded:
-            self._live[new.name] = new
         if loaded or not same_table:
             self._plans.put(Plan(table, tuple(loaded)))
 
-    def _loaded(self, entry: ModelEntry) -> LoadedEntry | None:
+    def _loaded(self, entry: ModelEntry, old: LoadedEntry | None) -> LoadedEntry | None:
         log.info("model_reloading", model=entry.name)
         self._refused_names.discard(entry.name)
         try:
@@ -130,7 +136,6 @@ class Reloads:
         except Exception as exc:  # the user's model code may raise anything while it loads
             self._refused(entry.name, f"it did not load: {type(exc).__name__}: {exc}")
             return None
-        old = self._live.get(entry.name)
         reason = self._check(old, new) if old is not None else None
         if reason is not None:
             self._refused(entry.name, reason)

@@ -72,16 +72,28 @@ class StatsCollector(Collector):
         for reason in PAUSE_REASONS:
             paused.add_metric([reason], 1 if s.paused[reason] else 0)
         yield paused
-        info = GaugeMetricFamily("streamscore_model_info", "Each model entry served (1), once all are loaded and "
-                                 "warmed up: the model name and version its replies carry.",
+        info = GaugeMetricFamily("streamscore_model_info", "Each model entry served (1), once loaded and warmed up: "
+                                 "the model name and version its replies carry.",
                                  labels=["entry", "model", "version", "device"])
         load = GaugeMetricFamily("streamscore_model_load_seconds", "How long loading and warming up each model "
                                  "entry took.", labels=["entry"])
+        memory = GaugeMetricFamily("streamscore_model_memory_bytes", "The bytes each loaded model entry's "
+                                   "parameters and buffers take on its device.", labels=["entry"])
         for served in s.models:
             info.add_metric([served.entry, served.model, served.version, served.device], 1)
             load.add_metric([served.entry], served.load_s)
+            memory.add_metric([served.entry], served.memory_bytes)
         yield info
         yield load
+        yield memory
+        yield _labelled_counter("streamscore_model_loads", "Under a memory budget: models loaded on first use "
+                                "(loaded, failed: the log says why) and let go to make room (let_go), by model.",
+                                ["model", "result"], s.model_loads)
+        waiting = GaugeMetricFamily("streamscore_requests_waiting_for_model", "Requests waiting for their model's "
+                                    "load on first use.", labels=["model"])
+        for name, count in sorted(s.waiting_for_model.items()):
+            waiting.add_metric([name], count)
+        yield waiting
         yield _labelled_counter("streamscore_model_replies", "Replies sent, by the model name and version they carry, "
                                 "and status.", ["model", "version", "status"], s.model_replies)
         yield _labelled_counter("streamscore_model_batches", "Batches scored, by model entry.", ["entry"],
