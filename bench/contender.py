@@ -80,6 +80,15 @@ class ContenderProcess:
             return None
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def memory_mib(self, which: str = "VmHWM") -> float | None:
+        """The process's resident memory in MiB: its peak so far (VmHWM), or now (VmRSS); None once it is gone."""
+        try:
+            status = Path(f"/proc/{self._popen.pid}/status").read_text()
+        except OSError:
+            return None
+        kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith(f"{which}:")), None)
+        return None if kib is None else kib / 1024
+
     def stop(self, timeout_s: float = 60.0) -> int:
         """SIGTERM, wait for a clean exit (SIGKILL after ``timeout_s``); the exit code."""
         if self.running:

@@ -45,7 +45,7 @@ from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
 from worker.models import load_model
-from worker.models.runner import TorchRunner, free_memory, pick_device
+from worker.models.runner import TorchRunner, free_memory, pick_device, return_large_blocks
 from worker.models.versions import refusal
 from worker.ports import (
     DedupStore,
@@ -113,6 +113,7 @@ def build_models(settings: Settings) -> ServedModels:
         return ServedModels(table, [load_entry(settings, None)])
     if not on_first_use(settings):
         return ServedModels(table, [load_entry(settings, entry) for entry in table.entries])
+    return_large_blocks()  # before any model loads: what a model let go held goes back to the system
     pinned = table.pinned()
     log.info("models_on_first_use", loaded_now=pinned, on_first_use=[e.name for e in table.entries
                                                                      if e.name not in pinned],
