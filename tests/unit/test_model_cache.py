@@ -105,3 +105,11 @@ def test_a_budget_without_a_model_table_or_with_no_room_beside_the_pinned_models
                       '[models.next]\nmodel = "churn"\nversion = "2"\n[models.other]\nmodel = "churn"\n')
     with pytest.raises(ConfigError, match="max_loaded_models=2 is too few: the 2 models .* raise it to 3"):
         Settings.from_sources(None, {"STREAMSCORE_CONFIG": str(config)})
+
+
+def test_a_new_version_of_a_model_let_go_meanwhile_is_not_switched_in():
+    entry = ModelEntry("a", (("model", "churn"),))
+    table = ModelTable((entry,))
+    models = ServedModels(table, [], on_first_use=True)
+    models.switch(table, [loaded(entry)])  # loaded by the reloads thread while the loop let "a" go
+    assert not models.is_loaded("a") and models.runners == {}

@@ -109,3 +109,24 @@ def test_a_file_that_is_no_longer_valid_toml_is_refused(tmp_path):
     reloads, load, _, path = setup(tmp_path, ONE)
     path.write_text("[models.net\n")
     assert plan_after(reloads, reloads.reload) is None and load.calls == []
+
+
+def test_under_a_memory_budget_only_a_model_loaded_now_is_loaded_again(tmp_path):
+    (tmp_path / "net.pt").write_bytes(b"one")
+    (tmp_path / "other.pt").write_bytes(b"one")
+    path = tmp_path / "worker.toml"
+    path.write_text(ONE + "[models.other]\nmodel = 'other.pt'\n")
+    table = read_config_file(str(path)).models
+    resident = {"net": loaded(table.entries[0], "v1")}  # other is not loaded: it loads on first use
+    load = Loader()
+    reloads = Reloads(table, lambda: resident, load, lambda old, new: None, WorkerStats(), watch_s=0.0,
+                      on_first_use=True)
+
+    def rewrite_both():
+        time.sleep(0.01)
+        (tmp_path / "net.pt").write_bytes(b"two!")
+        (tmp_path / "other.pt").write_bytes(b"two!")
+
+    plan = plan_after(reloads, rewrite_both)
+    assert load.calls == ["net"] and [new.name for new in plan.loaded] == ["net"]
+    assert plan_after(reloads, lambda: None) is None  # other's new file is read at its next load, not now
