@@ -106,8 +106,10 @@ class WorkerStats:
     # Replies by (model, version, status) as they carry them (keys fixed by ``serve``; a reply to a request that
     # named no served model carries the default model's).
     model_replies: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    # New versions loaded without a restart, by (model, result): switched, or refused (the old one serves on).
-    reloads: dict[tuple[str, str], int] = field(default_factory=dict)
+    # New versions loaded without a restart, by model: switched in (written by the loop's thread), or refused, the
+    # old one serving on (written by the reloads thread: one writer per dict, so that no count is lost).
+    switched_versions: dict[str, int] = field(default_factory=dict)
+    refused_versions: dict[str, int] = field(default_factory=dict)
     # Under a memory budget (worker/stream/residency.py): loads on first use and models let go, by (model, result:
     # loaded, failed, let_go); and the requests waiting for each model's load. Both replaced whole.
     model_loads: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -140,9 +142,19 @@ class WorkerStats:
         """Count a load on first use of ``model`` (loaded, failed) or its letting go (let_go); replaced whole."""
         self.model_loads = {**self.model_loads, (model, result): self.model_loads.get((model, result), 0) + 1}
 
-    def record_reload(self, model: str, result: str) -> None:
-        """Count a new version of ``model`` switched in or refused; replaced whole (see ``serve``)."""
-        self.reloads = {**self.reloads, (model, result): self.reloads.get((model, result), 0) + 1}
+    def record_switch(self, model: str) -> None:
+        """Count a new version of ``model`` switched in (the loop's thread); replaced whole (see ``serve``)."""
+        self.switched_versions = {**self.switched_versions, model: self.switched_versions.get(model, 0) + 1}
+
+    def record_refusal(self, model: str) -> None:
+        """Count a new version of ``model`` refused (the reloads thread); replaced whole (see ``serve``)."""
+        self.refused_versions = {**self.refused_versions, model: self.refused_versions.get(model, 0) + 1}
+
+    @property
+    def reloads(self) -> dict[tuple[str, str], int]:
+        """New versions by (model, result: switched, refused)."""
+        return {**{(m, "switched"): n for m, n in self.switched_versions.items()},
+                **{(m, "refused"): n for m, n in self.refused_versions.items()}}
 
     def shadow_names(self, models: list[str]) -> None:
         """Note the models with a shadow candidate, before the first sample."""

@@ -197,7 +197,7 @@ class Worker:
             else:
                 self.stats.serve(self._models.served(), self._models.routes.reply_names())
                 for loaded in plan.loaded:
-                    self.stats.record_reload(loaded.name, "switched")
+                    self.stats.record_switch(loaded.name)
                     log.info("model_version_switched", model=loaded.name, version=loaded.version)
         claiming = bool(self._gate.claiming)  # their routes name the versions and models loaded now
         if not claiming:

@@ -145,7 +145,7 @@ class Reloads:
     def _refused(self, name: str, reason: str) -> None:
         self._refused_names.add(name)
         log.warning("model_version_refused", model=name, reason=reason, serving="the version before")
-        self._stats.record_reload(name, "refused")
+        self._stats.record_refusal(name)
 
 
 def _entries(table: ModelTable) -> dict[str, ModelEntry]:
