@@ -22,7 +22,8 @@ project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 print("\n".join(project["dependencies"] + project["optional-dependencies"]["dev"]
                 + project["optional-dependencies"]["bench"] + project["optional-dependencies"]["text"]
                 + project["optional-dependencies"]["confluent"]
-                + project["optional-dependencies"]["formats"]))
+                + project["optional-dependencies"]["formats"]
+                + project["optional-dependencies"]["otel"]))
 PY
 )
 key=$( { echo "$reqs"; "$python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16)

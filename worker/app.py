@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -56,6 +57,7 @@ from worker.ports import (
     SendTag,
     Sink,
     Source,
+    Tracer,
     Transactions,
 )
 from worker.stream.framed import FramedRequests
@@ -476,10 +478,38 @@ def _broker_admin(kafka: KafkaSettings) -> BrokerAdmin:
     return KafkaPythonAdmin(kafka.kafka_bootstrap_servers, kafka.kafka_security)
 
 
+def build_tracer(settings: Settings, environ: Mapping[str, str],
+                 provider: Any = None) -> Tracer | None:
+    """OpenTelemetry spans when --otel or the OTEL_* variables ask for them (None: no tracing), over ``provider``
+    (an opentelemetry TracerProvider; default: one exporting as the variables say). Raises ConfigError when the
+    otel extra is not installed, or for an exporter not supported."""
+    if provider is None and not otel_wanted(settings.operations.otel, environ):
+        return None
+    try:
+        from worker.tracing.otel import OtelTracer, provider_from_environment
+    except ImportError as exc:
+        raise ConfigError(f"tracing (--otel, OTEL_*) needs the otel extra: pip install 'streamscore[otel]' ({exc})") \
+            from None
+    tracer = OtelTracer(provider or provider_from_environment(environ), settings.kafka.reply_topic)
+    log.info("tracing", exporter=environ.get("OTEL_TRACES_EXPORTER", "otlp") if provider is None else "given")
+    return tracer
+
+
+def otel_wanted(on: bool, environ: Mapping[str, str]) -> bool:
+    """Whether tracing is on: ``--otel``, or an exporter named by the OTEL_* variables (``none`` turns it off)."""
+    if environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return False
+    return on or any(environ.get(name) for name in OTEL_EXPORTER_VARIABLES)
+
+
+OTEL_EXPORTER_VARIABLES = ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
 def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
-                 stats: WorkerStats | None = None) -> Worker:
+                 stats: WorkerStats | None = None, tracer_provider: Any = None) -> Worker:
     """Everything the streaming worker needs; it counts in ``stats`` (default: its own), which notes
-    the model once it is loaded and warm.
+    the model once it is loaded and warm; ``tracer_provider``: an OpenTelemetry provider to trace with, whatever
+    the settings say (tests give one with an in-memory exporter).
 
     Raises ConfigError, ModelError, or ServiceUnavailable naming the setting
     that points at a service that does not answer.
@@ -504,21 +534,23 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
              store_call_s=round(bounds.store_call_s, 2), transaction_s=bounds.transaction_s)
     worker = _worker(settings, source, sink, dedup, models, clock, stop_requested=stop_requested,
                      transactions=transactions, stats=stats, reloads=build_reloads(settings, models, stats),
-                     shadow=build_shadow(settings, models, stats, clock))
+                     shadow=build_shadow(settings, models, stats, clock),
+                     tracer=build_tracer(settings, os.environ, tracer_provider))
     freeze_start_up_heap()
     return worker
 
 
 def _worker(settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels,
             clock: SystemClock, stop_requested: StopRequest | None, transactions: Transactions | None = None,
-            stats: WorkerStats | None = None, reloads: Reloads | None = None, shadow: Shadow | None = None) -> Worker:
+            stats: WorkerStats | None = None, reloads: Reloads | None = None, shadow: Shadow | None = None,
+            tracer: Tracer | None = None) -> Worker:
     """The loop over these parts, given the sections it reads, its models where ``model_thread`` says (and their
     loads on first use under a memory budget), and its requests' decoder."""
     return Worker(source, sink, dedup, models, build_decoder(settings, models.routes), clock, kafka=settings.kafka,
                   batching=settings.batching, delivery=settings.delivery, operations=settings.operations,
                   stop_requested=stop_requested, transactions=transactions,
                   scorer=build_scorer(settings, models.runners, clock), stats=stats, reloads=reloads,
-                  shadow=shadow, loads=build_loads(settings, models))
+                  shadow=shadow, loads=build_loads(settings, models), tracer=tracer)
 
 
 def freeze_start_up_heap() -> None:

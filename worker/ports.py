@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from worker.core.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request
+from worker.core.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request, Timings
 from worker.core.offsets import TopicPartition as TP
 
 T = TypeVar("T")
@@ -247,6 +247,24 @@ class ModelRunner(Protocol):
         """Validate one request's JSON inputs into the model's item; raises InvalidInput."""
     def run(self, items: Sequence[Any]) -> list[Outcome]:
         """Score items; one Outcome per item, same order. Blocks while computing."""
+
+
+class Tracer(Protocol):
+    """Traces the stream's work (worker/tracing/otel.py): a span per scored batch linked to its requests' trace
+    contexts, a span per reply in its request's trace, and a span for each request answered unscored, dead
+    lettered or dropped as a duplicate. Called by the loop's thread only."""
+
+    def scored(self, scored: Scored, timings: Sequence[Timings], submitted_ms: int) -> list[bytes | None]:
+        """Spans for a batch scored since ``submitted_ms`` (wall clock) and for each of its replies, whose
+        ``timings`` say where its time went; returns each request's reply ``traceparent`` (its reply span's)."""
+
+    def unscored(self, what: str, request_id: str | None, traceparent: bytes | None, topic: str,
+                 code: str | None) -> bytes | None:
+        """A span for a request not scored: ``what`` is ``error reply``, ``dead letter`` or ``duplicate``, sent to
+        ``topic`` (a duplicate: none) with error ``code``; returns the traceparent its record carries."""
+
+    def close(self) -> None:
+        """Export what is still buffered, and stop."""
 
 
 class Scorer(Protocol):

@@ -13,7 +13,8 @@ module tree under tmp_path, so that none of them can pass by checking nothing):
 - the ports (``worker.ports``) import only the core and the standard library;
 - the loop and its policies (``worker.stream``) import only the core, the ports
   (``worker.ports``), the standard library and structlog;
-- the adapters (``worker.kafka``, ``worker.dedup``, ``worker.models``, ``worker.formats``) import no job
+- the adapters (``worker.kafka``, ``worker.dedup``, ``worker.models``, ``worker.formats``, ``worker.tracing``)
+  import no job
   (``worker.jobs``);
 - the jobs import no entry point (``worker.app``, ``worker.cli``, ``worker.__main__``);
 - the producer imports of the worker its core, its Kafka connection code and its registry formats
@@ -39,7 +40,7 @@ CORE = "worker.core"
 PORTS = "worker.ports"
 STREAM = "worker.stream"
 JOBS = "worker.jobs"
-ADAPTERS = ("worker.kafka", "worker.dedup", "worker.models", "worker.formats")
+ADAPTERS = ("worker.kafka", "worker.dedup", "worker.models", "worker.formats", "worker.tracing")
 ENTRY_POINTS = ("worker.app", "worker.cli", "worker.__main__")
 PRODUCER = "producer"
 PRODUCER_MAY_USE = (CORE, "worker.kafka", "worker.formats")

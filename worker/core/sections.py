@@ -227,6 +227,10 @@ class OperationsSettings:
     log_format: LogFormat = _setting("auto", "auto (console on a terminal, else json), json or console")
     log_level: LogLevel = _setting("info", "debug, info, warning or error")
     stats_interval_s: float = _setting(10.0, "seconds between worker_stats log lines; 0 turns them off")
+    otel: bool = _setting(False, "OpenTelemetry spans of each batch and reply (the otel extra; docs/tracing.md), "
+                          "exported as the standard OTEL_* variables say (OTLP/HTTP by default); also on when "
+                          "OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set, off with "
+                          "OTEL_TRACES_EXPORTER=none")
     http_port: int = _setting(0, "serve /metrics (Prometheus), /healthz and /readyz over HTTP on 0.0.0.0 at this "
                               "port; 0 serves nothing. With --processes N, child i serves on this port + i "
                               "(0 .. N-1), the supervisor on none")

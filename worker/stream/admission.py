@@ -26,7 +26,7 @@ from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
 from worker.core.stats import WorkerStats
 from worker.core.wire import ERR_INVALID_REPLY_TO, ERR_UNKNOWN_REPLY_TOPIC
-from worker.ports import RequestDecoder
+from worker.ports import RequestDecoder, Tracer
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.replies import Responder, too_many_tokens
 from worker.stream.topics import TopicDirectory
@@ -36,11 +36,13 @@ class Admission:
     def __init__(self, decoder: RequestDecoder, topics: TopicDirectory, gate: DedupGate, batchers: ModelBatchers,
                  offsets: OffsetTracker, responder: Responder,
                  stats: WorkerStats, clock: Clock, requests_topics: frozenset[str],
-                 park: Callable[[Request], None] | None = None) -> None:
+                 park: Callable[[Request], None] | None = None, tracer: Tracer | None = None) -> None:
         """``decoder``: from records to requests (the wire contract's JSON, or registry-framed);
         ``requests_topics``: what no reply may go to (the worker would answer its own replies); ``park`` holds
-        a fresh request whose model is not loaded yet (stream/residency.py)."""
+        a fresh request whose model is not loaded yet (stream/residency.py); ``tracer`` gives a duplicate its
+        span."""
         self._park = park
+        self._tracer = tracer
         self._decoder = decoder
         self._requests_topics = requests_topics
         self._topics = topics
@@ -93,6 +95,8 @@ class Admission:
                 self.place(request, now, wall_ms)
             else:
                 self._stats.duplicates += 1
+                if self._tracer is not None:
+                    self._tracer.unscored("duplicate", request.id, request.traceparent, "", None)
                 self._offsets.ack((request.position.topic, request.position.partition), request.position.offset)
 
     def place(self, request: Request, now: float, wall_ms: int) -> None:

@@ -44,7 +44,7 @@ from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import BatchingSettings, DeliverySettings, KafkaSettings, OperationsSettings
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
-from worker.ports import DedupStore, RequestDecoder, Scorer, SendTag, Sink, Source, Transactions
+from worker.ports import DedupStore, RequestDecoder, Scorer, SendTag, Sink, Source, Tracer, Transactions
 from worker.stream.admission import Admission
 from worker.stream.commit import commit_policy
 from worker.stream.dedup_gate import DedupGate
@@ -77,7 +77,7 @@ class Worker:
                  stop_requested: StopRequest | None = None, transactions: Transactions | None = None,
                  scorer: Scorer | None = None, stats: WorkerStats | None = None,
                  reloads: Reloads | None = None, shadow: Shadow | None = None,
-                 loads: ModelLoads | None = None) -> None:
+                 loads: ModelLoads | None = None, tracer: Tracer | None = None) -> None:
         """``models``: the model entries served, their batchers and routes; ``decoder``: from polled records to
         requests (the wire contract's JSON, or registry-framed). The sections say the topics and poll limits
         (``kafka``), whether batches wait to fill (``batching``), how often to commit (``delivery``) and how long
@@ -86,26 +86,27 @@ class Worker:
         where the loop counts (default: a new one), for a reader such as the HTTP surface; ``reloads`` has the new
         versions of the models to switch in without a restart (stream/reloads.py; None: none); ``shadow`` scores
         a sample of answered requests with candidate models, off the loop's thread (stream/shadow.py); ``loads``
-        loads models on first use under a memory budget (stream/residency.py; None: all are loaded)."""
+        loads models on first use under a memory budget (stream/residency.py; None: all are loaded); ``tracer``
+        makes spans of batches, replies, dead letters and duplicates (worker/tracing/; None: no tracing)."""
         self._kafka, self._operations = kafka, operations
         self._bounds = step_bounds(kafka, operations)
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
         self._scorer = scorer or InlineScorer(models.runners, clock)
         self._stop_requested = stop_requested or StopRequest(clock)
         self.stats = stats if stats is not None else WorkerStats()
-        self._models, self._reloads, self._shadow = models, reloads, shadow
+        self._models, self._reloads, self._shadow, self._tracer = models, reloads, shadow, tracer
         self._batchers = models.batchers
         self._scoring: str | None = None  # the entry whose batch the scorer has
         offsets = OffsetTracker()
         gate = DedupGate(dedup)
         self._gate = gate
         self._responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, models.routes.default,
-                                    self.stats, self._bounds.settle_s)
+                                    self.stats, self._bounds.settle_s, tracer)
         topics = TopicDirectory(source.list_topics, clock, wait_s=self._bounds.metadata_s)
         self._residency = Residency(models, loads, self._responder, self.stats, clock) if loads else None
         self._admission = Admission(decoder, topics, gate, self._batchers, offsets, self._responder, self.stats,
                                     clock, frozenset([kafka.requests_topic, *models.table.topics()]),
-                                    self._residency.park if self._residency is not None else None)
+                                    self._residency.park if self._residency is not None else None, tracer)
         now = clock.monotonic()
         self._transactional = transactions is not None
         self._commits = commit_policy(source, transactions, offsets, gate, delivery.commit_interval_ms / 1000, now)
@@ -143,6 +144,8 @@ class Worker:
             if self._residency is not None:
                 self._residency.close()
             drain.close()
+            if self._tracer is not None:
+                self._tracer.close()
         unfinished = drain.unfinished()
         log.info("worker_stopped", unfinished=unfinished, deadline_cut=drain.cut, **self.stats.snapshot())
         return unfinished

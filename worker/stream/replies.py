@@ -44,7 +44,7 @@ from worker.core.wire import (
     encode_reply,
     send_size,
 )
-from worker.ports import Completed, Delivery, Outcome, Scored, SendTag, Sink
+from worker.ports import Completed, Delivery, Outcome, Scored, SendTag, Sink, Tracer
 
 log = structlog.get_logger(__name__)
 
@@ -104,10 +104,12 @@ class Responder:
     """Sends every reply and dead letter of the stream. Not thread-safe."""
 
     def __init__(self, sink: Sink[SendTag], reply_topic: str, dead_letter_topic: str, default: Route,
-                 stats: WorkerStats, settle_s: float = SETTLE_S) -> None:
+                 stats: WorkerStats, settle_s: float = SETTLE_S, tracer: Tracer | None = None) -> None:
         """``default``: the model whose name and version a reply carries when its request has no route (it
         could not be read, or named no model); ``settle_s``: the longest wait for a record sent alone
-        (worker/core/refusals.py)."""
+        (worker/core/refusals.py); ``tracer``: spans for batches, replies and dead letters (None: none, and
+        no cost but a test per batch and per error)."""
+        self._tracer = tracer
         self._sink = sink
         self._reply_topic = reply_topic
         self._dead_letter_topic = dead_letter_topic
@@ -122,21 +124,28 @@ class Responder:
         ``claimed``: its id was claimed, and the reply releases the claim."""
         self._stats.error_codes[record.code] += 1
         if record.request_id is None:
+            if self._tracer is not None:
+                self._tracer.unscored("dead letter", None, record.traceparent, self._dead_letter_topic, record.code)
             refused = self._refusals.get(record.position) if self._refusals else None
             if refused is None:
                 self._dead_letter(record, None, record, cut=False)
             else:  # consumed again after its refusal aborted a transaction
                 self._dead_letter_at(refused, record)
             return
-        self._send(reply_to_invalid(record, self._default.model, self._default.version), claimed=claimed)
+        reply = reply_to_invalid(record, self._default.model, self._default.version)
+        if self._tracer is not None:
+            reply.traceparent = self._tracer.unscored("error reply", reply.id, reply.traceparent,
+                                                      reply.reply_to or self._reply_topic, record.code)
+        self._send(reply, claimed=claimed)
 
     def answer(self, request: Request, status: Status, outcome: Outcome, timings: Timings = Timings(),
                batch_size: int = 0) -> None:
-        """Reply to a claimed request."""
-        if status != "ok":
-            self._stats.error_codes[outcome.error_code or status] += 1
-        route = request.route or self._default
-        reply = reply_to_request(request, status, outcome, route.model, route.version, timings, batch_size)
+        """Reply to a claimed request (one not scored, when ``status`` is not ok: a span says why)."""
+        reply = self._reply(request, status, outcome, timings, batch_size)
+        if self._tracer is not None and status != "ok":
+            reply.traceparent = self._tracer.unscored("error reply", reply.id, reply.traceparent,
+                                                      reply.reply_to or self._reply_topic,
+                                                      outcome.error_code or status)
         self._send(reply, claimed=True)
 
     def answer_scored(self, scored: Scored, submitted_ms: int, left: set[TP]) -> None:
@@ -146,10 +155,25 @@ class Responder:
                  if (r.position.topic, r.position.partition) not in left]
         self._stats.handed_over += len(scored.batch) - len(pairs)
         self._stats.record_batch(len(pairs), scored.compute_s, scored.entry)
-        for request, outcome in pairs:
-            timings = stage_timings(request, scored, submitted_ms)
-            self._stats.record_stages(timings)
-            self.answer(request, "ok" if outcome.ok else "error", outcome, timings, len(pairs))
+        timings = [stage_timings(request, scored, submitted_ms) for request, _ in pairs]
+        traceparents: list[bytes | None] = []
+        if self._tracer is not None and pairs:
+            answered = Scored(scored.entry, [r for r, _ in pairs], [o for _, o in pairs], scored.started,
+                              scored.compute_s)
+            traceparents = self._tracer.scored(answered, timings, submitted_ms)
+        for i, (request, outcome) in enumerate(pairs):
+            self._stats.record_stages(timings[i])
+            reply = self._reply(request, "ok" if outcome.ok else "error", outcome, timings[i], len(pairs))
+            if traceparents:
+                reply.traceparent = traceparents[i]
+            self._send(reply, claimed=True)
+
+    def _reply(self, request: Request, status: Status, outcome: Outcome, timings: Timings,
+               batch_size: int) -> Reply:
+        if status != "ok":
+            self._stats.error_codes[outcome.error_code or status] += 1
+        route = request.route or self._default
+        return reply_to_request(request, status, outcome, route.model, route.version, timings, batch_size)
 
     def take_refused(self, deliveries: list[Delivery[SendTag]], resend: bool) -> list[Delivery[SendTag]]:
         """The deliveries left for the commit policy, those of sends made alone meanwhile first. A send
