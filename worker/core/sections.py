@@ -88,8 +88,9 @@ class DedupSettings:
     """Where answered request ids are remembered (Redis, or memory://), and for how long."""
 
     redis_url: str = _setting(
-        "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS; memory:// keeps it in "
-        "this process (one worker only)")
+        "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS, "
+        "redis+sentinel://host:port[,host:port...]/service[/db] through Sentinels (follows a failover; "
+        "docs/operations.md); memory:// keeps it in this process (one worker only)")
     redis_password_file: str = _setting(
         "", "file holding the Redis password (of the URL's ACL user, or the default user): a mounted secret, "
         "instead of a password in REDIS_URL")
@@ -101,9 +102,10 @@ class DedupSettings:
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "dedup_ttl_s", "dedup_lease_ms")
-        if self.redis_url and urlsplit(self.redis_url).scheme not in ("redis", "rediss", "unix", "memory"):
-            raise ConfigError("REDIS_URL must start with redis://, rediss://, unix:// or memory://, got "
-                              f"{redact_url(self.redis_url)!r}")
+        if self.redis_url and urlsplit(self.redis_url).scheme not in ("redis", "rediss", "unix", "memory",
+                                                                      "redis+sentinel"):
+            raise ConfigError("REDIS_URL must start with redis://, rediss://, unix://, redis+sentinel:// or "
+                              f"memory://, got {redact_url(self.redis_url)!r}")
         _validate_redis_secrets(self)
 
     def __repr__(self) -> str:
@@ -279,10 +281,10 @@ def setting_names(name: str) -> str:
 def redact_url(url: str) -> str:
     """The URL without its password, for logs."""
     parts = urlsplit(url)
-    if parts.password is None:
+    credentials, at, hosts = parts.netloc.rpartition("@")  # hosts: host:port, or several (Sentinels)
+    if not at or ":" not in credentials:
         return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit(parts._replace(netloc=f"{credentials.partition(':')[0]}:***@{hosts}"))
 
 
 def check_kafka_client(name: str) -> None:

@@ -18,6 +18,7 @@ import orjson
 import redis
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from worker.core.bounds import STORE_CONNECT_S, STORE_READ_S, STORE_RETRIES, STORE_RETRY_GAP_S
 from worker.core.errors import ConfigError, ServiceUnavailable, StoreUnavailable, WorkerError
@@ -162,11 +163,43 @@ def connect_redis(url: str, password_file: str = "", ca_file: str = "", connect_
                                "retry": Retry(ConstantBackoff(STORE_RETRY_GAP_S), STORE_RETRIES)}
     if password_file:
         options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
+    if urlsplit(url).scheme == SENTINEL_SCHEME:
+        return _through_sentinels(url, options, connect_s, read_s)
     if urlsplit(url).scheme == "rediss":
         options.update(ssl_cert_reqs="required", ssl_check_hostname=True)
         if ca_file:
             options["ssl_ca_certs"] = ca_file
     return redis.Redis.from_url(url, **options)
+
+
+SENTINEL_SCHEME = "redis+sentinel"
+
+
+def _through_sentinels(url: str, options: dict[str, Any], connect_s: float, read_s: float) -> redis.Redis:
+    """A client of the primary that the Sentinels of ``url`` name: ``redis+sentinel://[user[:password]@]host:port
+    [,host:port ...]/service[/db]``. It asks them again whenever a connection fails, so it follows a failover;
+    the user and password (or REDIS_PASSWORD_FILE) are the primary's, the Sentinels are asked without. Raises
+    ConfigError for a URL without Sentinels or a service name."""
+    parts = urlsplit(url)
+    where = parts.netloc.rpartition("@")[2]
+    sentinels = []
+    for host_port in filter(None, where.split(",")):
+        host, _, port = host_port.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"REDIS_URL={redact_url(url)}: each Sentinel is host:port, got {host_port!r}")
+        sentinels.append((host.strip("[]"), int(port)))
+    path = [part for part in parts.path.split("/") if part]
+    if not sentinels or not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+        raise ConfigError(f"REDIS_URL={redact_url(url)}: write redis+sentinel://host:port[,host:port...]/SERVICE[/DB], "
+                          "SERVICE being the name the Sentinels monitor the primary under")
+    if parts.username:
+        options["username"] = parts.username
+    if parts.password and "password" not in options:
+        options["password"] = parts.password
+    watchers = Sentinel(sentinels, socket_timeout=read_s, socket_connect_timeout=connect_s)  # type: ignore[no-untyped-call]
+    primary: redis.Redis = watchers.master_for(  # type: ignore[no-untyped-call]
+        path[0], redis_class=redis.Redis, db=int(path[1]) if len(path) == 2 else 0, **options)
+    return primary
 
 
 def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
