@@ -40,6 +40,8 @@ from typing import Any
 import structlog
 
 from producer.inflight import InFlight, Pending
+from producer.ports import Headers
+from producer.tracing import ClientTracing
 from producer.transport import CLOSE_TIMEOUT_S, PublishTimeout, open_publisher, open_reply_reader
 from worker.core.errors import ServiceUnavailable
 from worker.core.formats import JSON as JSON_REQUESTS
@@ -132,6 +134,7 @@ class ScoringClient:
         self._encode = request_encoder(formats, requests_topic, request_schema)
         self.requests_topic = requests_topic
         self.reply_topic = reply_topic or f"{requests_topic}.replies"
+        self._tracing = ClientTracing(self.requests_topic, self.reply_topic)
         self.timeout_s = timeout_s
         self.retries = retries
         self._inflight: InFlight[Future[Reply]] = InFlight()
@@ -203,13 +206,15 @@ class ScoringClient:
                 pending = None
             if pending is None:
                 future: Future[Reply] = Future()
-                self._inflight.add(request_id, future, value, now, timeout_s, self.retries)
+                end_send, headers = self._tracing.send(request_id)
+                self._inflight.add(request_id, future, value, now, timeout_s, self.retries, headers)
                 gives_up_at = now + timeout_s
             else:
-                future, gives_up_at = pending.waiter, pending.gives_up_at
+                future, gives_up_at, end_send, headers = pending.waiter, pending.gives_up_at, _sent, pending.headers
         if pending is None:
             future.add_done_callback(partial(self._forget_if_cancelled, request_id))
-        self._send_first(request_id, value, future, gives_up_at - now, is_new=pending is None)
+        self._send_first(request_id, value, future, gives_up_at - now, is_new=pending is None, headers=headers,
+                         sent=end_send)
         return future
 
     def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
@@ -307,10 +312,11 @@ class ScoringClient:
             raise ServiceUnavailable(f"cannot send to the requests topic: {exc}") from None
 
     def _send_first(self, request_id: str, value: bytes, future: Future[Reply], timeout_s: float,
-                    is_new: bool) -> None:
-        """The caller's send: waits at most ``timeout_s``, then fails the request (ReplyTimeout)."""
+                    is_new: bool, headers: Headers = (), sent: Callable[[], None] | None = None) -> None:
+        """The caller's send: waits at most ``timeout_s``, then fails the request (ReplyTimeout). ``sent`` runs
+        once the broker has the record, or it is lost (it ends the send span)."""
         try:
-            self._publish(request_id, value, future, max(timeout_s, 0.0))
+            self._publish(request_id, value, future, max(timeout_s, 0.0), headers, sent)
         except PublishTimeout as exc:
             total = self._forget(request_id, future)
             waited = f"{total:g} s" if total is not None else "its timeout"
@@ -321,19 +327,22 @@ class ScoringClient:
                 self._forget(request_id, future)
             raise
 
-    def _resend(self, request_id: str, value: bytes, future: Future[Reply]) -> None:
+    def _resend(self, request_id: str, value: bytes, future: Future[Reply], headers: Headers) -> None:
         """On the reader's thread: never waits; a resend that cannot be queued at once is skipped (the request
         still ends at its timeout)."""
         with contextlib.suppress(PublishTimeout):
-            self._publish(request_id, value, future, 0.0)
+            self._publish(request_id, value, future, 0.0, headers)
 
-    def _publish(self, request_id: str, value: bytes, future: Future[Reply], timeout_s: float) -> None:
+    def _publish(self, request_id: str, value: bytes, future: Future[Reply], timeout_s: float,
+                 headers: Headers = (), sent: Callable[[], None] | None = None) -> None:
         """One send of the request, counted in its ``queued`` once the producer took it."""
         def on_done(_partition: int | None, error: BaseException | None) -> None:
+            if sent is not None:
+                sent()
             if error is not None and self._forget(request_id, future) is not None:
                 _resolve(future, error=error)
 
-        self._publisher.publish(self.requests_topic, request_id.encode(), value, on_done, timeout_s)
+        self._publisher.publish(self.requests_topic, request_id.encode(), value, on_done, timeout_s, headers)
         with self._lock:
             pending = self._inflight.get(request_id)
             if pending is not None and pending.waiter is future:
@@ -359,7 +368,7 @@ class ScoringClient:
         try:
             while not self._closing.is_set():
                 for record in self._replies.poll(POLL_S):
-                    self._deliver(record.key, record.value)
+                    self._deliver(record.key, record.value, record.headers)
                 self._resend_or_expire()
                 self._publisher.serve()  # confluent-kafka reports failed sends only from inside a call
         except Exception as exc:  # the reader is gone: nobody would resolve what is in flight
@@ -370,12 +379,14 @@ class ScoringClient:
                 _resolve(pending.waiter, error=exc)
             self._closing.set()
 
-    def _deliver(self, key: bytes | None, value: bytes | None) -> None:
+    def _deliver(self, key: bytes | None, value: bytes | None, headers: Headers = ()) -> None:
         if key is None or value is None:
             return
+        request_id = key.decode("utf-8", "replace")
         with self._lock:
-            pending = self._inflight.answer(key.decode("utf-8", "replace"), time.monotonic())
+            pending = self._inflight.answer(request_id, time.monotonic())
         if pending is not None:
+            self._tracing.received(request_id, headers)
             try:
                 _resolve(pending.waiter, reply=decode_reply(value))
             except ValueError as exc:  # not JSON: the reply topic is written by something else too
@@ -384,9 +395,9 @@ class ScoringClient:
     def _resend_or_expire(self) -> None:
         with self._lock:
             due = self._inflight.take_due(time.monotonic())
-            resend = [(i, v, p.waiter) for i, v in due.resend if (p := self._inflight.get(i)) is not None]
-        for request_id, value, future in resend:
-            self._resend(request_id, value, future)
+            resend = [(i, v, p.waiter, p.headers) for i, v in due.resend if (p := self._inflight.get(i)) is not None]
+        for request_id, value, future, headers in resend:
+            self._resend(request_id, value, future, headers)
         for request_id, pending in due.expired:
             _resolve(pending.waiter, error=self._timeout(request_id, pending))
 
@@ -407,6 +418,10 @@ class ScoringClient:
             return self._publisher.close(timeout_s)
         finally:
             self._replies.close()
+
+
+def _sent() -> None:
+    """A send of a request already in flight: its span is the first send's."""
 
 
 class Outstanding:

@@ -22,6 +22,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from producer.ports import Headers
+
 F = TypeVar("F")  # whatever stands for the caller waiting on the reply (a Future)
 
 LATE_WINDOW_S = 600.0  # how long an id given up on is remembered, to count a late reply for it
@@ -38,6 +40,7 @@ class Pending(Generic[F]):
     due_at: float = 0.0  # next resend, or the give-up time after the last send
     started_at: float = 0.0
     queued: int = 0  # sends the client library took (the table counts the sends due in ``sends``)
+    headers: Headers = ()  # the request record's headers (its trace context), for resends
 
     @property
     def gives_up_at(self) -> float:
@@ -71,7 +74,8 @@ class InFlight(Generic[F]):
     def get(self, request_id: str) -> Pending[F] | None:
         return self._pending.get(request_id)
 
-    def add(self, request_id: str, waiter: F, value: bytes, now: float, timeout_s: float, retries: int) -> None:
+    def add(self, request_id: str, waiter: F, value: bytes, now: float, timeout_s: float, retries: int,
+            headers: Headers = ()) -> None:
         """Track a request just sent. Raises ValueError if ``request_id`` is in flight already."""
         if request_id in self._pending:
             raise ValueError(f"request {request_id} is already in flight")
@@ -79,7 +83,8 @@ class InFlight(Generic[F]):
             raise ValueError(f"need timeout_s > 0 and retries >= 0, got {timeout_s} and {retries}")
         interval = timeout_s / (retries + 1)
         self._given_up.pop(request_id, None)  # sent again: a reply for it now answers this request
-        self._pending[request_id] = Pending(waiter, value, interval, 1, retries + 1, now + interval, now)
+        self._pending[request_id] = Pending(waiter, value, interval, 1, retries + 1, now + interval, now,
+                                            headers=headers)
         self._push(now + interval, request_id)
 
     def answer(self, request_id: str, now: float) -> Pending[F] | None:

@@ -9,8 +9,10 @@ this module, never the chooser that imports the transport.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
+
+Headers = Sequence[tuple[str, bytes]]  # a record's headers, as sent
 
 # What a publish comes to: (partition, None) once the broker took the record, (None, error) if it was lost.
 OnDone = Callable[[int | None, BaseException | None], None]
@@ -46,8 +48,9 @@ class Publisher(Protocol):
         ...
 
     def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone,
-                timeout_s: float | None = None) -> None:
-        """Queue one record; ``on_done`` runs exactly once with its partition or the error that lost it.
+                timeout_s: float | None = None, headers: Headers = ()) -> None:
+        """Queue one record, with ``headers``; ``on_done`` runs exactly once with its partition or the error
+        that lost it.
 
         Blocks while kafka-python has no metadata for the topic (see ``prepare``)
         or librdkafka's send buffer is full, at most ``timeout_s`` (None: the

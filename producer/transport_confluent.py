@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from producer.ports import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
+from producer.ports import CLOSE_TIMEOUT_S, Headers, OnDone, PublishTimeout, Record
 from producer.transport_logs import QuietClientLog
 from worker.core.security import KafkaSecurity
 from worker.kafka.confluent.connection import client_config
@@ -75,12 +75,13 @@ class ConfluentPublisher:
         """Nothing to wait for: librdkafka fetches the metadata while records wait in its queue."""
 
     def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone,
-                timeout_s: float | None = None) -> None:
+                timeout_s: float | None = None, headers: Headers = ()) -> None:
         """Also serves the delivery reports due; waits (serving them) up to ``timeout_s`` (None: MAX_BLOCK_S)
         for room in a full queue."""
         limit = MAX_BLOCK_S if timeout_s is None else timeout_s
         try:
-            produce(self._producer, topic, key, value, partial(_delivered, on_done), max_block_s=limit)
+            produce(self._producer, topic, key, value, partial(_delivered, on_done), list(headers) or None,
+                    max_block_s=limit)
         except BufferError:  # the queue stayed full
             raise PublishTimeout(f"librdkafka's send queue stayed full for {limit:g} s (is the broker "
                                  "taking records?)") from None

@@ -10,7 +10,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
-from producer.ports import CLOSE_TIMEOUT_S, OnDone, PublishTimeout, Record
+from producer.ports import CLOSE_TIMEOUT_S, Headers, OnDone, PublishTimeout, Record
 from worker.core.security import KafkaSecurity
 from worker.kafka.kafka_python.connection import client_config
 from worker.kafka.kafka_python.consumer import fetch
@@ -50,7 +50,7 @@ class KafkaPythonPublisher:
                     raise self._no_metadata(topic, timeout_s) from None
 
     def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone,
-                timeout_s: float | None = None) -> None:
+                timeout_s: float | None = None, headers: Headers = ()) -> None:
         """Waits for the topic's metadata at most ``timeout_s`` plus 0.1 s."""
         limit = DEFAULT_MAX_BLOCK_S if timeout_s is None else timeout_s
         deadline = time.monotonic() + limit
@@ -58,7 +58,7 @@ class KafkaPythonPublisher:
         try:
             while True:
                 try:
-                    sent = self._producer.send(topic, key=key, value=value)
+                    sent = self._producer.send(topic, key=key, value=value, headers=list(headers))
                     break
                 except KafkaTimeoutError:
                     if time.monotonic() >= deadline:

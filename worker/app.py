@@ -481,7 +481,8 @@ def _broker_admin(kafka: KafkaSettings) -> BrokerAdmin:
 def build_tracer(settings: Settings, environ: Mapping[str, str],
                  provider: Any = None) -> Tracer | None:
     """OpenTelemetry spans when --otel or the OTEL_* variables ask for them (None: no tracing), over ``provider``
-    (an opentelemetry TracerProvider; default: one exporting as the variables say). Raises ConfigError when the
+    (an opentelemetry TracerProvider, left running at the end; default: one exporting as the variables say,
+    shut down at the end). Raises ConfigError when the
     otel extra is not installed, or for an exporter not supported."""
     if provider is None and not otel_wanted(settings.operations.otel, environ):
         return None
@@ -490,7 +491,8 @@ def build_tracer(settings: Settings, environ: Mapping[str, str],
     except ImportError as exc:
         raise ConfigError(f"tracing (--otel, OTEL_*) needs the otel extra: pip install 'streamscore[otel]' ({exc})") \
             from None
-    tracer = OtelTracer(provider or provider_from_environment(environ), settings.kafka.reply_topic)
+    tracer = OtelTracer(provider or provider_from_environment(environ), settings.kafka.reply_topic,
+                        owned=provider is None)
     log.info("tracing", exporter=environ.get("OTEL_TRACES_EXPORTER", "otlp") if provider is None else "given")
     return tracer
 

@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 import producer.client as client_module
 import producer.transport_kafka_python as kafka_python_transport
 from producer import AsyncScoringClient, ReplyTimeout, ScoringClient
+from producer.ports import Headers
 from producer.transport import OnDone, PublishTimeout
 from worker.core.errors import ServiceUnavailable
 
@@ -117,7 +118,7 @@ class StalledPublisher:
         """Pretends the metadata came at construction, as it does while the broker is up."""
 
     def publish(self, topic: str, key: bytes | None, value: bytes, on_done: OnDone,
-                timeout_s: float | None = None) -> None:
+                timeout_s: float | None = None, headers: Headers = ()) -> None:
         self.given_s.append(timeout_s)
         self._never.wait(timeout_s)  # stands for kafka-python's wait on metadata
         raise PublishTimeout(f"no metadata for topic {topic!r} within {timeout_s:g} s")

@@ -33,7 +33,7 @@ class StandInBroker:
     def prepare(self, topic, timeout_s):
         pass
 
-    def publish(self, topic, key, value, on_done, timeout_s=None):
+    def publish(self, topic, key, value, on_done, timeout_s=None, headers=()):
         body = orjson.loads(value)
         self.sent.append(body)
         reply = {"id": body["id"], "status": "ok", "outputs": [0.5],

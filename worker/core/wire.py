@@ -323,6 +323,24 @@ def _traceparent(headers: dict[str, bytes]) -> bytes | None:
     return traceparent
 
 
+def parse_traceparent(traceparent: bytes | None) -> tuple[int, int, int] | None:
+    """The trace id, parent span id and flags of a W3C ``traceparent`` (version 00, or a later version read as
+    00 says); None for a missing or malformed one, or all-zero ids."""
+    if traceparent is None or len(traceparent) < 55 or traceparent[:2] == b"ff" \
+            or (traceparent[:2] == b"00" and len(traceparent) != 55) \
+            or traceparent[2:3] + traceparent[35:36] + traceparent[52:53] != b"---":
+        return None
+    try:
+        trace_id, span_id, flags = int(traceparent[3:35], 16), int(traceparent[36:52], 16), int(traceparent[53:55], 16)
+    except ValueError:
+        return None
+    return (trace_id, span_id, flags) if trace_id and span_id else None
+
+
+def format_traceparent(trace_id: int, span_id: int, flags: int) -> bytes:
+    return f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}".encode()
+
+
 def _valid_id(value: object) -> bool:
     return isinstance(value, str) and 1 <= len(value) <= MAX_ID_LENGTH
 

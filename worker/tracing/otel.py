@@ -42,6 +42,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanK
 
 from worker.core.errors import ConfigError
 from worker.core.messages import Timings
+from worker.core.wire import format_traceparent, parse_traceparent
 from worker.ports import Scored
 
 SERVICE_NAME = "streamscore-worker"
@@ -49,10 +50,10 @@ SERVICE_NAME = "streamscore-worker"
 
 class OtelTracer:
     """The Tracer port (worker/ports.py) over an OpenTelemetry ``provider``; replies go to ``reply_topic`` unless
-    a request names its own."""
+    a request names its own. ``owned``: the provider is this tracer's, shut down by ``close`` (else its owner's)."""
 
-    def __init__(self, provider: trace.TracerProvider, reply_topic: str) -> None:
-        self._provider = provider
+    def __init__(self, provider: trace.TracerProvider, reply_topic: str, owned: bool = True) -> None:
+        self._provider, self._owned = provider, owned
         self._tracer = provider.get_tracer("streamscore")
         self._reply_topic = reply_topic
 
@@ -100,9 +101,9 @@ class OtelTracer:
         return _traceparent(span)
 
     def close(self) -> None:
-        """Export what is still buffered, and stop."""
+        """Export what is still buffered, and stop (a provider given by its owner is left running)."""
         shutdown = getattr(self._provider, "shutdown", None)
-        if shutdown is not None:
+        if self._owned and shutdown is not None:
             shutdown()
 
 
@@ -126,18 +127,12 @@ def provider_from_environment(environ: Mapping[str, str]) -> TracerProvider:
 
 
 def _context(traceparent: bytes | None) -> Context | None:
-    """The trace context a request's ``traceparent`` names (W3C Trace Context, version 00 or a later one read as
-    00 says); None without a valid one. Read by hand: the SDK's propagator took most of tracing's cost."""
-    if traceparent is None or len(traceparent) < 55 or traceparent[2:3] != b"-" or traceparent[35:36] != b"-" \
-            or traceparent[52:53] != b"-" or traceparent[:2] == b"ff" or (traceparent[:2] == b"00"
-                                                                         and len(traceparent) != 55):
+    """The trace context a request's ``traceparent`` names; None without a valid one. Read by hand
+    (core/wire.py): the SDK's propagator took a tenth of tracing's cost."""
+    parsed = parse_traceparent(traceparent)
+    if parsed is None:
         return None
-    try:
-        trace_id, span_id, flags = int(traceparent[3:35], 16), int(traceparent[36:52], 16), int(traceparent[53:55], 16)
-    except ValueError:
-        return None
-    if not trace_id or not span_id:
-        return None
+    trace_id, span_id, flags = parsed
     parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags))
     return trace.set_span_in_context(NonRecordingSpan(parent))
 
@@ -145,6 +140,4 @@ def _context(traceparent: bytes | None) -> Context | None:
 def _traceparent(span: Span) -> bytes | None:
     """The W3C ``traceparent`` of ``span`` (None for an invalid one: a span of a no-op provider)."""
     context = span.get_span_context()
-    if not context.is_valid:
-        return None
-    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}".encode()
+    return format_traceparent(context.trace_id, context.span_id, context.trace_flags) if context.is_valid else None
