@@ -5,12 +5,13 @@ done marks died with the primary) is printed (``-s``) and bounded, not asserted 
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
 import redis
 
-from tests.integration.kit import TopicReader, start_worker
+from tests.integration.kit import TopicReader, start_worker, wait_until
 from tests.integration.sentinels import SentinelSet
 
 REQUESTS = 1200
@@ -64,3 +65,32 @@ def test_the_worker_follows_a_sentinel_failover_and_loses_nothing(
     assert len(twice) <= REQUESTS // 10, twice  # a duplicate, never a loss: bounded by what was in flight
     assert len(by_id) - marks <= REQUESTS // 10  # lost: only those not yet replicated when the primary died
     assert "dedup_recovered" in worker.log()  # it saw the primary go, paused, and found the new one
+
+
+def test_with_dedup_min_replicas_offsets_wait_for_the_done_marks_on_a_replica(
+        bootstrap, topics, producer, tmp_path, kafka_client):
+    sentinels = SentinelSet(tmp_path).start()
+    try:
+        worker = start_worker(bootstrap, sentinels.url, topics, tmp_path, "--kafka-client", kafka_client,
+                              "--dedup-min-replicas", "1")
+        producer.send_requests(topics.requests, "ok", [VALUES] * 100)
+        replies = TopicReader(bootstrap, topics.replies)
+        replies.read_until(lambda got: len(got.by_id()) >= 100, 120, "a reply to every request", watch=worker)
+        assert worker.stop() == 0
+        replica = redis.Redis(port=sentinels.data_ports[1])
+        on_replica = sum(1 for _ in replica.scan_iter(match=f"{topics.requests}:done:*", count=1000))
+
+        more = start_worker(bootstrap, sentinels.url, topics, tmp_path, "--kafka-client", kafka_client,
+                            "--dedup-min-replicas", "2", "--shutdown-timeout-s", "5", name="two-replicas")
+        producer.send_requests(topics.requests, "more", [VALUES] * 20)
+        replies.read_until(lambda got: len(got.by_id()) >= 120, 120, "the replies, sent before the done marks",
+                           watch=more)
+        wait_until(lambda: "of dedup_min_replicas=2 Redis replicas" in more.log(), 30,
+                   "the done marks refused for want of replicas")
+        more.process.send_signal(signal.SIGTERM)
+        assert more.process.wait(60) == 4, more.log()  # stopped with records unfinished (uncommitted)
+    finally:
+        sentinels.stop()
+    assert on_replica == 100  # every done mark was on the replica before its offset was committed
+    stopped = [e for e in more.events() if e.get("event") == "worker_stopped"][0]
+    assert stopped["unfinished"] == 20  # nothing committed: the next owner gets them again, and dedups them

@@ -31,3 +31,8 @@ def test_a_sentinel_url_without_its_sentinels_ports_or_service_is_refused(url):
 def test_the_setting_accepts_the_scheme_and_a_log_never_shows_the_password():
     DedupSettings(redis_url="redis+sentinel://a:1,b:2/streamscore")
     assert redact_url("redis+sentinel://u:pw@a:1,b:2/m/0") == "redis+sentinel://u:***@a:1,b:2/m/0"
+
+
+def test_replicas_asked_of_the_in_process_store_stop_the_worker_naming_the_setting():
+    with pytest.raises(ConfigError, match="dedup_min_replicas needs Redis"):
+        DedupSettings(redis_url="memory://", dedup_min_replicas=1)

@@ -99,9 +99,17 @@ class DedupSettings:
     dedup_namespace: str = _setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
     dedup_ttl_s: int = _setting(86_400, "how long an answered request id is remembered")
     dedup_lease_ms: int = _setting(300_000, "how long a claim on a request id holds while it is scored")
+    dedup_min_replicas: int = _setting(0, "wait until this many Redis replicas have a batch's done marks (WAIT) "
+                                       "before its offsets may be committed, so that a failover loses none; "
+                                       "fewer pauses consumption as a Redis outage does. 0: do not wait "
+                                       "(docs/operations.md)")
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "dedup_ttl_s", "dedup_lease_ms")
+        _at_least(self, 0, "dedup_min_replicas")
+        if self.dedup_min_replicas and self.redis_url.startswith("memory://"):
+            raise ConfigError("dedup_min_replicas needs Redis (REDIS_URL redis://, rediss:// or redis+sentinel://): "
+                              "memory:// has no replicas")
         if self.redis_url and urlsplit(self.redis_url).scheme not in ("redis", "rediss", "unix", "memory",
                                                                       "redis+sentinel"):
             raise ConfigError("REDIS_URL must start with redis://, rediss://, unix://, redis+sentinel:// or "

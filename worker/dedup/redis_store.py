@@ -92,9 +92,12 @@ class RedisDedupStore:
 
     def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *,
                  password_file: str = "", ca_file: str = "", connect_s: float = STORE_CONNECT_S,
-                 read_s: float = STORE_READ_S) -> None:
+                 read_s: float = STORE_READ_S, min_replicas: int = 0) -> None:
         """``connect_s`` and ``read_s`` bound a connection and an answer (each command may be tried
-        1 + STORE_RETRIES times)."""
+        1 + STORE_RETRIES times); ``min_replicas``: how many replicas must have the done marks before
+        ``complete`` returns (Redis WAIT, for at most half of ``read_s``)."""
+        self._min_replicas = min_replicas
+        self._replica_wait_ms = max(1, int(read_s * 1000 / 2))
         self._redis = connect_redis(url, password_file, ca_file, connect_s, read_s)
         self._ns = namespace
         self._ttl_s = ttl_s
@@ -118,8 +121,18 @@ class RedisDedupStore:
         if not done:
             return
         ids = orjson.dumps([entry.id for entry in done])
-        self._classified(lambda: self._complete(args=[self._ns, self._ttl_s, ids,
-                                                      *(entry.reply or b"" for entry in done)]))
+        args: list[bytes | str | int] = [self._ns, self._ttl_s, ids, *(entry.reply or b"" for entry in done)]
+        if not self._min_replicas:
+            self._classified(lambda: self._complete(args=args))
+            return
+        # WAIT counts the writes of its own connection: the script and it go down one pipeline, one connection.
+        pipe = self._redis.pipeline(transaction=False)
+        self._complete(args=args, client=pipe)
+        pipe.wait(self._min_replicas, self._replica_wait_ms)
+        replicas = self._classified(pipe.execute)[-1]
+        if replicas < self._min_replicas:  # the script ran: running it again writes the same marks
+            raise StoreUnavailable(f"only {replicas} of dedup_min_replicas={self._min_replicas} Redis replicas "
+                                   f"acknowledged the done marks within {self._replica_wait_ms} ms")
 
     def _classified(self, call: Callable[[], T]) -> T:
         """Run one command; a connection error, a timeout or a transient reply becomes StoreUnavailable (the
