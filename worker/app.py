@@ -35,6 +35,7 @@ from worker.core.shutdown import StopRequest
 from worker.core.stats import ServedModel, WorkerStats
 from worker.core.timerange import TimeRange
 from worker.dedup.memory import InMemoryDedupStore
+from worker.dedup.redis_cluster import CLUSTER_SCHEME, RedisClusterDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
 from worker.formats import codecs
 from worker.formats.schemas import RegistrySchemas
@@ -249,11 +250,17 @@ def build_decoder(settings: Settings, routes: Routes) -> RequestDecoder:
 def build_dedup(dedup: DedupSettings, bounds: StepBounds, clock: SystemClock) -> DedupStore:
     if dedup.redis_url.startswith("memory://"):
         return InMemoryDedupStore(clock, dedup.dedup_ttl_s, dedup.dedup_lease_ms)
-    store = RedisDedupStore(dedup.redis_url, dedup.dedup_namespace, dedup.dedup_ttl_s,
-                            dedup.dedup_lease_ms, password_file=dedup.redis_password_file,
-                            ca_file=dedup.redis_ca_file, connect_s=bounds.store_connect_s,
-                            read_s=bounds.store_read_s, min_replicas=dedup.dedup_min_replicas)
+    store: RedisDedupStore | RedisClusterDedupStore
     try:
+        if dedup.redis_url.startswith(f"{CLUSTER_SCHEME}:"):
+            store = RedisClusterDedupStore(dedup.redis_url, dedup.dedup_namespace, dedup.dedup_ttl_s,
+                                           dedup.dedup_lease_ms, password_file=dedup.redis_password_file,
+                                           connect_s=bounds.store_connect_s, read_s=bounds.store_read_s)
+        else:
+            store = RedisDedupStore(dedup.redis_url, dedup.dedup_namespace, dedup.dedup_ttl_s,
+                                    dedup.dedup_lease_ms, password_file=dedup.redis_password_file,
+                                    ca_file=dedup.redis_ca_file, connect_s=bounds.store_connect_s,
+                                    read_s=bounds.store_read_s, min_replicas=dedup.dedup_min_replicas)
         store.ping()  # fail at start, naming the setting, rather than at the first batch
     except redis.RedisError as exc:
         raise start_failure(exc, dedup.redis_url, dedup.redis_ca_file) from None

@@ -90,7 +90,8 @@ class DedupSettings:
     redis_url: str = _setting(
         "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS, "
         "redis+sentinel://host:port[,host:port...]/service[/db] through Sentinels (follows a failover; "
-        "docs/operations.md); memory:// keeps it in this process (one worker only)")
+        "docs/operations.md), redis+cluster://host:port[,host:port...] a Redis Cluster; memory:// keeps it in "
+        "this process (one worker only)")
     redis_password_file: str = _setting(
         "", "file holding the Redis password (of the URL's ACL user, or the default user): a mounted secret, "
         "instead of a password in REDIS_URL")
@@ -111,9 +112,12 @@ class DedupSettings:
             raise ConfigError("dedup_min_replicas needs Redis (REDIS_URL redis://, rediss:// or redis+sentinel://): "
                               "memory:// has no replicas")
         if self.redis_url and urlsplit(self.redis_url).scheme not in ("redis", "rediss", "unix", "memory",
-                                                                      "redis+sentinel"):
-            raise ConfigError("REDIS_URL must start with redis://, rediss://, unix://, redis+sentinel:// or "
-                              f"memory://, got {redact_url(self.redis_url)!r}")
+                                                                      "redis+sentinel", "redis+cluster"):
+            raise ConfigError("REDIS_URL must start with redis://, rediss://, unix://, redis+sentinel://, "
+                              f"redis+cluster:// or memory://, got {redact_url(self.redis_url)!r}")
+        if self.dedup_min_replicas and self.redis_url.startswith("redis+cluster:"):
+            raise ConfigError("dedup_min_replicas is not supported on a Redis Cluster (redis+cluster://) yet: "
+                              "unset it, or use a primary and replicas behind Sentinel (redis+sentinel://)")
         _validate_redis_secrets(self)
 
     def __repr__(self) -> str:

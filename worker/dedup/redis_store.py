@@ -135,32 +135,36 @@ class RedisDedupStore:
                                    f"acknowledged the done marks within {self._replica_wait_ms} ms")
 
     def _classified(self, call: Callable[[], T]) -> T:
-        """Run one command; a connection error, a timeout or a transient reply becomes StoreUnavailable (the
-        gate pauses and retries), anything else a ConfigError naming the cause (the worker stops: an ACL
-        that forbids the scripts' commands, wrong credentials, a key of another type under the namespace)."""
-        try:
-            return call()
-        except (redis.AuthenticationError, redis.exceptions.AuthorizationError,
-                redis.exceptions.AuthenticationWrongNumberOfArgsError) as exc:
-            raise ConfigError(f"Redis refused the credentials while running ({exc}): check REDIS_URL's user "
-                              "and REDIS_PASSWORD_FILE (were they rotated?)") from exc
-        except redis.exceptions.NoPermissionError as exc:
-            raise ConfigError(f"Redis refused a command: {exc}. The ACL user of REDIS_URL needs "
-                              f"+evalsha +eval +script|load +ping on ~{self._ns}:* and the scripts' commands "
-                              "(+exists +get +set +del)") from exc
-        except (redis.ConnectionError, redis.TimeoutError, *_TRANSIENT_ERRORS) as exc:
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        except redis.ResponseError as exc:
-            said = str(exc)
-            if said.startswith(_TRANSIENT_REPLIES):
-                raise StoreUnavailable(f"Redis answered {said}") from exc
-            hint = (f"a key under --dedup-namespace={self._ns!r} holds another type: another application writes "
-                    "there; choose another namespace" if "WRONGTYPE" in said else
-                    "no retry can cure it; check the server's version (Lua scripting is needed) and its ACL")
-            raise ConfigError(f"Redis answered an error: {said} ({hint})") from exc
+        return classified(call, self._ns)
 
     def close(self) -> None:
         self._redis.close()
+
+
+def classified(call: Callable[[], T], namespace: str) -> T:
+    """Run one command; a connection error, a timeout or a transient reply becomes StoreUnavailable (the
+    gate pauses and retries), anything else a ConfigError naming the cause (the worker stops: an ACL
+    that forbids the scripts' commands, wrong credentials, a key of another type under the namespace)."""
+    try:
+        return call()
+    except (redis.AuthenticationError, redis.exceptions.AuthorizationError,
+            redis.exceptions.AuthenticationWrongNumberOfArgsError) as exc:
+        raise ConfigError(f"Redis refused the credentials while running ({exc}): check REDIS_URL's user "
+                          "and REDIS_PASSWORD_FILE (were they rotated?)") from exc
+    except redis.exceptions.NoPermissionError as exc:
+        raise ConfigError(f"Redis refused a command: {exc}. The ACL user of REDIS_URL needs "
+                          f"+evalsha +eval +script|load +ping on ~{namespace}:* and the scripts' commands "
+                          "(+exists +get +set +del)") from exc
+    except (redis.ConnectionError, redis.TimeoutError, *_TRANSIENT_ERRORS) as exc:
+        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+    except redis.ResponseError as exc:
+        said = str(exc)
+        if said.startswith(_TRANSIENT_REPLIES):
+            raise StoreUnavailable(f"Redis answered {said}") from exc
+        hint = (f"a key under --dedup-namespace={namespace!r} holds another type: another application writes "
+                "there; choose another namespace" if "WRONGTYPE" in said else
+                "no retry can cure it; check the server's version (Lua scripting is needed) and its ACL")
+        raise ConfigError(f"Redis answered an error: {said} ({hint})") from exc
 
 
 def connect_redis(url: str, password_file: str = "", ca_file: str = "", connect_s: float = STORE_CONNECT_S,

@@ -1,0 +1,56 @@
+"""The dedup store on a three-primary Redis Cluster (``redis+cluster://``), on real Kafka, on both clients: every
+request answered once, its done mark on the node of its id's slot (the marks spread over all three), an id sent
+again on another partition answered by no one, and a batch's keys never refused as crossing slots."""
+
+from __future__ import annotations
+
+from tests.integration.kit import TopicReader, start_worker
+from tests.integration.redis_cluster import LocalCluster
+from worker.core.messages import Position, Request
+from worker.dedup.redis_cluster import RedisClusterDedupStore
+from worker.ports import Completed
+
+VALUES = [0.25] * 16
+REQUESTS = 300
+
+
+def test_a_worker_on_a_redis_cluster_answers_each_id_once_with_its_marks_spread_over_the_nodes(
+        bootstrap, topics, producer, tmp_path, kafka_client):
+    cluster = LocalCluster(tmp_path).start()
+    try:
+        worker = start_worker(bootstrap, cluster.url, topics, tmp_path, "--kafka-client", kafka_client)
+        producer.send_requests(topics.requests, "c", [VALUES] * REQUESTS)
+        replies = TopicReader(bootstrap, topics.replies)
+        replies.read_until(lambda got: len(got.by_id()) >= REQUESTS, 120, "a reply to every request", watch=worker)
+        for i in range(30):  # the same ids again, each on another partition than before: answered already
+            request_id = f"c{i}"
+            producer.send(topics.requests, {"id": request_id, "inputs": VALUES}, key=f"again-{request_id}".encode())
+        producer.flush()
+        replies.read(3.0)
+        assert worker.stop() == 0
+        by_id = replies.read(0.5).by_id()
+        marks = cluster.keys_per_node(f"{topics.requests}:done:*")
+    finally:
+        cluster.stop()
+    assert sorted(by_id) == sorted(f"c{i}" for i in range(REQUESTS))
+    assert all(len(answers) == 1 and answers[0]["status"] == "ok" for answers in by_id.values())
+    assert sum(marks) == REQUESTS and all(count > 0 for count in marks), marks  # spread by the ids' slots
+    stopped = [e for e in worker.events() if e.get("event") == "worker_stopped"][0]
+    assert stopped["duplicates"] == 30
+
+
+def test_the_cluster_store_keeps_the_dedup_semantics(tmp_path):
+    cluster = LocalCluster(tmp_path).start()
+    try:
+        store = RedisClusterDedupStore(cluster.url, "ns", ttl_s=60, lease_ms=60_000)
+        first = [Request(f"id{i}", None, Position("requests", 0, i)) for i in range(50)]
+        assert store.claim(first) == [True] * 50
+        assert store.claim(first) == [True] * 50  # the same records again (a retry): theirs to score
+        other = [Request("id0", None, Position("requests", 1, 7))]
+        assert store.claim(other) == [False]  # claimed by another record: a duplicate
+        store.complete([Completed("id0", b"reply"), Completed("id1", None)])
+        assert store.claim([Request("id1", None, Position("requests", 1, 8))]) == [True]  # released: a retry
+        assert store.claim([Request("id0", None, Position("requests", 0, 0))]) == [False]  # answered
+        store.close()
+    finally:
+        cluster.stop()
