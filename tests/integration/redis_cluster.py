@@ -7,10 +7,12 @@ from __future__ import annotations
 import random
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import redis
+
+from tests.integration.kit import wait_until
+from tests.integration.sentinels import answers
 
 
 class LocalCluster:
@@ -35,10 +37,10 @@ class LocalCluster:
                  "--cluster-config-file", str(self._dir / f"nodes-{port}.conf"), "--save", "", "--appendonly", "no",
                  "--dir", str(self._dir)], stdout=log, stderr=subprocess.STDOUT))
         for port in self.ports:
-            _wait(lambda port=port: _answers(port), 15, f"redis-server on :{port}")
+            wait_until(lambda port=port: answers(port), 15, f"redis-server on :{port}")
         subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
                         "--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True, timeout=60)
-        _wait(lambda: all(_state(port) == "ok" for port in self.ports), 30, "the cluster's state ok")
+        wait_until(lambda: all(_state(port) == "ok" for port in self.ports), 30, "the cluster's state ok")
         return self
 
     def keys_per_node(self, pattern: str) -> list[int]:
@@ -64,23 +66,9 @@ def cluster_port() -> int:
         return port
 
 
-def _answers(port: int) -> bool:
-    try:
-        return bool(redis.Redis(port=port, socket_timeout=1).ping())
-    except redis.RedisError:
-        return False
-
-
 def _state(port: int) -> str:
     try:
         return str(redis.Redis(port=port, socket_timeout=1).cluster("info").get("cluster_state"))
     except redis.RedisError:
         return ""
 
-
-def _wait(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.1)

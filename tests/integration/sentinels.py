@@ -7,10 +7,11 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import redis
+
+from tests.integration.kit import wait_until
 
 SERVICE = "streamscore"
 DOWN_AFTER_MS = 1000  # a primary silent this long is down, for each Sentinel
@@ -39,7 +40,7 @@ class SentinelSet:
         primary, replica = self.data_ports
         self._server(primary, "--repl-diskless-sync-delay", "0")  # default 5 s: the first sync would wait that long
         self._server(replica, "--replicaof", "127.0.0.1", str(primary))
-        self._wait(lambda: _synced(replica), 30, "the replica's first sync")
+        wait_until(lambda: _synced(replica), 30, "the replica's first sync")
         for port in self.sentinel_ports:
             config = self._dir / f"sentinel-{port}.conf"  # a Sentinel rewrites its file: one each
             config.write_text(f"port {port}\nbind 127.0.0.1\ndir {self._dir}\n"
@@ -47,7 +48,7 @@ class SentinelSet:
                               f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
                               f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n")
             self._spawn(port, ["redis-server", str(config), "--sentinel"])
-        self._wait(lambda: self._replicas_seen() >= 1, 30, "the Sentinels to see the replica")
+        wait_until(lambda: self._replicas_seen() >= 1, 30, "the Sentinels to see the replica")
         return self
 
     def primary_port(self) -> int:
@@ -69,7 +70,7 @@ class SentinelSet:
 
     def wait_failover(self, old_port: int, timeout_s: float = 30.0) -> int:
         """Wait until the Sentinels name another primary; returns its port."""
-        self._wait(lambda: self.primary_port() != old_port, timeout_s, "the failover")
+        wait_until(lambda: self.primary_port() != old_port, timeout_s, "the failover")
         return self.primary_port()
 
     def stop(self) -> None:
@@ -81,7 +82,7 @@ class SentinelSet:
     def _server(self, port: int, *extra: str) -> None:
         self._spawn(port, ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                            "--appendonly", "no", "--dir", str(self._dir), *extra])
-        self._wait(lambda: _pings(port), 15, f"redis-server on :{port}")
+        wait_until(lambda: answers(port), 15, f"redis-server on :{port}")
 
     def _spawn(self, port: int, command: list[str]) -> None:
         log = (self._dir / f"{port}.log").open("wb")
@@ -94,13 +95,6 @@ class SentinelSet:
         except redis.RedisError:
             return 0
 
-    @staticmethod
-    def _wait(condition, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-            time.sleep(0.1)
 
 
 def _synced(port: int) -> bool:
@@ -110,7 +104,8 @@ def _synced(port: int) -> bool:
         return False
 
 
-def _pings(port: int) -> bool:
+def answers(port: int) -> bool:
+    """Whether a Redis server answers on ``port``."""
     try:
         return bool(redis.Redis(port=port, socket_timeout=1).ping())
     except redis.RedisError:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
@@ -28,7 +27,7 @@ from worker.core.errors import ConfigError
 from worker.core.messages import Request
 from worker.core.security import read_secret_file
 from worker.core.settings import redact_url
-from worker.dedup.redis_store import classified
+from worker.dedup.redis_store import classified, servers_of
 from worker.ports import Completed
 
 CLUSTER_SCHEME = "redis+cluster"
@@ -113,23 +112,13 @@ def connect_cluster(url: str, password_file: str = "", connect_s: float = STORE_
                     read_s: float = STORE_READ_S) -> RedisCluster:
     """A client of the cluster whose nodes ``url`` names (any of them: it learns the rest), lazily connected.
     The user and password come from the URL, or the password from ``password_file``."""
-    parts = urlsplit(url)
-    nodes = []
-    for host_port in filter(None, parts.netloc.rpartition("@")[2].split(",")):
-        host, _, port = host_port.rpartition(":")
-        if not host or not port.isdigit():
-            raise ConfigError(f"REDIS_URL={redact_url(url)}: write redis+cluster://host:port[,host:port...], "
-                              f"got the node {host_port!r}")
-        nodes.append(ClusterNode(host.strip("[]"), int(port)))  # type: ignore[no-untyped-call]
-    if not nodes:
-        raise ConfigError(f"REDIS_URL={redact_url(url)}: write redis+cluster://host:port[,host:port...]")
+    servers, credentials = servers_of(url, "redis+cluster://host:port[,host:port...]")
+    nodes = [ClusterNode(host, port) for host, port in servers]  # type: ignore[no-untyped-call]
     options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s}
-    if parts.username:
-        options["username"] = parts.username
     if password_file:
         options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
-    elif parts.password:
-        options["password"] = parts.password
+    for name, value in credentials.items():
+        options.setdefault(name, value)  # REDIS_PASSWORD_FILE's password wins over the URL's
     try:
         return RedisCluster(startup_nodes=nodes, **options)
     except redis.RedisError as exc:

@@ -197,26 +197,36 @@ def _through_sentinels(url: str, options: dict[str, Any], connect_s: float, read
     [,host:port ...]/service[/db]``. It asks them again whenever a connection fails, so it follows a failover;
     the user and password (or REDIS_PASSWORD_FILE) are the primary's, the Sentinels are asked without. Raises
     ConfigError for a URL without Sentinels or a service name."""
-    parts = urlsplit(url)
-    where = parts.netloc.rpartition("@")[2]
-    sentinels = []
-    for host_port in filter(None, where.split(",")):
-        host, _, port = host_port.rpartition(":")
-        if not host or not port.isdigit():
-            raise ConfigError(f"REDIS_URL={redact_url(url)}: each Sentinel is host:port, got {host_port!r}")
-        sentinels.append((host.strip("[]"), int(port)))
-    path = [part for part in parts.path.split("/") if part]
-    if not sentinels or not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-        raise ConfigError(f"REDIS_URL={redact_url(url)}: write redis+sentinel://host:port[,host:port...]/SERVICE[/DB], "
-                          "SERVICE being the name the Sentinels monitor the primary under")
-    if parts.username:
-        options["username"] = parts.username
-    if parts.password and "password" not in options:
-        options["password"] = parts.password
+    form = "redis+sentinel://host:port[,host:port...]/SERVICE[/DB]"
+    sentinels, credentials = servers_of(url, form)
+    path = [part for part in urlsplit(url).path.split("/") if part]
+    if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+        raise ConfigError(f"REDIS_URL={redact_url(url)}: write {form}, SERVICE being the name the Sentinels "
+                          "monitor the primary under")
+    for name, value in credentials.items():
+        options.setdefault(name, value)  # REDIS_PASSWORD_FILE's password wins over the URL's
     watchers = Sentinel(sentinels, socket_timeout=read_s, socket_connect_timeout=connect_s)  # type: ignore[no-untyped-call]
     primary: redis.Redis = watchers.master_for(  # type: ignore[no-untyped-call]
         path[0], redis_class=redis.Redis, db=int(path[1]) if len(path) == 2 else 0, **options)
     return primary
+
+
+def servers_of(url: str, form: str) -> tuple[list[tuple[str, int]], dict[str, str]]:
+    """The ``host:port`` list of a URL that names several servers (Sentinels, cluster nodes), and the user and
+    password it gives. Raises ConfigError, showing ``form``, the URL's expected form, when it names none or a
+    server without its port."""
+    parts = urlsplit(url)
+    servers = []
+    for host_port in filter(None, parts.netloc.rpartition("@")[2].split(",")):
+        host, _, port = host_port.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"REDIS_URL={redact_url(url)}: write {form}, got the server {host_port!r}")
+        servers.append((host.strip("[]"), int(port)))
+    if not servers:
+        raise ConfigError(f"REDIS_URL={redact_url(url)}: write {form}")
+    credentials = {name: value for name, value in (("username", parts.username), ("password", parts.password))
+                   if value}
+    return servers, credentials
 
 
 def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
