@@ -97,7 +97,7 @@ def _report(runner: TorchRunner, warmup: Warmup) -> ModelReport:
     describe = getattr(model, "describe", None)
     params = list(model.module.parameters()) + list(model.module.buffers())
     return ModelReport(
-        name=model.name, version=model.version, spec=describe() if describe else {},
+        name=runner.name, version=runner.version, spec=describe() if describe else {},
         sample_request=orjson.loads(encode_request(inputs, "sample-1")), sample_reply_outputs=outcome.output,
         parameters=sum(p.numel() for p in model.module.parameters()),
         parameter_bytes=sum(p.numel() * p.element_size() for p in params),

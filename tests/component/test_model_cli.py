@@ -76,3 +76,13 @@ def test_inspect_model_prints_the_spec_and_a_valid_sample_request(models):
     assert report["spec"]["inputs"] == {"kind": "vector", "length": 8}
     assert len(report["sample_request"]["inputs"]) == 8 and len(report["sample_reply_outputs"]) == 4
     assert report["parameters"] == 36 and report["batch_size"] == 64 and report["warm_batch_ms"] > 0
+
+
+def test_inspect_model_names_a_configuration_files_model_by_its_entry_and_version(models, tmp_path):
+    config = tmp_path / "worker.toml"
+    config.write_text(f'max_loaded_models = 1\n[models.mine]\nmodel = "{models / "m8.pt2"}"\nversion = "7"\n'
+                      '[models.churn]\nmodel = "churn"\n')
+    result = worker("inspect-model", "--config", str(config), "--model", "mine", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["name"], report["version"]) == ("mine", "7")  # as its replies name it, not the file's m8
