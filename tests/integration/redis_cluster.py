@@ -30,6 +30,15 @@ class LocalCluster:
         return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.ports[:2])  # it learns the rest
 
     def start(self) -> LocalCluster:
+        """Every server started and ready; those started are stopped again if one is not."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
         for port in self.ports:
             log = (self._dir / f"cluster-{port}.log").open("wb")
             self._processes.append(subprocess.Popen(
@@ -41,7 +50,6 @@ class LocalCluster:
         subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
                         "--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True, timeout=60)
         wait_until(lambda: all(_state(port) == "ok" for port in self.ports), 30, "the cluster's state ok")
-        return self
 
     def keys_per_node(self, pattern: str) -> list[int]:
         return [sum(1 for _ in redis.Redis(port=port).scan_iter(match=pattern, count=1000)) for port in self.ports]

@@ -37,6 +37,15 @@ class SentinelSet:
         return f"redis+sentinel://{hosts}/{SERVICE}/0"
 
     def start(self) -> SentinelSet:
+        """Every server started and ready; those started are stopped again if one is not."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
         primary, replica = self.data_ports
         self._server(primary, "--repl-diskless-sync-delay", "0")  # default 5 s: the first sync would wait that long
         self._server(replica, "--replicaof", "127.0.0.1", str(primary))
@@ -49,7 +58,6 @@ class SentinelSet:
                               f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n")
             self._spawn(port, ["redis-server", str(config), "--sentinel"])
         wait_until(lambda: self._replicas_seen() >= 1, 30, "the Sentinels to see the replica")
-        return self
 
     def primary_port(self) -> int:
         """The data port the Sentinels name as the primary now."""
