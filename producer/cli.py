@@ -156,7 +156,8 @@ def _add_format_flags(command: argparse.ArgumentParser) -> None:
     """--request-format and the registry's settings (docs/formats.md), and the request schema to write with."""
     add_format_flags(command)
     command.add_argument("--request-schema", type=Path, metavar="FILE",
-                         help="avro, json-schema: the request schema (an .avsc or a JSON Schema file; default: id, "
+                         help="avro, protobuf, json-schema: the request schema (an .avsc, a .proto whose first "
+                              "message is the request, or a JSON Schema file; default: id, "
                               "inputs as an array of numbers, reply_to, deadline_ms, model, model_version), "
                               "registered under <topic>-value")
     command.add_argument("--no-register", action="store_true",

@@ -69,6 +69,7 @@ from worker.stream.residency import ModelLoads
 from worker.stream.scoring import InlineScorer, ThreadScorer
 from worker.stream.served import LoadedEntry, ServedModels
 from worker.stream.shadow import Candidate, Shadow
+from worker.stream.topic_formats import TopicDecoders
 from worker.surface.http import HttpSurface
 
 log = structlog.get_logger(__name__)
@@ -237,14 +238,22 @@ def build_scorer(settings: Settings, runners: Mapping[str, ModelRunner], clock: 
 
 def build_decoder(settings: Settings, routes: Routes) -> RequestDecoder:
     """From polled records to requests: the wire contract's JSON, or registry-framed records read with the schema
-    registry's schemas. Raises ConfigError (the codec's library is not installed, the password file cannot be
-    read)."""
+    registry's schemas; one decoder per format, each topic's records to its format's. Raises ConfigError (the
+    codec's library is not installed, the password file cannot be read)."""
     formats, max_record_bytes = settings.formats, settings.batching.max_record_bytes
-    if not formats.framed:
-        return JsonRequests(routes, max_record_bytes)
-    codecs.check_installed(formats.request_format)
-    return FramedRequests(RegistrySchemas.from_formats(formats), routes, max_record_bytes, formats.field_names(),
-                          formats.unknown_schema_retries)
+
+    def decoder_of(request_format: str) -> RequestDecoder:
+        if request_format == "json":
+            return JsonRequests(routes, max_record_bytes)
+        codecs.check_installed(request_format)
+        return FramedRequests(RegistrySchemas.from_formats(formats, request_format), routes, max_record_bytes,
+                              formats.field_names(), formats.unknown_schema_retries)
+
+    decoders = {name: decoder_of(name) for name in formats.used()}
+    default = decoders[formats.format_of("")]  # no topic is named "": the default's
+    if len(decoders) == 1:
+        return default
+    return TopicDecoders({topic: decoders[formats.format_of(topic)] for topic in formats.named_topics()}, default)
 
 
 def build_dedup(dedup: DedupSettings, bounds: StepBounds, clock: SystemClock) -> DedupStore:

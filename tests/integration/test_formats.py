@@ -1,21 +1,29 @@
 """Registry-framed requests on real Kafka and a real schema registry (docs/formats.md).
 
 The request schema is registered in the local registry by the producer side
-(``send_requests`` with ``request_encoder``, and ``ScoringClient``); hostile
-records go in beside the framed ones; a real worker on each Kafka client reads
-them. Every record must end as exactly one reply or one dead letter, each dead
-letter with its reason and, where the frame named one, its schema id.
+(``send_requests`` with ``request_encoder``, and ``ScoringClient``), or by
+Confluent's own serializers, as an event producer would; hostile records go in
+beside the framed ones; a real worker on each Kafka client reads them. Every
+record must end as exactly one reply or one dead letter, each dead letter with
+its reason and, where the frame named one, its schema id. A schema evolved
+while the worker runs is read without a restart, and a registry outage holds
+the records it would decode until the registry is back, losing none.
 """
 
 from __future__ import annotations
 
+import time
+
+import orjson
 import pytest
 
 from producer.client import ScoringClient
 from producer.send import send_requests, synthetic_requests
+from tests.integration.confluent_serializers import serializer
 from tests.integration.kit import Producer, TopicReader, Topics, start_worker
+from tests.integration.registry_gate import RegistryGate
 from worker.core.formats import Formats
-from worker.core.framing import frame
+from worker.core.framing import frame, read_frame
 from worker.core.wire import H_DLQ_CODE, H_DLQ_SCHEMA_ID
 from worker.formats.registry_client import RegistryClient
 from worker.formats.requests import DEFAULT_SCHEMAS, request_encoder, subject_of
@@ -25,7 +33,8 @@ UNKNOWN_ID = 987_654
 
 
 @pytest.mark.parametrize(("kafka_client", "request_format"), [("kafka-python", "avro"),
-                                                              ("confluent", "json-schema")])
+                                                              ("confluent", "json-schema"),
+                                                              ("kafka-python", "protobuf")])
 def test_framed_requests_are_answered_and_hostile_ones_dead_lettered(bootstrap, redis_url, schema_registry,
                                                                     tmp_path, kafka_client, request_format):
     if kafka_client == "confluent":
@@ -40,7 +49,7 @@ def test_framed_requests_are_answered_and_hostile_ones_dead_lettered(bootstrap, 
     assert summary.sent == VALID
 
     hostile = Producer(bootstrap)
-    wrong_payload = b"\xff\xff\xff\xff" if request_format == "avro" else b"{not json"
+    wrong_payload = b"{not json" if request_format == "json-schema" else b"\x00\xff\xff\xff\xff"
     hostile.send(topics.requests, b'{"id": "plain-json", "inputs": []}', key=b"plain-json")  # no magic byte
     hostile.send(topics.requests, b"\x00\x01", key=b"too-short")
     hostile.send(topics.requests, frame(UNKNOWN_ID, b"\x00"), key=b"unknown-id")
@@ -85,6 +94,115 @@ def test_framed_requests_are_answered_and_hostile_ones_dead_lettered(bootstrap, 
                      b"wrong-payload": ("invalid_payload", str(schema_id).encode())}
 
 
+@pytest.mark.parametrize(("kafka_client", "request_format"), [("confluent", "avro"), ("kafka-python", "protobuf"),
+                                                              ("confluent", "json-schema")])
+def test_records_from_confluent_serializers_are_answered(bootstrap, redis_url, schema_registry, tmp_path,
+                                                        kafka_client, request_format):
+    """Written by Confluent's serializers (a Protobuf one from a class protoc generated), read with no class."""
+    if kafka_client == "confluent":
+        pytest.importorskip("confluent_kafka")
+    topics = Topics.create(bootstrap, partitions=2)
+    serialize = serializer(request_format, schema_registry, DEFAULT_SCHEMAS[request_format], tmp_path)
+    _send(bootstrap, topics.requests, [serialize(_body(f"c{n}", n), topics.requests) for n in range(VALID)])
+
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--kafka-client", kafka_client,
+                          "--request-format", request_format, "--schema-registry-url", schema_registry)
+    replies = TopicReader(bootstrap, topics.replies)
+    try:
+        landed = replies.read_until(lambda got: len(got.records) >= VALID, 60, "the replies", watch=worker)
+        worker.stop()
+    finally:
+        replies.close()
+    assert sorted(landed.by_id()) == sorted(f"c{n}" for n in range(VALID))
+    assert {reply["status"] for reply in landed.values()} == {"ok"}, landed.values()
+
+
+EVOLVED_AVRO = orjson.loads(DEFAULT_SCHEMAS["avro"])
+EVOLVED_AVRO["fields"].append({"name": "source", "type": ["null", "string"], "default": None})
+
+
+def test_an_evolved_schema_is_read_without_a_restart(bootstrap, redis_url, schema_registry, tmp_path):
+    """Version 2 of the subject (a new optional field) is registered while the worker runs: its records are
+    answered by the same worker, which fetches the new id when it first meets it."""
+    pytest.importorskip("confluent_kafka")
+    topics = Topics.create(bootstrap, partitions=2)
+    first = serializer("avro", schema_registry, DEFAULT_SCHEMAS["avro"], tmp_path)
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--kafka-client", "confluent",
+                          "--request-format", "avro", "--schema-registry-url", schema_registry)
+    replies = TopicReader(bootstrap, topics.replies)
+    try:
+        v1 = [first(_body(f"v1-{n}", n), topics.requests) for n in range(VALID)]
+        _send(bootstrap, topics.requests, v1)
+        replies.read_until(lambda got: len(got.records) >= VALID, 60, "the replies to version 1", watch=worker)
+
+        second = serializer("avro", schema_registry, orjson.dumps(EVOLVED_AVRO).decode(), tmp_path)
+        v2 = [second({**_body(f"v2-{n}", n), "source": "mobile"}, topics.requests) for n in range(VALID)]
+        assert read_frame(v2[0]).schema_id != read_frame(v1[0]).schema_id
+        _send(bootstrap, topics.requests, v2)
+        landed = replies.read_until(lambda got: len(got.records) >= 2 * VALID, 60, "the replies to version 2",
+                                    watch=worker)
+        worker.stop()
+    finally:
+        replies.close()
+    assert len(landed.by_id()) == 2 * VALID
+    assert {reply["status"] for reply in landed.values()} == {"ok"}
+
+
+def test_a_registry_outage_holds_records_until_it_is_back(bootstrap, redis_url, schema_registry, tmp_path):
+    """The worker reaches the registry through a gate; closed, the records of a schema it has not fetched yet
+    wait (none answered, none dead-lettered) while those of a cached schema fetched with them go on; opened,
+    they are answered."""
+    pytest.importorskip("confluent_kafka")
+    topics = Topics.create(bootstrap, partitions=2)
+    gate = RegistryGate(schema_registry)
+    cached = serializer("avro", schema_registry, DEFAULT_SCHEMAS["avro"], tmp_path)
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--request-format", "avro",
+                          "--schema-registry-url", gate.url, "--schema-registry-timeout-ms", "500")
+    replies, dead = TopicReader(bootstrap, topics.replies), TopicReader(bootstrap, topics.dlq)
+    try:
+        _send(bootstrap, topics.requests, [cached(_body(f"before-{n}", n), topics.requests) for n in range(VALID)])
+        replies.read_until(lambda got: len(got.records) >= VALID, 60, "the replies before the outage", watch=worker)
+
+        gate.close_gate()
+        new = serializer("avro", schema_registry, orjson.dumps(EVOLVED_AVRO).decode(), tmp_path)  # past the gate
+        # The cached schema's first: fetching stops once records wait, and these precede them in each partition.
+        _send(bootstrap, topics.requests, [cached(_body(f"during-{n}", n), topics.requests) for n in range(VALID)])
+        _send(bootstrap, topics.requests, [new(_body(f"held-{n}", n), topics.requests) for n in range(VALID)])
+        during = replies.read_until(lambda got: len(got.records) >= 2 * VALID, 60, "the cached schema's replies",
+                                    watch=worker)
+        time.sleep(2.0)
+        during = replies.read(0.5)
+        assert not any(request_id.startswith("held-") for request_id in during.by_id()), "answered in the outage"
+        assert dead.read(0.5).records == []
+        assert gate.refused > 0
+
+        gate.open_gate()
+        landed = replies.read_until(lambda got: len(got.records) >= 3 * VALID, 60, "the held records' replies",
+                                    watch=worker)
+        worker.stop()
+        assert dead.read(0.5).records == []
+    finally:
+        gate.stop()
+        replies.close()
+        dead.close()
+    assert len(landed.by_id()) == 3 * VALID
+    assert {reply["status"] for reply in landed.values()} == {"ok"}
+    events = {event.get("event") for event in worker.events()}
+    assert {"schema_registry_failed", "schema_registry_recovered"} <= events
+
+
+def _body(request_id: str, n: int) -> dict:
+    return {"id": request_id, "inputs": [n / 100] * 16}
+
+
+def _send(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = Producer(bootstrap)
+    for value in values:
+        producer.send(topic, value)
+    producer.flush()
+    producer.close()
+
+
 def _schema_type(request_format: str) -> str:
-    return "AVRO" if request_format == "avro" else "JSON"
+    return {"avro": "AVRO", "json-schema": "JSON", "protobuf": "PROTOBUF"}[request_format]
 

@@ -35,7 +35,12 @@ def test_settings_take_the_group_and_do_not_call_its_streamscore_variables_unkno
 
 @pytest.mark.parametrize(("environ", "says"), [
     ({"STREAMSCORE_REQUEST_FORMAT": "avro"}, "set SCHEMA_REGISTRY_URL"),
-    ({"STREAMSCORE_REQUEST_FORMAT": "protobuf", "SCHEMA_REGISTRY_URL": URL}, "known-limits"),
+    ({"STREAMSCORE_REQUEST_FORMAT": "thrift", "SCHEMA_REGISTRY_URL": URL}, "one of json, avro, protobuf"),
+    ({"STREAMSCORE_REQUEST_FORMAT": "json,avro", "SCHEMA_REGISTRY_URL": URL}, "TOPIC=FORMAT items"),
+    ({"STREAMSCORE_REQUEST_FORMAT": "json,=avro", "SCHEMA_REGISTRY_URL": URL}, "names no topic"),
+    ({"STREAMSCORE_REQUEST_FORMAT": "json,orders=avro"}, "set SCHEMA_REGISTRY_URL"),
+    ({"STREAMSCORE_REQUEST_FORMAT": "json,orders=avro", "SCHEMA_REGISTRY_URL": URL,
+      "STREAMSCORE_REQUESTS_TOPIC": "requests"}, "names topic 'orders', which this worker does not read"),
     ({"SCHEMA_REGISTRY_URL": "ftp://x"}, "http:// or https://"),
     ({"SCHEMA_REGISTRY_URL": URL, "SCHEMA_REGISTRY_USER": "u"}, "both SCHEMA_REGISTRY_USER"),
     ({"SCHEMA_REGISTRY_URL": URL, "SCHEMA_REGISTRY_CA_FILE": "/etc/hostname"}, "not https"),
@@ -49,6 +54,15 @@ def test_settings_take_the_group_and_do_not_call_its_streamscore_variables_unkno
 def test_what_cannot_work_is_refused_naming_the_setting(environ, says):
     with pytest.raises(ConfigError, match=says):
         Settings.from_sources(None, environ)
+
+
+def test_a_topic_may_have_a_format_of_its_own():
+    settings = Settings.from_sources(None, {"STREAMSCORE_REQUEST_FORMAT": "json, orders=protobuf",
+                                            "STREAMSCORE_REQUESTS_TOPIC": "orders", "SCHEMA_REGISTRY_URL": URL})
+    formats = settings.formats
+    assert (formats.format_of("orders"), formats.format_of("clicks")) == ("protobuf", "json")
+    assert formats.used() == {"json", "protobuf"} and formats.framed
+    assert Formats(request_format="avro", registry_url=URL).format_of("anything") == "avro"
 
 
 def test_the_repr_shows_the_password_file_never_a_password(tmp_path):

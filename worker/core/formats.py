@@ -2,9 +2,10 @@
 
 The formats section of ``Settings`` (a group that names its own variables and
 flags, as KafkaSecurity does), shared by the worker and the producer side.
-``json`` is the wire contract's own JSON (worker/core/wire.py); ``avro`` and
-``json-schema`` are records in the Confluent wire format, with their schema in
-a schema registry (docs/formats.md). Each setting is a flag and
+``json`` is the wire contract's own JSON (worker/core/wire.py); ``avro``,
+``protobuf`` and ``json-schema`` are records in the Confluent wire format, with
+their schema in a schema registry (docs/formats.md). The format may differ per
+requests topic: ``json,orders=avro`` reads ``orders`` as Avro, the others as JSON. Each setting is a flag and
 an environment variable; the registry's follow the conventional
 ``SCHEMA_REGISTRY_*`` names. The flag wins.
 
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 from worker.core.environ import refuse_unknown
 from worker.core.errors import ConfigError
 
-REQUEST_FORMATS = ("json", "avro", "json-schema")
+REQUEST_FORMATS = ("json", "avro", "protobuf", "json-schema")
 # Unknown variables with this prefix are typos of ours; the two STREAMSCORE_ ones are read here, not by Settings.
 OWN_PREFIX = "SCHEMA_REGISTRY_"
 # The request fields a schema may call otherwise (--request-fields id=requestId,inputs=features).
@@ -44,15 +45,17 @@ class Formats:
 
     request_format: str = _option(
         "json", "STREAMSCORE_REQUEST_FORMAT", "how request values are written: json (the wire contract's JSON), "
-        "avro or json-schema (Confluent wire format: magic byte 0, a 4-byte schema id, the payload; the schema "
-        "is fetched from SCHEMA_REGISTRY_URL by id). See docs/formats.md", flag="--request-format")
+        "avro, protobuf or json-schema (Confluent wire format: magic byte 0, a 4-byte schema id, the payload; the "
+        "schema is fetched from SCHEMA_REGISTRY_URL by id); per requests topic as TOPIC=FORMAT items after the "
+        "default, e.g. json,orders=avro. See docs/formats.md", flag="--request-format")
     request_fields: str = _option(
         "", "STREAMSCORE_REQUEST_FIELDS", "registry-framed requests: the schema's names for the request fields, "
         "e.g. id=requestId,inputs=features (default: id, inputs, reply_to, deadline_ms as they are)",
         flag="--request-fields")
     registry_url: str = _option(
         "", "SCHEMA_REGISTRY_URL", "the schema registry's Confluent-compatible API, e.g. "
-        "http://127.0.0.1:18081/apis/ccompat/v7 (`make up` prints the local one); needed by avro and json-schema")
+        "http://127.0.0.1:18081/apis/ccompat/v7 (`make up` prints the local one); needed by avro, protobuf and "
+        "json-schema")
     registry_user: str = _option("", "SCHEMA_REGISTRY_USER", "basic auth user towards the registry")
     registry_password_file: str = _option(
         "", "SCHEMA_REGISTRY_PASSWORD_FILE", "file holding the basic auth password (a mounted secret), read when "
@@ -75,8 +78,22 @@ class Formats:
 
     @property
     def framed(self) -> bool:
-        """Requests are registry-framed (not the wire contract's JSON)."""
-        return self.request_format != "json"
+        """Some requests are registry-framed (not the wire contract's JSON): the registry is needed."""
+        return any(name != "json" for name in self.used())
+
+    def format_of(self, topic: str) -> str:
+        """The format of ``topic``'s requests."""
+        default, per_topic = _split(self.request_format)
+        return per_topic.get(topic, default)
+
+    def used(self) -> frozenset[str]:
+        """The formats read: the default's and each named topic's."""
+        default, per_topic = _split(self.request_format)
+        return frozenset((default, *per_topic.values()))
+
+    def named_topics(self) -> frozenset[str]:
+        """The topics given a format of their own."""
+        return frozenset(_split(self.request_format)[1])
 
     def field_names(self) -> dict[str, str]:
         """The request field -> the schema's name for it, for the renamed ones only."""
@@ -111,8 +128,7 @@ def add_format_flags(parser: argparse.ArgumentParser) -> None:
     for f in fields(Formats):
         env = f.metadata["env"]
         kind = type(f.default)
-        choices = REQUEST_FORMATS if f.name == "request_format" else None
-        group.add_argument(f.metadata["flag"], dest="formats_" + f.name, metavar=env, type=kind, choices=choices,
+        group.add_argument(f.metadata["flag"], dest="formats_" + f.name, metavar=env, type=kind,
                            help=f.metadata["help"])
 
 
@@ -123,13 +139,31 @@ def _convert(env: str, raw: str, kind: type) -> Any:
         raise ConfigError(f"{env}={raw!r} is not a valid {kind.__name__}") from None
 
 
+def _split(spec: str) -> tuple[str, dict[str, str]]:
+    """``json,orders=avro`` -> ("json", {"orders": "avro"}); the default is json when only topics are named."""
+    default, per_topic = "json", {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        topic, equals, name = item.rpartition("=")
+        if equals:
+            per_topic[topic.strip()] = name.strip()
+        else:
+            default = name
+    return default, per_topic
+
+
 def _validate(s: Formats) -> None:
     def need(condition: bool, message: str) -> None:
         if not condition:
             raise ConfigError(message)
 
-    need(s.request_format in REQUEST_FORMATS, f"request_format (--request-format, STREAMSCORE_REQUEST_FORMAT) "
-         f"must be one of {', '.join(REQUEST_FORMATS)}, got {s.request_format!r} (protobuf: see docs/known-limits.md)")
+    items = [item.strip() for item in s.request_format.split(",")]
+    need(all(items) and sum("=" not in item for item in items) <= 1,
+         f"request_format (--request-format, STREAMSCORE_REQUEST_FORMAT) is a format, optionally followed by "
+         f"TOPIC=FORMAT items (json,orders=avro), got {s.request_format!r}")
+    for name in s.used():
+        need(name in REQUEST_FORMATS, f"request_format (--request-format, STREAMSCORE_REQUEST_FORMAT): each format "
+             f"must be one of {', '.join(REQUEST_FORMATS)}, got {name!r} in {s.request_format!r}")
+    need(all(s.named_topics()), f"request_format: a TOPIC=FORMAT item names no topic in {s.request_format!r}")
     need(not s.framed or bool(s.registry_url), f"--request-format {s.request_format} reads the schemas from a "
          "registry: set SCHEMA_REGISTRY_URL (or --schema-registry-url); `make up` prints the local one")
     scheme = urlsplit(s.registry_url).scheme

@@ -197,8 +197,12 @@ def _convert(name: str, env: str, raw: str, kind: type) -> Any:
 
 def _validate_across(s: Settings) -> None:
     """The checks between sections: how long a batch may wait (each model's), against the poll interval and the
-    dedup lease."""
+    dedup lease; the topics given a request format of their own are read."""
     _check_wait(s.batching, s.kafka.max_poll_interval_ms, s.dedup.dedup_lease_ms)
+    read = {s.kafka.requests_topic, *s.models.topics()}
+    for topic in sorted(s.formats.named_topics() - read):
+        raise ConfigError(f"request_format (--request-format, STREAMSCORE_REQUEST_FORMAT) names topic {topic!r}, "
+                          f"which this worker does not read (it reads {', '.join(sorted(filter(None, read)))})")
     _check_budget(s.model, s.models)
     for entry in s.models.entries:
         try:

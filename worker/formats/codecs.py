@@ -1,47 +1,59 @@
-"""Payload readers and writers for a schema's text: Avro (fastavro) and JSON Schema (orjson).
+"""Payload readers and writers for a schema's text: Avro (fastavro), Protobuf (formats/protobuf.py), JSON Schema.
 
 A reader decodes one payload (the bytes after the frame) and raises for one
 that does not match its schema; a writer encodes a request body. Building
 either raises SchemaRefused for a schema of another format or one that cannot
-be read, and ConfigError when fastavro (the ``formats`` extra) is missing.
+be read, and ConfigError when its library (the ``formats`` extra) is missing.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
 from worker.core.errors import ConfigError, SchemaRefused
-from worker.formats.registry_client import AVRO, JSON
+from worker.formats import protobuf
+from worker.formats.registry_client import AVRO, JSON, PROTOBUF
 
 Reader = Callable[[memoryview], Any]
 Writer = Callable[[dict[str, Any]], bytes]
-SCHEMA_TYPES = {"avro": AVRO, "json-schema": JSON}  # --request-format -> the registry's schemaType
+# --request-format -> the registry's schemaType
+SCHEMA_TYPES = {"avro": AVRO, "json-schema": JSON, "protobuf": PROTOBUF}
 
 
-def reader(request_format: str, schema_type: str, text: str, schema_id: int) -> Reader:
-    """The payload reader of a schema registered as ``schema_type`` with ``text``."""
+def reader(request_format: str, schema_type: str, text: str, schema_id: int,
+           references: Mapping[str, str] | None = None) -> Reader:
+    """The payload reader of a schema registered as ``schema_type`` with ``text``; ``references``: the texts it
+    imports, by the name it imports them under (Protobuf)."""
     _check_type(request_format, schema_type, schema_id)
     if schema_type == AVRO:
         return _avro_reader(_avro_schema(text, schema_id))
+    if schema_type == PROTOBUF:
+        return protobuf.ProtoSchema(text, references, _named(schema_id)).reader()
     return _json_reader(_json_schema(text, schema_id))
 
 
-def writer(request_format: str, text: str) -> Writer:
+def writer(request_format: str, text: str, references: Mapping[str, str] | None = None) -> Writer:
     """The payload writer for schema ``text`` (the producer side). Raises SchemaRefused for a bad schema."""
-    if SCHEMA_TYPES[request_format] == AVRO:
+    schema_type = SCHEMA_TYPES[request_format]
+    if schema_type == AVRO:
         return _avro_writer(_avro_schema(text, None))
+    if schema_type == PROTOBUF:
+        return protobuf.ProtoSchema(text, references).writer()
     _json_schema(text, None)
     return orjson.dumps
 
 
 def check_installed(request_format: str) -> None:
     """Raises ConfigError, naming the extra, when the library ``request_format`` needs is not installed."""
-    if SCHEMA_TYPES.get(request_format) == AVRO:
+    schema_type = SCHEMA_TYPES.get(request_format)
+    if schema_type == AVRO:
         _fastavro()
+    elif schema_type == PROTOBUF:
+        protobuf.check_installed()
 
 
 def _check_type(request_format: str, schema_type: str, schema_id: int) -> None:

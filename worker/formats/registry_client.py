@@ -1,11 +1,12 @@
 """A small client of a schema registry's Confluent-compatible REST API, over the standard library's HTTP.
 
-Only what producers and consumers of framed records need: a schema by id,
-registering a schema under a subject, and looking one up. Every call is
-bounded by ``timeout_s``. Errors: RegistryUnavailable (no answer, a timeout, a
-5xx: the call may be repeated), SchemaNotFound (404: no such id or subject),
-ConfigError (401/403: the credentials), SchemaRefused (any other refusal, e.g.
-an incompatible or malformed schema). Thread-safe: it keeps no connection.
+Only what producers and consumers of framed records need: a schema by id (and
+the schemas it references, by subject and version), registering a schema under
+a subject, and looking one up. Every call is bounded by ``timeout_s``.
+Errors: RegistryUnavailable (no answer, a timeout, a 5xx: the call may be
+repeated), SchemaNotFound (404: no such id or subject), ConfigError (401/403:
+the credentials), SchemaRefused (any other refusal, e.g. an incompatible or
+malformed schema). Thread-safe: it keeps no connection.
 """
 
 from __future__ import annotations
@@ -28,9 +29,18 @@ AVRO, JSON, PROTOBUF = "AVRO", "JSON", "PROTOBUF"  # the registry's schemaType (
 ANSWER_BYTES = 4 << 20  # the largest answer read: a schema is a few kB
 
 
+class Reference(NamedTuple):
+    """A schema's import of another (Protobuf): the name it imports, and where that schema is registered."""
+
+    name: str
+    subject: str
+    version: int
+
+
 class RegisteredSchema(NamedTuple):
     schema_type: str
     text: str
+    references: tuple[Reference, ...] = ()
 
 
 class RegistryClient:
@@ -55,8 +65,12 @@ class RegistryClient:
 
     def schema(self, schema_id: int) -> RegisteredSchema:
         """The schema of id ``schema_id`` (``GET /schemas/ids/{id}``)."""
-        answer = self._call("GET", f"/schemas/ids/{schema_id}", None, f"schema id {schema_id}")
-        return RegisteredSchema(str(answer.get("schemaType") or AVRO), str(answer["schema"]))
+        return _registered(self._call("GET", f"/schemas/ids/{schema_id}", None, f"schema id {schema_id}"))
+
+    def version(self, subject: str, version: int) -> RegisteredSchema:
+        """The schema registered as ``version`` of ``subject`` (``GET /subjects/{s}/versions/{v}``): a reference's."""
+        return _registered(self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}", None,
+                                      f"version {version} of subject {subject!r}"))
 
     def register(self, subject: str, schema_type: str, text: str) -> int:
         """The id of ``text`` under ``subject``, registered now if it is not yet (``POST /subjects/{s}/versions``)."""
@@ -86,6 +100,15 @@ class RegistryClient:
         if not isinstance(parsed, dict):
             raise SchemaRefused(f"schema registry {self._url} answered {what} with {type(parsed).__name__}")
         return parsed
+
+
+def _registered(answer: dict[str, Any]) -> RegisteredSchema:
+    try:
+        references = tuple(Reference(str(ref["name"]), str(ref["subject"]), int(ref["version"]))
+                           for ref in answer.get("references") or ())
+        return RegisteredSchema(str(answer.get("schemaType") or AVRO), str(answer["schema"]), references)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaRefused(f"the registry's answer is not a schema ({type(exc).__name__}: {exc})") from None
 
 
 def _body(schema_type: str, text: str) -> bytes:

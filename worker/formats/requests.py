@@ -1,8 +1,8 @@
 """Writing requests in the configured format: the producer side of docs/formats.md.
 
 ``request_encoder`` gives the function that turns a request into a record
-value: the wire contract's JSON, or a registry-framed Avro / JSON Schema
-payload whose schema is registered (or, for read-only credentials, looked up)
+value: the wire contract's JSON, or a registry-framed Avro, Protobuf or JSON
+Schema payload whose schema is registered (or, for read-only credentials, looked up)
 under the topic-name strategy's subject, ``<topic>-value``.
 """
 
@@ -50,7 +50,22 @@ DEFAULT_JSON_SCHEMA = orjson.dumps({
                    "model": {"description": "the served model to answer (a string; default: the worker's)"},
                    "model_version": {"description": "that model's version (a string; default: any arm)"}},
     "required": ["id", "inputs"]}).decode()
-DEFAULT_SCHEMAS = {"avro": DEFAULT_AVRO_SCHEMA, "json-schema": DEFAULT_JSON_SCHEMA}
+# Protobuf: proto3 `optional` marks the fields a request may leave out (a text model's schema has
+# `string inputs = 2;`).
+DEFAULT_PROTOBUF_SCHEMA = """syntax = "proto3";
+package streamscore;
+
+message ScoringRequest {
+  string id = 1;
+  repeated double inputs = 2;
+  optional string reply_to = 3;
+  optional int64 deadline_ms = 4;
+  optional string model = 5;
+  optional string model_version = 6;
+}
+"""
+DEFAULT_SCHEMAS = {"avro": DEFAULT_AVRO_SCHEMA, "json-schema": DEFAULT_JSON_SCHEMA,
+                   "protobuf": DEFAULT_PROTOBUF_SCHEMA}
 
 
 def subject_of(topic: str) -> str:
@@ -59,21 +74,23 @@ def subject_of(topic: str) -> str:
 
 
 def request_encoder(formats: Formats, topic: str, schema: str | None = None, register: bool = True) -> RequestEncode:
-    """How to write requests to ``topic``. For a framed format, registers ``schema`` (default: DEFAULT_SCHEMAS)
-    under ``<topic>-value`` now, or only looks it up (``register`` False). Raises ConfigError, SchemaRefused,
+    """How to write requests to ``topic``, in its format (``formats.format_of``). For a framed one, registers
+    ``schema`` (default: DEFAULT_SCHEMAS) under ``<topic>-value`` now, or only looks it up (``register``
+    False). Raises ConfigError, SchemaRefused,
     SchemaNotFound (looked up and absent), RegistryUnavailable. The encoder raises ConfigError for a request
     that names a model when the Avro schema has no field for it (Avro would leave it out unsaid)."""
-    if not formats.framed:
+    request_format = formats.format_of(topic)
+    if request_format == "json":
         return encode_request
-    codecs.check_installed(formats.request_format)
-    text = schema or DEFAULT_SCHEMAS[formats.request_format]
-    write = codecs.writer(formats.request_format, text)
+    codecs.check_installed(request_format)
+    text = schema or DEFAULT_SCHEMAS[request_format]
+    write = codecs.writer(request_format, text)
     client = RegistryClient.from_formats(formats)
-    schema_type = codecs.SCHEMA_TYPES[formats.request_format]
+    schema_type = codecs.SCHEMA_TYPES[request_format]
     subject = subject_of(topic)
     schema_id = client.register(subject, schema_type, text) if register else client.lookup(subject, schema_type, text)
     names = formats.field_names()
-    keep_nulls = formats.request_format == "avro"  # Avro writes every field; JSON leaves the unset ones out
+    keep_nulls = request_format == "avro"  # Avro writes every field; JSON and Protobuf leave the unset ones out
     missing = _missing_routing_fields(text) if keep_nulls else ()
 
     def encode(inputs: Any, request_id: str, reply_to: str | None = None, deadline_ms: int | None = None,

@@ -2,17 +2,21 @@
 
 Implements worker.ports.SchemaResolver. A schema id names one schema for
 good, so a cached reader never goes stale; the least recently used is dropped
-past ``max_size``. For the loop's thread only.
+past ``max_size``. A Protobuf schema's references (the files it imports) are fetched with it.
+For the loop's thread only.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
+from worker.core.errors import SchemaRefused
 from worker.core.formats import Formats
 from worker.formats import codecs
-from worker.formats.registry_client import RegistryClient
+from worker.formats.registry_client import Reference, RegistryClient
 from worker.ports import PayloadReader
+
+MAX_REFERENCES = 100
 
 
 class RegistrySchemas:
@@ -23,8 +27,9 @@ class RegistrySchemas:
         self._readers: OrderedDict[int, PayloadReader] = OrderedDict()
 
     @classmethod
-    def from_formats(cls, formats: Formats) -> RegistrySchemas:
-        return cls(RegistryClient.from_formats(formats), formats.request_format, formats.registry_cache_size)
+    def from_formats(cls, formats: Formats, request_format: str) -> RegistrySchemas:
+        """The schemas of ``request_format``'s records (one of the formats ``formats`` reads)."""
+        return cls(RegistryClient.from_formats(formats), request_format, formats.registry_cache_size)
 
     def cached(self, schema_id: int) -> PayloadReader | None:
         found = self._readers.get(schema_id)
@@ -37,8 +42,24 @@ class RegistrySchemas:
         if found is not None:
             return found
         schema = self._client.schema(schema_id)  # RegistryUnavailable, SchemaNotFound, ConfigError
-        made = codecs.reader(self._format, schema.schema_type, schema.text, schema_id)  # SchemaRefused
+        references = self._references(schema.references, schema_id) if schema.references else None
+        made = codecs.reader(self._format, schema.schema_type, schema.text, schema_id, references)  # SchemaRefused
         self._readers[schema_id] = made
         if len(self._readers) > self._max_size:
             self._readers.popitem(last=False)
         return made
+
+    def _references(self, references: tuple[Reference, ...], schema_id: int) -> dict[str, str]:
+        """The texts a schema imports, and those they import, by import name (bounded: a cycle is refused)."""
+        texts: dict[str, str] = {}
+        pending = list(references)
+        while pending:
+            ref = pending.pop()
+            if ref.name in texts:
+                continue
+            if len(texts) >= MAX_REFERENCES:
+                raise SchemaRefused(f"schema {schema_id} references more than {MAX_REFERENCES} schemas")
+            found = self._client.version(ref.subject, ref.version)  # a missing one: SchemaNotFound
+            texts[ref.name] = found.text
+            pending.extend(found.references)
+        return texts
