@@ -16,6 +16,7 @@ from worker.core.errors import WorkerError
 from worker.core.formats import Formats, add_format_flags
 from worker.core.security import KafkaSecurity, add_security_flags
 from worker.core.settings import check_kafka_client
+from worker.formats.reply_reader import ReplyReader
 from worker.formats.requests import RequestEncode, request_encoder
 
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     collect.add_argument("--requests-until-time", help="range of --requests-topic (exclusive)")
     collect.add_argument("--report", type=Path, help="where to write the join (default: OUT.report.json)")
     collect.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_format_flags(collect)  # the registry a worker run with --reply-format registered its reply schemas in
 
     score = commands.add_parser(
         "score", help="send one request and print its reply",
@@ -251,7 +253,8 @@ def _collect(args: argparse.Namespace) -> int:
                              security=args.security)
     try:
         with args.out.open("wb") as out:
-            tally = collect_replies(reader, out, args.idle_s, progress=not args.no_progress)
+            tally = collect_replies(reader, out, args.idle_s, progress=not args.no_progress,
+                                    read=ReplyReader.from_formats(Formats.from_sources(args)))
     finally:
         reader.close()
     print(f"wrote {len(tally.status):,} replies to {args.out} ({tally.duplicates:,} duplicates skipped, "

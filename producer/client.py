@@ -43,12 +43,13 @@ from producer.inflight import InFlight, Pending
 from producer.ports import Headers
 from producer.tracing import ClientTracing
 from producer.transport import CLOSE_TIMEOUT_S, PublishTimeout, open_publisher, open_reply_reader
-from worker.core.errors import ServiceUnavailable
+from worker.core.errors import ServiceUnavailable, WorkerError
 from worker.core.formats import JSON as JSON_REQUESTS
 from worker.core.formats import Formats
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.settings import check_kafka_client
-from worker.core.wire import decode_reply, new_request_id
+from worker.core.wire import new_request_id
+from worker.formats.reply_reader import ReplyReader
 from worker.formats.requests import request_encoder
 from worker.kafka.preflight import check_kafka
 
@@ -115,10 +116,11 @@ class ScoringClient:
     less CPU per request); a ConfigError says when it is unknown or not
     installed. The connection check is kafka-python's on either. ``formats``
     (``Formats.from_sources()`` reads STREAMSCORE_REQUEST_FORMAT and the
-    SCHEMA_REGISTRY_* variables) writes registry-framed Avro or JSON Schema
-    requests, with ``request_schema`` (default: worker/formats/requests.py's)
+    SCHEMA_REGISTRY_* variables) writes registry-framed Avro, Protobuf or JSON
+    Schema requests, with ``request_schema`` (default: worker/formats/requests.py's)
     registered under ``<requests_topic>-value`` at construction
-    (docs/formats.md); replies stay JSON.
+    (docs/formats.md). Replies are read as they come: JSON, or registry-framed
+    (a worker run with --reply-format) when ``formats`` names a registry.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
@@ -132,6 +134,7 @@ class ScoringClient:
         check_kafka_client(kafka_client)
         check_kafka(bootstrap_servers, security, timeout_s=connect_timeout_s)
         self._encode = request_encoder(formats, requests_topic, request_schema)
+        self._read_reply = ReplyReader.from_formats(formats)
         self.requests_topic = requests_topic
         self.reply_topic = reply_topic or f"{requests_topic}.replies"
         self._tracing = ClientTracing(self.requests_topic, self.reply_topic)
@@ -388,8 +391,9 @@ class ScoringClient:
         if pending is not None:
             self._tracing.received(request_id, headers)
             try:
-                _resolve(pending.waiter, reply=decode_reply(value))
-            except ValueError as exc:  # not JSON: the reply topic is written by something else too
+                _resolve(pending.waiter, reply=self._read_reply(value))
+            except (ValueError, WorkerError) as exc:  # unreadable: the reply topic is written by something else
+                # too, or the reply's schema cannot be had
                 _resolve(pending.waiter, error=exc)
 
     def _resend_or_expire(self) -> None:

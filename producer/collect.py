@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -19,6 +19,7 @@ import orjson
 from kafka import KafkaConsumer, TopicPartition
 from tqdm import tqdm
 
+from worker.core.errors import WorkerError
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.timerange import TimeRange, span_of
 from worker.core.wire import H_BATCH_SIZE, decode_reply, header_text
@@ -181,14 +182,15 @@ class ReplyTally:
 
 
 def collect_replies(reader: TopicSpanReader, out: IO[bytes], follow_idle_s: float = 0.0,
-                    progress: bool = False) -> ReplyTally:
-    """Write the first reply per id to ``out`` as JSONL; keeps only each id's status in memory."""
+                    progress: bool = False, read: Callable[[bytes], dict[str, Any]] = decode_reply) -> ReplyTally:
+    """Write the first reply per id to ``out`` as JSONL; keeps only each id's status in memory. ``read``: a
+    reply value as a dict (worker/formats/reply_reader.py reads registry-framed ones too)."""
     tally = ReplyTally()
     for record in reader.records(follow_idle_s, progress, "collecting"):
         try:
-            reply = decode_reply(record.value)
+            reply = read(record.value)
             request_id = str(reply["id"])
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, WorkerError):
             tally.unreadable += 1
             continue
         if request_id in tally.status:

@@ -17,7 +17,13 @@ from worker.core.batcher import request_batcher
 from worker.core.bounds import StepBounds, step_bounds
 from worker.core.broker_fit import check_session_timeout, check_topics_exist
 from worker.core.clock import SystemClock
-from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.core.errors import (
+    ConfigError,
+    RegistryUnavailable,
+    SchemaNotFound,
+    SchemaRefused,
+    ServiceUnavailable,
+)
 from worker.core.model_cache import ModelCache
 from worker.core.model_table import ModelEntry
 from worker.core.pacing import LiveFirst, RatePacer
@@ -38,6 +44,7 @@ from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_cluster import CLUSTER_SCHEME, RedisClusterDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
 from worker.formats import codecs
+from worker.formats.replies import framed_replies
 from worker.formats.schemas import RegistrySchemas
 from worker.jobs.backfill import BackfillJob, ReplyTopicSink
 from worker.jobs.bounded_source import BoundedSource
@@ -53,6 +60,7 @@ from worker.ports import (
     DedupStore,
     ModelRunner,
     PartitionReader,
+    ReplyEncode,
     RequestDecoder,
     Scorer,
     SendTag,
@@ -254,6 +262,35 @@ def build_decoder(settings: Settings, routes: Routes) -> RequestDecoder:
     if len(decoders) == 1:
         return default
     return TopicDecoders({topic: decoders[formats.format_of(topic)] for topic in formats.named_topics()}, default)
+
+
+def build_reply_encoder(settings: Settings, models: ServedModels) -> ReplyEncode | None:
+    """Replies in a registry format: each served name's reply schema, made from the outputs of its live model's
+    reply to a sample request, registered (or looked up) now (None: the wire contract's JSON). Raises
+    ConfigError (outputs of no registry type, a schema refused or not found, models loaded on first use),
+    ServiceUnavailable (the registry does not answer)."""
+    formats = settings.formats
+    if formats.reply_format == "json":
+        return None
+    if on_first_use(settings):
+        raise ConfigError(f"--reply-format {formats.reply_format} makes each model's reply schema from its outputs "
+                          "at start, and under a memory budget (max_loaded_models, model_memory_mb) models load "
+                          "later: use --reply-format json with a budget")
+    samples = {}
+    for name, route in models.routes.live().items():
+        runner = models.runners[route.entry]
+        if not isinstance(runner, TorchRunner):
+            raise ConfigError(f"--reply-format {formats.reply_format}: model {name} cannot score a sample request")
+        samples[name] = runner.sample_outputs()
+    try:
+        return framed_replies(formats, settings.kafka.reply_topic, samples, models.routes.default.model)
+    except RegistryUnavailable as exc:
+        raise ServiceUnavailable(f"{exc}: check SCHEMA_REGISTRY_URL (--schema-registry-url)") from None
+    except (SchemaRefused, SchemaNotFound) as exc:
+        mode = ("it was looked up only (--reply-schema-mode lookup): register it, or use register"
+                if formats.reply_schema_mode == "lookup" else "the subject's compatibility rule may refuse it")
+        raise ConfigError(f"the reply schema of --reply-format {formats.reply_format} could not be had: {exc}; "
+                          f"{mode}") from None
 
 
 def build_dedup(dedup: DedupSettings, bounds: StepBounds, clock: SystemClock) -> DedupStore:
@@ -553,7 +590,8 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     worker = _worker(settings, source, sink, dedup, models, clock, stop_requested=stop_requested,
                      transactions=transactions, stats=stats, reloads=build_reloads(settings, models, stats),
                      shadow=build_shadow(settings, models, stats, clock),
-                     tracer=build_tracer(settings, os.environ, tracer_provider))
+                     tracer=build_tracer(settings, os.environ, tracer_provider),
+                     encode_reply=build_reply_encoder(settings, models))
     freeze_start_up_heap()
     return worker
 
@@ -561,14 +599,14 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
 def _worker(settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels,
             clock: SystemClock, stop_requested: StopRequest | None, transactions: Transactions | None = None,
             stats: WorkerStats | None = None, reloads: Reloads | None = None, shadow: Shadow | None = None,
-            tracer: Tracer | None = None) -> Worker:
+            tracer: Tracer | None = None, encode_reply: ReplyEncode | None = None) -> Worker:
     """The loop over these parts, given the sections it reads, its models where ``model_thread`` says (and their
     loads on first use under a memory budget), and its requests' decoder."""
     return Worker(source, sink, dedup, models, build_decoder(settings, models.routes), clock, kafka=settings.kafka,
                   batching=settings.batching, delivery=settings.delivery, operations=settings.operations,
                   stop_requested=stop_requested, transactions=transactions,
                   scorer=build_scorer(settings, models.runners, clock), stats=stats, reloads=reloads,
-                  shadow=shadow, loads=build_loads(settings, models), tracer=tracer)
+                  shadow=shadow, loads=build_loads(settings, models), tracer=tracer, encode_reply=encode_reply)
 
 
 def freeze_start_up_heap() -> None:

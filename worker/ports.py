@@ -239,6 +239,11 @@ class RequestDecoder(Protocol):
         """Forget held records of partitions no longer owned; returns how many."""
 
 
+ReplyEncode = Callable[[Reply], tuple[bytes, bytes, Headers]]
+"""A reply's record key, value and headers: worker/core/wire.py's ``encode_reply`` (JSON), or a registry format's
+(worker/formats/replies.py), which raises UnencodableReply for outputs its schema cannot hold."""
+
+
 class ModelRunner(Protocol):
     name: str
     version: str

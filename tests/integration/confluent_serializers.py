@@ -70,3 +70,34 @@ def generated_class(proto_text: str, tmp_path: Path) -> Any:
     spec.loader.exec_module(loaded)
     first = next(iter(loaded.DESCRIPTOR.message_types_by_name))
     return getattr(loaded, first)
+
+
+def deserializer(reply_format: str, registry_url: str, schema_text: str, tmp_path: Path) -> Callable[[bytes, str], Any]:
+    """``deserialize(value, topic)``: a framed value read by Confluent's own deserializer, as a dict. Protobuf's
+    needs the class of the schema ``schema_text`` (generated here by protoc)."""
+    pytest.importorskip("confluent_kafka.schema_registry")
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    client = SchemaRegistryClient({"url": registry_url})
+    if reply_format == "avro":
+        from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+        inner: Any = AvroDeserializer(client)
+        to_dict: Callable[[Any], Any] = lambda value: value  # noqa: E731
+    elif reply_format == "json-schema":
+        from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+
+        inner = JSONDeserializer(None, schema_registry_client=client)
+        to_dict = lambda value: value  # noqa: E731
+    else:
+        from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+        from google.protobuf import json_format
+
+        inner = ProtobufDeserializer(generated_class(schema_text, tmp_path), {"use.deprecated.format": False})
+        to_dict = lambda message: json_format.MessageToDict(message, preserving_proto_field_name=True)  # noqa: E731
+
+    def deserialize(value: bytes, topic: str) -> Any:
+        return to_dict(inner(value, SerializationContext(topic, MessageField.VALUE)))
+
+    return deserialize

@@ -19,7 +19,7 @@ import pytest
 
 from producer.client import ScoringClient
 from producer.send import send_requests, synthetic_requests
-from tests.integration.confluent_serializers import serializer
+from tests.integration.confluent_serializers import deserializer, serializer
 from tests.integration.kit import Producer, TopicReader, Topics, start_worker
 from tests.integration.registry_gate import RegistryGate
 from worker.core.formats import Formats
@@ -189,6 +189,46 @@ def test_a_registry_outage_holds_records_until_it_is_back(bootstrap, redis_url, 
     assert {reply["status"] for reply in landed.values()} == {"ok"}
     events = {event.get("event") for event in worker.events()}
     assert {"schema_registry_failed", "schema_registry_recovered"} <= events
+
+
+@pytest.mark.parametrize(("kafka_client", "reply_format"), [("confluent", "avro"), ("kafka-python", "protobuf"),
+                                                            ("kafka-python", "json-schema")])
+def test_replies_in_a_registry_format_are_read_by_the_client_and_by_confluent(bootstrap, redis_url, schema_registry,
+                                                                             tmp_path, kafka_client, reply_format):
+    """The worker registers its reply schema (made from the churn model's outputs) under the record strategy's
+    subject; ScoringClient reads the framed replies with no format named, and so do Confluent's deserializers,
+    an error reply included."""
+    if kafka_client == "confluent":
+        pytest.importorskip("confluent_kafka")
+    topics = Topics.create(bootstrap, partitions=2)
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--kafka-client", kafka_client,
+                          "--reply-format", reply_format, "--reply-subject-strategy", "record",
+                          "--schema-registry-url", schema_registry)
+    replies = TopicReader(bootstrap, topics.replies)
+    formats = Formats(registry_url=schema_registry)
+    try:
+        with ScoringClient(bootstrap, topics.requests, topics.replies, formats=formats, kafka_client=kafka_client,
+                           timeout_s=60) as client:
+            answer = client.score([0.25] * 16, request_id="framed-ok")
+            refused = client.score([0.25] * 3, request_id="framed-error")
+        landed = replies.read_until(lambda got: len(got.records) >= 2, 30, "the replies", watch=worker)
+        worker.stop()
+    finally:
+        replies.close()
+    assert answer["status"] == "ok" and set(answer["outputs"]) == {"churn_probability"}, answer
+    assert (answer["model"], answer["id"]) == ("churn", "framed-ok")
+    assert refused["status"] == "error" and refused["error"]["code"] == "wrong_input_length", refused
+    assert "outputs" not in refused
+
+    (schema_id,) = {read_frame(record.value).schema_id for record in landed.records}
+    registry = RegistryClient(schema_registry)
+    registered = registry.schema(schema_id)  # the registry's own word on what the worker registered
+    assert registry.lookup("streamscore.ChurnReply", _schema_type(reply_format), registered.text) == schema_id
+    read = deserializer(reply_format, schema_registry, registered.text, tmp_path)
+    by_id = {record.key.decode(): read(record.value, topics.replies) for record in landed.records}
+    assert by_id["framed-ok"]["status"] == "ok"
+    assert abs(by_id["framed-ok"]["outputs"]["churn_probability"] - answer["outputs"]["churn_probability"]) < 1e-9
+    assert by_id["framed-error"]["error"]["code"] == "wrong_input_length"
 
 
 def _body(request_id: str, n: int) -> dict:

@@ -33,6 +33,10 @@ class SchemaRefused(WorkerError):
     """A schema the worker cannot read records with: another format than the one configured, or malformed."""
 
 
+class UnencodableReply(WorkerError):
+    """A reply's outputs do not fit its model's reply schema (--reply-format): it is answered reply_unencodable."""
+
+
 class ModelError(WorkerError):
     """A model could not be loaded, or failed on a batch."""
 

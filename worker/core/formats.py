@@ -26,6 +26,8 @@ from worker.core.environ import refuse_unknown
 from worker.core.errors import ConfigError
 
 REQUEST_FORMATS = ("json", "avro", "protobuf", "json-schema")
+SUBJECT_STRATEGIES = ("topic", "record", "topic-record")
+SCHEMA_MODES = ("register", "lookup")
 # Unknown variables with this prefix are typos of ours; the two STREAMSCORE_ ones are read here, not by Settings.
 OWN_PREFIX = "SCHEMA_REGISTRY_"
 # The request fields a schema may call otherwise (--request-fields id=requestId,inputs=features).
@@ -48,6 +50,17 @@ class Formats:
         "avro, protobuf or json-schema (Confluent wire format: magic byte 0, a 4-byte schema id, the payload; the "
         "schema is fetched from SCHEMA_REGISTRY_URL by id); per requests topic as TOPIC=FORMAT items after the "
         "default, e.g. json,orders=avro. See docs/formats.md", flag="--request-format")
+    reply_format: str = _option(
+        "json", "STREAMSCORE_REPLY_FORMAT", "how reply values are written: json (the wire contract's JSON), avro, "
+        "protobuf or json-schema (Confluent wire format, a schema per model made from its outputs and registered "
+        "at start). See docs/formats.md", flag="--reply-format")
+    reply_subject_strategy: str = _option(
+        "topic", "STREAMSCORE_REPLY_SUBJECT_STRATEGY", "the subject a reply schema is registered under: topic "
+        "(<reply topic>-value; one model per reply topic), record (the record's name, streamscore.ChurnReply) or "
+        "topic-record (<reply topic>-<record name>)", flag="--reply-subject-strategy")
+    reply_schema_mode: str = _option(
+        "register", "STREAMSCORE_REPLY_SCHEMA_MODE", "register the reply schemas at start, or lookup: only find "
+        "them registered already (read-only registry credentials)", flag="--reply-schema-mode")
     request_fields: str = _option(
         "", "STREAMSCORE_REQUEST_FIELDS", "registry-framed requests: the schema's names for the request fields, "
         "e.g. id=requestId,inputs=features (default: id, inputs, reply_to, deadline_ms as they are)",
@@ -74,12 +87,18 @@ class Formats:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "request_format", self.request_format.lower())
+        object.__setattr__(self, "reply_format", self.reply_format.lower())
         _validate(self)
 
     @property
     def framed(self) -> bool:
-        """Some requests are registry-framed (not the wire contract's JSON): the registry is needed."""
+        """Some requests are registry-framed (not the wire contract's JSON)."""
         return any(name != "json" for name in self.used())
+
+    @property
+    def needs_registry(self) -> bool:
+        """Some requests or the replies are registry-framed."""
+        return self.framed or self.reply_format != "json"
 
     def format_of(self, topic: str) -> str:
         """The format of ``topic``'s requests."""
@@ -166,6 +185,15 @@ def _validate(s: Formats) -> None:
     need(all(s.named_topics()), f"request_format: a TOPIC=FORMAT item names no topic in {s.request_format!r}")
     need(not s.framed or bool(s.registry_url), f"--request-format {s.request_format} reads the schemas from a "
          "registry: set SCHEMA_REGISTRY_URL (or --schema-registry-url); `make up` prints the local one")
+    need(s.reply_format in REQUEST_FORMATS, f"reply_format (--reply-format, STREAMSCORE_REPLY_FORMAT) must be one "
+         f"of {', '.join(REQUEST_FORMATS)}, got {s.reply_format!r}")
+    need(s.reply_format == "json" or bool(s.registry_url), f"--reply-format {s.reply_format} registers the reply "
+         "schemas in a registry: set SCHEMA_REGISTRY_URL (or --schema-registry-url); `make up` prints the local one")
+    need(s.reply_subject_strategy in SUBJECT_STRATEGIES, f"reply_subject_strategy (--reply-subject-strategy, "
+         f"STREAMSCORE_REPLY_SUBJECT_STRATEGY) must be one of {', '.join(SUBJECT_STRATEGIES)}, "
+         f"got {s.reply_subject_strategy!r}")
+    need(s.reply_schema_mode in SCHEMA_MODES, f"reply_schema_mode (--reply-schema-mode, STREAMSCORE_REPLY_SCHEMA_MODE)"
+         f" must be one of {', '.join(SCHEMA_MODES)}, got {s.reply_schema_mode!r}")
     scheme = urlsplit(s.registry_url).scheme
     need(not s.registry_url or scheme in ("http", "https"),
          f"SCHEMA_REGISTRY_URL must start with http:// or https://, got {s.registry_url!r}")

@@ -74,6 +74,10 @@ class Routes:
         """The default model's live arm: whose name and version an unreadable request's error reply carries."""
         return self._arms[self._default][0].route
 
+    def live(self) -> dict[str, Route]:
+        """Each served name's live arm (its first)."""
+        return {name: split[0].route for name, split in self._arms.items()}
+
     def entries(self) -> list[str]:
         """Every entry an arm routes to, each once, in the order served."""
         return list(dict.fromkeys(arm.route.entry for split in self._arms.values() for arm in split))

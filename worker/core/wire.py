@@ -98,6 +98,7 @@ ERR_OUT_OF_MEMORY = "out_of_memory"
 ERR_MODEL_ERROR = "model_error"
 ERR_MODEL_UNAVAILABLE = "model_unavailable"  # its model, loaded on first use, did not load
 ERR_REPLY_TOO_LARGE = "reply_too_large"
+ERR_REPLY_UNENCODABLE = "reply_unencodable"  # outputs its reply schema (--reply-format) cannot hold
 # A dead letter's H_DLQ_CODE only: a reply its topic refused for good (worker/core/refusals.py).
 ERR_REPLY_REFUSED = "reply_refused"
 
@@ -219,6 +220,12 @@ def refuse(record: RawRecord, code: str, message: str, *, dead_letter: bool = Fa
 
 def encode_reply(reply: Reply) -> tuple[bytes, bytes, Headers]:
     """The reply record's key, value and headers."""
+    return (reply.id.encode(), orjson.dumps(reply_body(reply), option=orjson.OPT_SERIALIZE_NUMPY),
+            reply_headers(reply))
+
+
+def reply_body(reply: Reply) -> dict[str, Any]:
+    """The reply's fields: ``id``, ``status``, ``outputs`` when ok, else ``error``, ``model``, ``model_version``."""
     body: dict[str, Any] = {"id": reply.id, "status": reply.status}
     if reply.status == "ok":
         body["outputs"] = reply.outputs
@@ -226,6 +233,11 @@ def encode_reply(reply: Reply) -> tuple[bytes, bytes, Headers]:
         body["error"] = {"code": reply.error_code, "message": reply.error_message}
     body["model"] = reply.model
     body["model_version"] = reply.model_version
+    return body
+
+
+def reply_headers(reply: Reply) -> Headers:
+    """The reply record's headers: where its time went, where its request was, its trace context."""
     t = reply.timings
     headers: Headers = [
         (H_QUEUE_WAIT, _ms(t.queue_wait_ms)),
@@ -238,7 +250,7 @@ def encode_reply(reply: Reply) -> tuple[bytes, bytes, Headers]:
     ]
     if reply.traceparent is not None:
         headers.append((H_TRACEPARENT, reply.traceparent))
-    return reply.id.encode(), orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), headers
+    return headers
 
 
 def encode_shadow(request_id: str, model: str, live: dict[str, Any], candidate: dict[str, Any]) -> bytes:

@@ -24,11 +24,16 @@ Writer = Callable[[dict[str, Any]], bytes]
 SCHEMA_TYPES = {"avro": AVRO, "json-schema": JSON, "protobuf": PROTOBUF}
 
 
-def reader(request_format: str, schema_type: str, text: str, schema_id: int,
+def reader(request_format: str | None, schema_type: str, text: str, schema_id: int,
            references: Mapping[str, str] | None = None) -> Reader:
     """The payload reader of a schema registered as ``schema_type`` with ``text``; ``references``: the texts it
-    imports, by the name it imports them under (Protobuf)."""
-    _check_type(request_format, schema_type, schema_id)
+    imports, by the name it imports them under (Protobuf). ``request_format`` None: a schema of any type."""
+    if request_format is not None:
+        _check_type(request_format, schema_type, schema_id)
+    elif schema_type not in SCHEMA_TYPES.values():
+        raise SchemaRefused(f"schema {schema_id} is of type {schema_type}, which is not read here")
+    else:
+        check_installed(next(name for name, kind in SCHEMA_TYPES.items() if kind == schema_type))
     if schema_type == AVRO:
         return _avro_reader(_avro_schema(text, schema_id))
     if schema_type == PROTOBUF:

@@ -20,7 +20,8 @@ MAX_REFERENCES = 100
 
 
 class RegistrySchemas:
-    def __init__(self, client: RegistryClient, request_format: str, max_size: int) -> None:
+    def __init__(self, client: RegistryClient, request_format: str | None, max_size: int) -> None:
+        """``request_format``: the format every schema must be of (None: any; a reader of replies)."""
         self._client = client
         self._format = request_format
         self._max_size = max_size

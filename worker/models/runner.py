@@ -171,6 +171,15 @@ class TorchRunner:
         tensors = (*self._module.parameters(), *self._module.buffers())
         return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
 
+    def sample_outputs(self) -> Any:
+        """The outputs of the reply to a sample request (what a reply schema is made from). Raises ModelError
+        when the model fails on it."""
+        outcome = self.run([self.prepare(self.model.sample_inputs(random.Random(0)))])[0]
+        if not outcome.ok:
+            raise ModelError(f"model {self.name} failed on a sample request: {outcome.error_code}: "
+                             f"{outcome.error_message}")
+        return outcome.output
+
     def prepare(self, inputs: Any) -> Any:
         """The model's item for one request's JSON ``inputs``; raises InvalidInput, or whatever the model's own
         ``prepare`` raised (noted in ``faults``: the caller answers that request model_error)."""

@@ -44,7 +44,17 @@ from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import BatchingSettings, DeliverySettings, KafkaSettings, OperationsSettings
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
-from worker.ports import DedupStore, RequestDecoder, Scorer, SendTag, Sink, Source, Tracer, Transactions
+from worker.ports import (
+    DedupStore,
+    ReplyEncode,
+    RequestDecoder,
+    Scorer,
+    SendTag,
+    Sink,
+    Source,
+    Tracer,
+    Transactions,
+)
 from worker.stream.admission import Admission
 from worker.stream.commit import commit_policy
 from worker.stream.dedup_gate import DedupGate
@@ -77,7 +87,8 @@ class Worker:
                  stop_requested: StopRequest | None = None, transactions: Transactions | None = None,
                  scorer: Scorer | None = None, stats: WorkerStats | None = None,
                  reloads: Reloads | None = None, shadow: Shadow | None = None,
-                 loads: ModelLoads | None = None, tracer: Tracer | None = None) -> None:
+                 loads: ModelLoads | None = None, tracer: Tracer | None = None,
+                 encode_reply: ReplyEncode | None = None) -> None:
         """``models``: the model entries served, their batchers and routes; ``decoder``: from polled records to
         requests (the wire contract's JSON, or registry-framed). The sections say the topics and poll limits
         (``kafka``), whether batches wait to fill (``batching``), how often to commit (``delivery``) and how long
@@ -87,7 +98,9 @@ class Worker:
         versions of the models to switch in without a restart (stream/reloads.py; None: none); ``shadow`` scores
         a sample of answered requests with candidate models, off the loop's thread (stream/shadow.py); ``loads``
         loads models on first use under a memory budget (stream/residency.py; None: all are loaded); ``tracer``
-        makes spans of batches, replies, dead letters and duplicates (worker/tracing/; None: no tracing)."""
+        makes spans of batches, replies, dead letters and duplicates (worker/tracing/; None: no tracing);
+        ``encode_reply`` writes a reply's record (None: the wire contract's JSON; worker/formats/replies.py: a
+        registry format)."""
         self._kafka, self._operations = kafka, operations
         self._bounds = step_bounds(kafka, operations)
         self._source, self._sink, self._dedup, self._clock = source, sink, dedup, clock
@@ -101,7 +114,7 @@ class Worker:
         gate = DedupGate(dedup)
         self._gate = gate
         self._responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, models.routes.default,
-                                    self.stats, self._bounds.settle_s, tracer)
+                                    self.stats, self._bounds.settle_s, tracer, encode_reply)
         topics = TopicDirectory(source.list_topics, clock, wait_s=self._bounds.metadata_s)
         self._residency = Residency(models, loads, self._responder, self.stats, clock) if loads else None
         self._admission = Admission(decoder, topics, gate, self._batchers, offsets, self._responder, self.stats,

@@ -17,8 +17,8 @@ from dataclasses import replace
 import structlog
 
 from worker.core.bounds import SETTLE_S
-from worker.core.errors import DeliveryError
-from worker.core.messages import InvalidRecord, Position, Reply, Request, Status, Timings
+from worker.core.errors import DeliveryError, UnencodableReply
+from worker.core.messages import Headers, InvalidRecord, Position, Reply, Request, Status, Timings
 from worker.core.offsets import TopicPartition as TP
 from worker.core.refusals import (
     CUT_DEAD_LETTER,
@@ -38,13 +38,14 @@ from worker.core.wire import (
     ERR_DEADLINE_EXCEEDED,
     ERR_REPLY_REFUSED,
     ERR_REPLY_TOO_LARGE,
+    ERR_REPLY_UNENCODABLE,
     ERR_TOO_MANY_TOKENS,
     MAX_SEND_BYTES,
     encode_dead_letter,
     encode_reply,
     send_size,
 )
-from worker.ports import Completed, Delivery, Outcome, Scored, SendTag, Sink, Tracer
+from worker.ports import Completed, Delivery, Outcome, ReplyEncode, Scored, SendTag, Sink, Tracer
 
 log = structlog.get_logger(__name__)
 
@@ -74,9 +75,16 @@ EXPIRED = Outcome(None, ERR_DEADLINE_EXCEEDED, "the deadline passed before scori
 REPLY_HEADROOM_BYTES = 8192
 
 
-def encode_sendable(reply: Reply) -> tuple[Reply, tuple[bytes, bytes, list[tuple[str, bytes]]]]:
-    """The reply and its record; a reply too large to send becomes the error reply reply_too_large."""
-    key, value, headers = encoded = encode_reply(reply)
+def encode_sendable(reply: Reply, encode: ReplyEncode = encode_reply) -> tuple[Reply, tuple[bytes, bytes, Headers]]:
+    """The reply and its record; a reply too large to send becomes the error reply reply_too_large, one whose
+    outputs its reply schema cannot hold the error reply reply_unencodable."""
+    try:
+        key, value, headers = encoded = encode(reply)
+    except UnencodableReply as exc:
+        log.warning("reply_unencodable", request_id=reply.id, model=reply.model, error=str(exc))
+        unencodable = replace(reply, status="error", outputs=None, error_code=ERR_REPLY_UNENCODABLE,
+                              error_message=str(exc))
+        return unencodable, encode(unencodable)
     # A reply's key (an id) and headers (timings, a capped traceparent) take far less than this: counted
     # only for a value near the limit, so that the common reply pays one comparison.
     if len(value) <= MAX_SEND_BYTES - REPLY_HEADROOM_BYTES:
@@ -90,7 +98,7 @@ def encode_sendable(reply: Reply) -> tuple[Reply, tuple[bytes, bytes, list[tuple
                                   "worker sends may have",
                     reply_to=reply.reply_to, traceparent=reply.traceparent, timings=reply.timings,
                     batch_size=reply.batch_size)
-    return smaller, encode_reply(smaller)
+    return smaller, encode(smaller)
 
 
 def stage_timings(request: Request, scored: Scored, submitted_ms: int) -> Timings:
@@ -104,12 +112,15 @@ class Responder:
     """Sends every reply and dead letter of the stream. Not thread-safe."""
 
     def __init__(self, sink: Sink[SendTag], reply_topic: str, dead_letter_topic: str, default: Route,
-                 stats: WorkerStats, settle_s: float = SETTLE_S, tracer: Tracer | None = None) -> None:
+                 stats: WorkerStats, settle_s: float = SETTLE_S, tracer: Tracer | None = None,
+                 encode: ReplyEncode | None = None) -> None:
         """``default``: the model whose name and version a reply carries when its request has no route (it
         could not be read, or named no model); ``settle_s``: the longest wait for a record sent alone
         (worker/core/refusals.py); ``tracer``: spans for batches, replies and dead letters (None: none, and
-        no cost but a test per batch and per error)."""
+        no cost but a test per batch and per error); ``encode``: a reply's record (default: the wire
+        contract's JSON)."""
         self._tracer = tracer
+        self._encode = encode or encode_reply
         self._sink = sink
         self._reply_topic = reply_topic
         self._dead_letter_topic = dead_letter_topic
@@ -259,7 +270,7 @@ class Responder:
                                             "topic's max.message.bytes)")
             self._emit(smaller, claimed, reply)
         else:
-            _, value, _ = encode_reply(reply)
+            _, value, _ = encode_sendable(reply, self._encode)[1]
             record = InvalidRecord(reply.position, ERR_REPLY_REFUSED, f"the reply was not delivered: {refused.why}",
                                    reply.id.encode(), value)
             self._dead_letter(record, Completed(reply.id, None) if claimed else None, reply,
@@ -280,9 +291,9 @@ class Responder:
         self._held += self._sink.settle(self._settle_s)
 
     def _emit(self, reply: Reply, claimed: bool, sent: Reply) -> None:
-        reply, (key, value, headers) = encode_sendable(reply)
-        if reply.error_code == ERR_REPLY_TOO_LARGE:
-            self._stats.error_codes[ERR_REPLY_TOO_LARGE] += 1
+        reply, (key, value, headers) = encode_sendable(reply, self._encode)
+        if reply.error_code in (ERR_REPLY_TOO_LARGE, ERR_REPLY_UNENCODABLE):
+            self._stats.error_codes[reply.error_code] += 1
         self._stats.record_reply(reply.model, reply.model_version, reply.status)
         # Only a scored answer is remembered; an error or expiry releases the
         # claim so that a corrected retry with the same id is scored.
