@@ -207,16 +207,16 @@ PayloadReader = Callable[[memoryview], Any]
 
 
 class SchemaResolver(Protocol):
-    """A schema registry's schemas by id, each as a reader of the payloads written with it (worker/formats/).
-    For the loop's thread only."""
+    """A schema registry's schemas by id (an int; a str is a schema GUID), each as a reader of the payloads
+    written with it (worker/formats/). For the loop's thread only."""
 
-    def reader(self, schema_id: int) -> PayloadReader:
+    def reader(self, schema_id: int | str) -> PayloadReader:
         """The reader of schema ``schema_id``'s payloads: a payload in, the decoded value (a dict for a
         request) out; it raises any exception for a payload that does not match the schema. Blocks up to the
         registry timeout for a schema not cached yet. Raises RegistryUnavailable (the call may be repeated),
         SchemaNotFound (the registry has no such id, now), SchemaRefused (a schema of another format, or one
         that cannot be read)."""
-    def cached(self, schema_id: int) -> PayloadReader | None:
+    def cached(self, schema_id: int | str) -> PayloadReader | None:
         """The reader if the schema is cached already, else None; never blocks."""
 
 

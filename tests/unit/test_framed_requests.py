@@ -181,3 +181,36 @@ def test_a_registry_that_does_not_answer_is_unavailable_not_an_error_of_the_reco
     client = RegistryClient(f"http://127.0.0.1:{port}/apis/ccompat/v7", timeout_s=0.5)
     with pytest.raises(RegistryUnavailable, match="did not answer"):
         client.schema(1)
+
+
+GUID = "0b3e7f6a-4d2c-4e8b-9a51-2f0c6d7e8a91"
+
+
+def test_a_schema_named_in_the_value_schema_id_header_reads_the_bare_payload():
+    """Newer Confluent clients put magic byte 1 and a schema GUID (or magic byte 0 and an id) in a header, and
+    the payload alone in the value."""
+    import uuid
+
+    registry = StandInRegistry()
+    registry.schemas[GUID] = registry.schemas[AVRO_ID]
+    bare = avro("by-guid", [0.5] * 16)[5:]
+    by_guid = RawRecord(Position("requests", 0, 0), None, bare,
+                        [("__value_schema_id", b"\x01" + uuid.UUID(GUID).bytes)], 0, 0.0)
+    by_id = RawRecord(Position("requests", 0, 1), None, avro("by-id", [0.5] * 16)[5:],
+                      [("__value_schema_id", b"\x00\x00\x00\x00\x01")], 0, 0.0)
+    bad = RawRecord(Position("requests", 0, 2), None, bare, [("__value_schema_id", b"\x07")], 0, 0.0)
+    unknown = RawRecord(Position("requests", 0, 3), None, bare,
+                        [("__value_schema_id", b"\x01" + uuid.UUID(int=7).bytes)], 0, 0.0)
+    framed = decoder(registry, retries=0)
+    assert outcomes(framed.decode([by_guid, by_id, bad, unknown], 0.0)) == [
+        ("not_framed", None, None), ("request", "by-guid"), ("request", "by-id"),
+        ("unknown_schema", str(uuid.UUID(int=7)), None)]
+
+
+def test_protobuf_message_indexes_travel_in_the_header_when_the_id_does():
+    import uuid
+
+    from worker.core.framing import read_header_id
+
+    schema_id, payload = read_header_id(b"\x01" + uuid.UUID(GUID).bytes + b"\x02\x02\x00", b"message")
+    assert (schema_id, bytes(payload)) == (GUID, b"\x02\x02\x00message")

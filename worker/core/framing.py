@@ -5,15 +5,24 @@ that many zigzag varints; a single 0 byte means the first message):
 ``read_message_indexes`` reads them. Avro and JSON Schema payloads follow the
 id directly. Both sides use this module: the worker reads frames, the producer
 writes them.
+
+Newer Confluent clients may put the schema in a ``__value_schema_id`` header
+instead, the value then being the bare payload: the header holds magic byte 1
+and the schema's 16-byte GUID, or magic byte 0 and the 4-byte id, followed by
+the Protobuf message indexes (``read_header_id``).
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import NamedTuple
 
 MAGIC = 0
+MAGIC_GUID = 1
 HEADER_BYTES = 5
+GUID_BYTES = 16
+SCHEMA_ID_HEADER = "__value_schema_id"
 _ID = struct.Struct(">I")
 
 
@@ -22,7 +31,7 @@ class NotFramed(ValueError):
 
 
 class Frame(NamedTuple):
-    schema_id: int
+    schema_id: int | str  # an id, or a GUID (its canonical text) from a header
     payload: memoryview
 
 
@@ -40,6 +49,20 @@ def read_frame(value: bytes) -> Frame:
         raise NotFramed(f"the value does not start with the magic byte 0 of the Confluent wire format (it starts "
                         f"with {value[0]:#04x}: not registry-framed, plain JSON perhaps)")
     return Frame(_ID.unpack_from(value, 1)[0], memoryview(value)[HEADER_BYTES:])
+
+
+def read_header_id(header: bytes, value: bytes) -> Frame:
+    """The schema id or GUID of a ``__value_schema_id`` header, and the payload: the header's message indexes
+    (Protobuf; none for the other formats) followed by the whole value. Raises NotFramed."""
+    if header[:1] == bytes((MAGIC_GUID,)) and len(header) >= 1 + GUID_BYTES:
+        schema_id: int | str = str(uuid.UUID(bytes=bytes(header[1:1 + GUID_BYTES])))
+        rest = header[1 + GUID_BYTES:]
+    elif header[:1] == bytes((MAGIC,)) and len(header) >= HEADER_BYTES:
+        schema_id, rest = _ID.unpack_from(header, 1)[0], header[HEADER_BYTES:]
+    else:
+        raise NotFramed(f"the {SCHEMA_ID_HEADER} header ({len(header)} bytes) holds neither magic byte 1 and a "
+                        "16-byte schema GUID nor magic byte 0 and a 4-byte schema id")
+    return Frame(schema_id, memoryview(bytes(rest) + value if rest else value))
 
 
 def read_message_indexes(payload: memoryview) -> tuple[list[int], memoryview]:

@@ -83,7 +83,7 @@ class InvalidRecord:
     request_id: str | None = None
     reply_to: str | None = None
     traceparent: bytes | None = None
-    schema_id: int | None = None
+    schema_id: int | str | None = None
 
 
 @dataclass(slots=True)

@@ -210,7 +210,7 @@ def prepared(prepare: Prepare, inputs: Any) -> Any:
 
 
 def refuse(record: RawRecord, code: str, message: str, *, dead_letter: bool = False,
-           schema_id: int | None = None) -> InvalidRecord:
+           schema_id: int | str | None = None) -> InvalidRecord:
     """A record that cannot be read as a request: an error reply when its key names an id, else (or with
     ``dead_letter``) a dead letter; ``schema_id`` goes into a dead letter's H_DLQ_SCHEMA_ID."""
     request_id = None if dead_letter else _id_from_key(record.key)

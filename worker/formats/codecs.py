@@ -24,7 +24,7 @@ Writer = Callable[[dict[str, Any]], bytes]
 SCHEMA_TYPES = {"avro": AVRO, "json-schema": JSON, "protobuf": PROTOBUF}
 
 
-def reader(request_format: str | None, schema_type: str, text: str, schema_id: int,
+def reader(request_format: str | None, schema_type: str, text: str, schema_id: int | str,
            references: Mapping[str, str] | None = None) -> Reader:
     """The payload reader of a schema registered as ``schema_type`` with ``text``; ``references``: the texts it
     imports, by the name it imports them under (Protobuf). ``request_format`` None: a schema of any type."""
@@ -61,7 +61,7 @@ def check_installed(request_format: str) -> None:
         protobuf.check_installed()
 
 
-def _check_type(request_format: str, schema_type: str, schema_id: int) -> None:
+def _check_type(request_format: str, schema_type: str, schema_id: int | str) -> None:
     expected = SCHEMA_TYPES[request_format]
     if schema_type != expected:
         raise SchemaRefused(f"schema {schema_id} is a {schema_type} schema, and --request-format {request_format} "
@@ -77,7 +77,7 @@ def _fastavro() -> Any:
     return fastavro
 
 
-def _avro_schema(text: str, schema_id: int | None) -> Any:
+def _avro_schema(text: str, schema_id: int | str | None) -> Any:
     fastavro = _fastavro()
     try:
         return fastavro.parse_schema(orjson.loads(text))
@@ -110,7 +110,7 @@ def _avro_writer(parsed: Any) -> Writer:
     return write_payload
 
 
-def _json_schema(text: str, schema_id: int | None) -> dict[str, Any]:
+def _json_schema(text: str, schema_id: int | str | None) -> dict[str, Any]:
     try:
         schema = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
@@ -136,5 +136,5 @@ def _json_reader(schema: dict[str, Any]) -> Reader:
     return read_payload
 
 
-def _named(schema_id: int | None) -> str:
+def _named(schema_id: int | str | None) -> str:
     return "the schema" if schema_id is None else f"schema {schema_id}"

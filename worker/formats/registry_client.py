@@ -67,6 +67,10 @@ class RegistryClient:
         """The schema of id ``schema_id`` (``GET /schemas/ids/{id}``)."""
         return _registered(self._call("GET", f"/schemas/ids/{schema_id}", None, f"schema id {schema_id}"))
 
+    def schema_by_guid(self, guid: str) -> RegisteredSchema:
+        """The schema of GUID ``guid`` (``GET /schemas/guids/{guid}``; Confluent's registry 8, not Apicurio 2.4)."""
+        return _registered(self._call("GET", f"/schemas/guids/{quote(guid, safe='')}", None, f"schema GUID {guid}"))
+
     def version(self, subject: str, version: int) -> RegisteredSchema:
         """The schema registered as ``version`` of ``subject`` (``GET /subjects/{s}/versions/{v}``): a reference's."""
         return _registered(self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}", None,

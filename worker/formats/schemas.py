@@ -25,24 +25,26 @@ class RegistrySchemas:
         self._client = client
         self._format = request_format
         self._max_size = max_size
-        self._readers: OrderedDict[int, PayloadReader] = OrderedDict()
+        self._readers: OrderedDict[int | str, PayloadReader] = OrderedDict()
 
     @classmethod
     def from_formats(cls, formats: Formats, request_format: str) -> RegistrySchemas:
         """The schemas of ``request_format``'s records (one of the formats ``formats`` reads)."""
         return cls(RegistryClient.from_formats(formats), request_format, formats.registry_cache_size)
 
-    def cached(self, schema_id: int) -> PayloadReader | None:
+    def cached(self, schema_id: int | str) -> PayloadReader | None:
         found = self._readers.get(schema_id)
         if found is not None:
             self._readers.move_to_end(schema_id)
         return found
 
-    def reader(self, schema_id: int) -> PayloadReader:
+    def reader(self, schema_id: int | str) -> PayloadReader:
         found = self.cached(schema_id)
         if found is not None:
             return found
-        schema = self._client.schema(schema_id)  # RegistryUnavailable, SchemaNotFound, ConfigError
+        # RegistryUnavailable, SchemaNotFound, ConfigError; a str is a GUID (from a __value_schema_id header)
+        client = self._client
+        schema = client.schema(schema_id) if isinstance(schema_id, int) else client.schema_by_guid(schema_id)
         references = self._references(schema.references, schema_id) if schema.references else None
         made = codecs.reader(self._format, schema.schema_type, schema.text, schema_id, references)  # SchemaRefused
         self._readers[schema_id] = made
@@ -50,7 +52,7 @@ class RegistrySchemas:
             self._readers.popitem(last=False)
         return made
 
-    def _references(self, references: tuple[Reference, ...], schema_id: int) -> dict[str, str]:
+    def _references(self, references: tuple[Reference, ...], schema_id: int | str) -> dict[str, str]:
         """The texts a schema imports, and those they import, by import name (bounded: a cycle is refused)."""
         texts: dict[str, str] = {}
         pending = list(references)

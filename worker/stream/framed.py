@@ -5,7 +5,7 @@ Records are decoded a poll at a time: each distinct schema id is resolved once
 reader and checked as the wire contract's JSON is (``request_from_body``).
 
 What cannot be decoded becomes a dead letter with the schema id and the reason:
-no frame (``not_framed``), a schema id the registry does not know after
+no frame and no ``__value_schema_id`` header (``not_framed``), a schema id the registry does not know after
 ``unknown_retries`` tries backing off from UNKNOWN_FIRST_BACKOFF_S
 (``unknown_schema``), a schema of another format or unreadable
 (``unusable_schema``), a payload that does not match its schema
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import structlog
 
 from worker.core.errors import RegistryUnavailable, SchemaNotFound, SchemaRefused
-from worker.core.framing import NotFramed, read_frame
+from worker.core.framing import SCHEMA_ID_HEADER, NotFramed, read_frame, read_header_id
 from worker.core.messages import InvalidRecord, RawRecord, Request
 from worker.core.offsets import TopicPartition as TP
 from worker.core.routes import Routes
@@ -67,8 +67,8 @@ class FramedRequests:
         self._renames = [(theirs, ours) for ours, theirs in field_names.items() if ours != theirs]
         self._unknown_retries = unknown_retries
         self._held: list[RawRecord] = []
-        self._unknown: dict[int, tuple[int, float]] = {}  # schema id -> (tries so far, next try at)
-        self._refused: dict[int, _Refusal] = {}
+        self._unknown: dict[int | str, tuple[int, float]] = {}  # schema id -> (tries so far, next try at)
+        self._refused: dict[int | str, _Refusal] = {}
         self._outage_until = 0.0
         self._outage_backoff_s = OUTAGE_FIRST_BACKOFF_S
         self.outage_failures = 0  # registry calls failed in a row
@@ -90,7 +90,7 @@ class FramedRequests:
         pending = self._held + list(records) if self._held else list(records)
         self._held = []
         out: list[Decoded] = []
-        framed: list[tuple[RawRecord, int, memoryview]] = []
+        framed: list[tuple[RawRecord, int | str, memoryview]] = []
         for record in pending:
             value = record.value
             if value is None:
@@ -100,12 +100,13 @@ class FramedRequests:
                                            f"the limit is {self._max_record_bytes}")))
             else:
                 try:
-                    schema_id, payload = read_frame(value)
+                    header = _schema_header(record.headers)
+                    schema_id, payload = read_frame(value) if header is None else read_header_id(header, value)
                 except NotFramed as exc:
                     out.append((record, refuse(record, ERR_NOT_FRAMED, str(exc), dead_letter=True)))
                     continue
                 framed.append((record, schema_id, payload))
-        readers: dict[int, PayloadReader | _Refusal | None] = {}
+        readers: dict[int | str, PayloadReader | _Refusal | None] = {}
         for record, schema_id, payload in framed:
             if schema_id not in readers:
                 readers[schema_id] = self._reader(schema_id, now)
@@ -126,7 +127,7 @@ class FramedRequests:
         self._held = kept
         return dropped
 
-    def _request(self, record: RawRecord, schema_id: int, reader: PayloadReader,
+    def _request(self, record: RawRecord, schema_id: int | str, reader: PayloadReader,
                  payload: memoryview) -> Request | InvalidRecord:
         try:
             body = reader(payload)
@@ -141,7 +142,7 @@ class FramedRequests:
                 body[ours] = body.pop(theirs)
         return request_from_body(record, {k: v for k, v in body.items() if v is not None}, self._routes)
 
-    def _reader(self, schema_id: int, now: float) -> PayloadReader | _Refusal | None:
+    def _reader(self, schema_id: int | str, now: float) -> PayloadReader | _Refusal | None:
         """The schema's reader, a refusal, or None: ask again later (an outage, or an id not found yet)."""
         cached = self._resolver.cached(schema_id)
         if cached is not None:
@@ -175,7 +176,7 @@ class FramedRequests:
         self._refused.pop(schema_id, None)
         return reader
 
-    def _refuse(self, schema_id: int, code: str, message: str, now: float) -> _Refusal:
+    def _refuse(self, schema_id: int | str, code: str, message: str, now: float) -> _Refusal:
         refusal = _Refusal(code, message[:MESSAGE_CHARS], now + FORGET_REFUSED_S)
         self._refused[schema_id] = refusal
         log.warning("schema_refused", schema_id=schema_id, code=code, reason=refusal.message)
@@ -194,6 +195,13 @@ class FramedRequests:
         self.outage_failures = 0
         self._outage_backoff_s = OUTAGE_FIRST_BACKOFF_S
         self._outage_until = 0.0
+
+
+def _schema_header(headers: list[tuple[str, bytes]]) -> bytes | None:
+    for name, value in headers:
+        if name == SCHEMA_ID_HEADER:
+            return value
+    return None
 
 
 def _why(what: str, exc: Exception) -> str:
