@@ -26,7 +26,8 @@ from worker.core.formats import Formats
 from worker.core.framing import frame, read_frame
 from worker.core.wire import H_DLQ_CODE, H_DLQ_SCHEMA_ID
 from worker.formats.registry_client import RegistryClient
-from worker.formats.requests import DEFAULT_SCHEMAS, request_encoder, subject_of
+from worker.formats.requests import DEFAULT_SCHEMAS, request_encoder
+from worker.formats.subjects import subject
 
 VALID = 12
 UNKNOWN_ID = 987_654
@@ -42,8 +43,8 @@ def test_framed_requests_are_answered_and_hostile_ones_dead_lettered(bootstrap, 
     topics = Topics.create(bootstrap, partitions=2)
     formats = Formats(request_format=request_format, registry_url=schema_registry)
     encode = request_encoder(formats, topics.requests)
-    schema_id = RegistryClient(schema_registry).lookup(subject_of(topics.requests), _schema_type(request_format),
-                                                       DEFAULT_SCHEMAS[request_format])
+    schema_id = RegistryClient(schema_registry).lookup(subject("topic", topics.requests, ""),
+                                                       _schema_type(request_format), DEFAULT_SCHEMAS[request_format])
     summary = send_requests(bootstrap, topics.requests, synthetic_requests("churn", VALID), progress=False,
                             encode=encode, kafka_client=kafka_client)
     assert summary.sent == VALID
@@ -202,7 +203,7 @@ def test_replies_in_a_registry_format_are_read_by_the_client_and_by_confluent(bo
         pytest.importorskip("confluent_kafka")
     topics = Topics.create(bootstrap, partitions=2)
     worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--kafka-client", kafka_client,
-                          "--reply-format", reply_format, "--reply-subject-strategy", "record",
+                          "--reply-format", reply_format, "--subject-strategy", "record",
                           "--schema-registry-url", schema_registry)
     replies = TopicReader(bootstrap, topics.replies)
     formats = Formats(registry_url=schema_registry)

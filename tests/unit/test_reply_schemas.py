@@ -66,7 +66,7 @@ def reply(model: str, outputs, status="ok", code=None, version="v1") -> Reply:
 def test_a_reply_of_each_shape_round_trips_through_its_generated_schema(reply_format, shape):
     outputs = SHAPES[shape]
     registry = InMemoryRegistry()
-    formats = Formats(reply_format=reply_format, reply_subject_strategy="record", registry_url=URL)
+    formats = Formats(reply_format=reply_format, subject_strategy="record", registry_url=URL)
     encode = framed_replies(formats, "replies", {"m": outputs}, "m", client=registry)
     read = ReplyReader(registry)  # type: ignore[arg-type]
 
@@ -80,7 +80,7 @@ def test_a_reply_of_each_shape_round_trips_through_its_generated_schema(reply_fo
 
 def test_each_model_gets_its_own_record_and_subject_and_an_unserved_name_the_defaults_schema():
     registry = InMemoryRegistry()
-    formats = Formats(reply_format="avro", reply_subject_strategy="topic-record", registry_url=URL)
+    formats = Formats(reply_format="avro", subject_strategy="topic-record", registry_url=URL)
     encode = framed_replies(formats, "replies", {"churn": {"p": 0.5}, "doc-classifier": {"label": "x"}}, "churn",
                             client=registry)
     assert set(registry.subjects) == {"replies-streamscore.ChurnReply", "replies-streamscore.DocClassifierReply"}

@@ -13,7 +13,7 @@ from worker.core.framing import read_frame
 from worker.core.messages import Position, RawRecord, Request
 from worker.core.routes import Arm, Route, Routes
 from worker.formats import codecs, requests
-from worker.formats.requests import DEFAULT_AVRO_SCHEMA, DEFAULT_JSON_SCHEMA, request_encoder
+from worker.formats.requests import DEFAULT_AVRO_SCHEMA, DEFAULT_SCHEMAS, request_encoder
 from worker.stream.framed import FramedRequests
 
 SCHEMA_ID = 11
@@ -36,8 +36,7 @@ class StandInRegistry:
 
     def reader(self, schema_id: int):
         _, schema_type, text = self.registered[-1]
-        fmt = "avro" if schema_type == "AVRO" else "json-schema"
-        return codecs.reader(fmt, schema_type, text, schema_id)
+        return codecs.reader(None, schema_type, text, schema_id)
 
 
 @pytest.fixture
@@ -66,16 +65,17 @@ def test_json_requests_carry_the_model_and_version_only_when_named():
     assert orjson.loads(encode([1.0], "b")) == {"id": "b", "inputs": [1.0]}
 
 
-@pytest.mark.parametrize("request_format", ["avro", "json-schema"])
+@pytest.mark.parametrize("request_format", ["avro", "json-schema", "protobuf"])
 @pytest.mark.parametrize("renames", [{}, {"id": "requestId", "inputs": "features"}])
 def test_framed_requests_written_with_the_default_schemas_are_routed_by_their_model(
         registry, request_format, renames):
     if request_format == "avro":
         pytest.importorskip("fastavro")
     request_fields = ",".join(f"{ours}={theirs}" for ours, theirs in renames.items())
-    schema = DEFAULT_AVRO_SCHEMA if request_format == "avro" else DEFAULT_JSON_SCHEMA
+    schema = DEFAULT_SCHEMAS[request_format]
     for ours, theirs in renames.items():  # the schema calls the renamed fields by its names
-        schema = schema.replace(f'"{ours}"', f'"{theirs}"')
+        schema = (schema.replace(f" {ours} =", f" {theirs} =") if request_format == "protobuf"
+                  else schema.replace(f'"{ours}"', f'"{theirs}"'))
     encode = request_encoder(framed(request_format, request_fields=request_fields), "requests", schema)
     assert registry.registered[0][0] == "requests-value"
     worker = FramedRequests(registry, two_models(), 1 << 20, renames, unknown_retries=0)
@@ -87,6 +87,15 @@ def test_framed_requests_written_with_the_default_schemas_are_routed_by_their_mo
     default = outcomes[2]
     assert outcomes == [("a", "fraud", "7"), ("b", "churn", "2"), default, ("d", "unknown_model")]
     assert default[:2] == ("c", "churn")  # no model named: the default's canary split picks the arm
+
+
+@pytest.mark.parametrize(("request_format", "strategy", "expected"), [
+    ("avro", "record", "streamscore.ScoringRequest"),
+    ("protobuf", "topic-record", "requests-streamscore.ScoringRequest"),
+    ("json-schema", "topic", "requests-value")])
+def test_the_request_schema_is_registered_under_the_strategys_subject(registry, request_format, strategy, expected):
+    request_encoder(framed(request_format, subject_strategy=strategy), "requests")
+    assert registry.registered[0][0] == expected
 
 
 def test_json_schema_payloads_leave_unnamed_routing_fields_out(registry):

@@ -54,10 +54,11 @@ class Formats:
         "json", "STREAMSCORE_REPLY_FORMAT", "how reply values are written: json (the wire contract's JSON), avro, "
         "protobuf or json-schema (Confluent wire format, a schema per model made from its outputs and registered "
         "at start). See docs/formats.md", flag="--reply-format")
-    reply_subject_strategy: str = _option(
-        "topic", "STREAMSCORE_REPLY_SUBJECT_STRATEGY", "the subject a reply schema is registered under: topic "
-        "(<reply topic>-value; one model per reply topic), record (the record's name, streamscore.ChurnReply) or "
-        "topic-record (<reply topic>-<record name>)", flag="--reply-subject-strategy")
+    subject_strategy: str = _option(
+        "topic", "STREAMSCORE_SUBJECT_STRATEGY", "the subject a schema is registered (or looked up) under, the "
+        "worker's reply schemas and the producer side's request schemas alike: topic (<topic>-value; one schema "
+        "per topic, so one model per reply topic), record (the record's name, streamscore.ChurnReply) or "
+        "topic-record (<topic>-<record name>)", flag="--subject-strategy")
     reply_schema_mode: str = _option(
         "register", "STREAMSCORE_REPLY_SCHEMA_MODE", "register the reply schemas at start, or lookup: only find "
         "them registered already (read-only registry credentials)", flag="--reply-schema-mode")
@@ -189,9 +190,9 @@ def _validate(s: Formats) -> None:
          f"of {', '.join(REQUEST_FORMATS)}, got {s.reply_format!r}")
     need(s.reply_format == "json" or bool(s.registry_url), f"--reply-format {s.reply_format} registers the reply "
          "schemas in a registry: set SCHEMA_REGISTRY_URL (or --schema-registry-url); `make up` prints the local one")
-    need(s.reply_subject_strategy in SUBJECT_STRATEGIES, f"reply_subject_strategy (--reply-subject-strategy, "
-         f"STREAMSCORE_REPLY_SUBJECT_STRATEGY) must be one of {', '.join(SUBJECT_STRATEGIES)}, "
-         f"got {s.reply_subject_strategy!r}")
+    need(s.subject_strategy in SUBJECT_STRATEGIES, f"subject_strategy (--subject-strategy, "
+         f"STREAMSCORE_SUBJECT_STRATEGY) must be one of {', '.join(SUBJECT_STRATEGIES)}, "
+         f"got {s.subject_strategy!r}")
     need(s.reply_schema_mode in SCHEMA_MODES, f"reply_schema_mode (--reply-schema-mode, STREAMSCORE_REPLY_SCHEMA_MODE)"
          f" must be one of {', '.join(SCHEMA_MODES)}, got {s.reply_schema_mode!r}")
     scheme = urlsplit(s.registry_url).scheme

@@ -3,7 +3,7 @@
 Each served model name gets a reply schema made from its outputs
 (formats/reply_schemas.py), registered at start, or looked up only, with
 ``--reply-schema-mode lookup`` for read-only credentials, under the subject
-its strategy names: ``topic`` (``<reply topic>-value``: one schema per topic,
+its strategy (formats/subjects.py) names: ``topic`` (``<reply topic>-value``: one schema per topic,
 so one model per reply topic), ``record`` (the record's full name,
 ``streamscore.ChurnReply``) or ``topic-record`` (``<reply topic>-<record
 name>``). A reply is then framed with its model's schema id; one for a name not
@@ -30,11 +30,7 @@ from worker.formats import codecs
 from worker.formats.codecs import Writer
 from worker.formats.registry_client import RegistryClient
 from worker.formats.reply_schemas import reply_schema
-
-
-def subject(strategy: str, topic: str, record_name: str) -> str:
-    """The subject a reply schema is registered under, by subject-name strategy."""
-    return {"topic": f"{topic}-value", "record": record_name, "topic-record": f"{topic}-{record_name}"}[strategy]
+from worker.formats.subjects import subject
 
 
 class FramedReplies:
@@ -75,8 +71,8 @@ def framed_replies(formats: Formats, reply_topic: str, samples: Mapping[str, Any
     names), SchemaRefused, SchemaNotFound (looked up and absent), RegistryUnavailable."""
     reply_format = formats.reply_format
     codecs.check_installed(reply_format)
-    if formats.reply_subject_strategy == "topic" and len(samples) > 1:
-        raise ConfigError(f"reply_subject_strategy (--reply-subject-strategy) topic registers one reply schema per "
+    if formats.subject_strategy == "topic" and len(samples) > 1:
+        raise ConfigError(f"subject_strategy (--subject-strategy) topic registers one reply schema per "
                           f"reply topic, and models {', '.join(sorted(samples))} all reply to {reply_topic}: use "
                           "record or topic-record (a subject per model)")
     client = client or RegistryClient.from_formats(formats)
@@ -84,7 +80,7 @@ def framed_replies(formats: Formats, reply_topic: str, samples: Mapping[str, Any
     schemas: dict[str, tuple[int, Writer]] = {}
     for name, outputs in samples.items():
         made = reply_schema(reply_format, name, outputs)
-        where = subject(formats.reply_subject_strategy, reply_topic, made.record_name)
+        where = subject(formats.subject_strategy, reply_topic, made.record_name)
         schema_id = (client.register(where, schema_type, made.text) if formats.reply_schema_mode == "register"
                      else client.lookup(where, schema_type, made.text))
         schemas[name] = (schema_id, codecs.writer(reply_format, made.text))

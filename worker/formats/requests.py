@@ -2,8 +2,9 @@
 
 ``request_encoder`` gives the function that turns a request into a record
 value: the wire contract's JSON, or a registry-framed Avro, Protobuf or JSON
-Schema payload whose schema is registered (or, for read-only credentials, looked up)
-under the topic-name strategy's subject, ``<topic>-value``.
+Schema payload whose schema is registered (or, for read-only credentials,
+looked up) under the subject its strategy names (formats/subjects.py; by
+default the topic-name strategy's, ``<topic>-value``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from worker.core.errors import ConfigError
 from worker.core.formats import Formats
 from worker.core.framing import frame
 from worker.core.wire import encode_request
-from worker.formats import codecs
+from worker.formats import codecs, subjects
 from worker.formats.registry_client import RegistryClient
 
 
@@ -68,14 +69,9 @@ DEFAULT_SCHEMAS = {"avro": DEFAULT_AVRO_SCHEMA, "json-schema": DEFAULT_JSON_SCHE
                    "protobuf": DEFAULT_PROTOBUF_SCHEMA}
 
 
-def subject_of(topic: str) -> str:
-    """The topic-name strategy's subject for a topic's values."""
-    return f"{topic}-value"
-
-
 def request_encoder(formats: Formats, topic: str, schema: str | None = None, register: bool = True) -> RequestEncode:
     """How to write requests to ``topic``, in its format (``formats.format_of``). For a framed one, registers
-    ``schema`` (default: DEFAULT_SCHEMAS) under ``<topic>-value`` now, or only looks it up (``register``
+    ``schema`` (default: DEFAULT_SCHEMAS) under its subject now, or only looks it up (``register``
     False). Raises ConfigError, SchemaRefused,
     SchemaNotFound (looked up and absent), RegistryUnavailable. The encoder raises ConfigError for a request
     that names a model when the Avro schema has no field for it (Avro would leave it out unsaid)."""
@@ -87,7 +83,9 @@ def request_encoder(formats: Formats, topic: str, schema: str | None = None, reg
     write = codecs.writer(request_format, text)
     client = RegistryClient.from_formats(formats)
     schema_type = codecs.SCHEMA_TYPES[request_format]
-    subject = subject_of(topic)
+    strategy = formats.subject_strategy
+    subject = subjects.subject(strategy, topic,
+                               "" if strategy == "topic" else subjects.record_name(request_format, text))
     schema_id = client.register(subject, schema_type, text) if register else client.lookup(subject, schema_type, text)
     names = formats.field_names()
     keep_nulls = request_format == "avro"  # Avro writes every field; JSON and Protobuf leave the unset ones out
