@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from producer.client import ScoringClient
+from producer.topics import create_topics
 from producer.send import send_requests, synthetic_requests
 from tests.integration.confluent_serializers import deserializer, serializer
 from tests.integration.kit import Producer, TopicReader, Topics, start_worker
@@ -230,6 +231,51 @@ def test_replies_in_a_registry_format_are_read_by_the_client_and_by_confluent(bo
     assert by_id["framed-ok"]["status"] == "ok"
     assert abs(by_id["framed-ok"]["outputs"]["churn_probability"] - answer["outputs"]["churn_probability"]) < 1e-9
     assert by_id["framed-error"]["error"]["code"] == "wrong_input_length"
+
+
+TWO_TOPICS = """
+default_model = "churn"
+
+[models.churn]
+model = "churn"
+
+[models.orders]
+model = "churn"
+topic = "ORDERS_TOPIC"
+"""
+
+
+def test_each_requests_topic_is_read_in_its_own_format(bootstrap, redis_url, schema_registry, tmp_path):
+    """--request-format json,ORDERS=protobuf: the requests topic's JSON and the orders model's topic's Protobuf
+    are answered by one worker; JSON sent to the orders topic is dead-lettered not_framed."""
+    topics = Topics.create(bootstrap, partitions=2)
+    orders = f"{topics.requests}.orders"
+    create_topics(bootstrap, {orders: 2})
+    config = tmp_path / "worker.toml"
+    config.write_text(TWO_TOPICS.replace("ORDERS_TOPIC", orders))
+    serialize = serializer("protobuf", schema_registry, DEFAULT_SCHEMAS["protobuf"], tmp_path)
+    _send(bootstrap, orders, [serialize(_body(f"o{n}", n), orders) for n in range(VALID)])
+    producer = Producer(bootstrap)
+    producer.send_requests(topics.requests, "j", [[n / 100] * 16 for n in range(VALID)])
+    producer.send(orders, {"id": "json-on-orders", "inputs": [0.5] * 16}, key=b"json-on-orders")
+    producer.flush()
+    producer.close()
+
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--config", str(config),
+                          "--request-format", f"json,{orders}=protobuf", "--schema-registry-url", schema_registry)
+    replies, dead = TopicReader(bootstrap, topics.replies), TopicReader(bootstrap, topics.dlq)
+    try:
+        landed = replies.read_until(lambda got: len(got.records) >= 2 * VALID, 60, "the replies", watch=worker)
+        dead_letters = dead.read_until(lambda got: len(got.records) >= 1, 30, "the dead letter", watch=worker)
+        worker.stop()
+    finally:
+        replies.close()
+        dead.close()
+    models = {request_id: answers[0]["model"] for request_id, answers in landed.by_id().items()}
+    assert models == {**{f"j{n}": "churn" for n in range(VALID)}, **{f"o{n}": "orders" for n in range(VALID)}}
+    assert {reply["status"] for reply in landed.values()} == {"ok"}
+    (letter,) = dead_letters.records
+    assert (letter.key, dict(letter.headers)[H_DLQ_CODE]) == (b"json-on-orders", b"not_framed")
 
 
 def _body(request_id: str, n: int) -> dict:
