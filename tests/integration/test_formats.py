@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 from producer.client import ScoringClient
-from producer.topics import create_topics
 from producer.send import send_requests, synthetic_requests
+from producer.topics import create_topics
 from tests.integration.confluent_serializers import deserializer, serializer
 from tests.integration.kit import Producer, TopicReader, Topics, start_worker
 from tests.integration.registry_gate import RegistryGate
