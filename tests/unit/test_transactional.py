@@ -105,3 +105,40 @@ def test_an_abort_the_producer_refuses_replaces_it():
     sink.send("replies", None, b"a", [], "a")
     sink.abort("step failed")
     assert sink.renewed == 1 and not sink.open and len(sink._pending) == 0
+
+
+def test_a_replacement_that_cannot_initialise_fails_the_steps_until_one_can_and_never_raises_otherwise():
+    """The transaction coordinator's broker is down: init_transactions gets no answer. The worker goes on: the
+    step's sends fail, its commit raises TransactionAborted, and a later step gets a producer."""
+    sink = Sink(Producer(fail="abort_transaction"))
+    attempts = []
+
+    def renew() -> None:
+        attempts.append(1)
+        if len(attempts) <= 2:
+            raise Refused("init_transactions")
+        sink._producer = Producer()
+
+    sink._renew_producer = renew  # type: ignore[method-assign]
+    sink.send("replies", None, b"a", [], "a")
+    with capture_logs() as logs:
+        sink.abort("step failed")  # the abort is refused, and so is the first replacement
+    assert [log["event"] for log in logs] == ["transaction_aborted", "producer_replaced", "producer_not_renewed"]
+    sink.send("replies", None, b"b", [], "b")  # the second try fails too: the send is reported failed
+    (failed,) = sink._pending.settle()
+    assert failed.tag == "b" and isinstance(failed.error, Refused) and not sink.open
+    sink.commit({("requests", 0): 3}, "group")  # the third gets a producer: committed as usual
+    assert len(attempts) == 3 and sink._producer.calls == ["begin_transaction", "send_offsets_to_transaction",
+                                                           "commit_transaction"]
+
+
+def test_a_commit_without_a_producer_aborts():
+    sink = Sink(Producer(fail="begin_transaction"))
+
+    def renew() -> None:
+        raise Refused("init_transactions")
+
+    sink._renew_producer = renew  # type: ignore[method-assign]
+    sink.send("replies", None, b"a", [], "a")  # begin refused, replacement refused
+    with pytest.raises(TransactionAborted, match="no transactional producer"):
+        sink.commit({("requests", 0): 3}, "group")

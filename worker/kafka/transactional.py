@@ -12,9 +12,13 @@ transaction.
 Any failure aborts the whole transaction: ``commit`` raises TransactionAborted
 after aborting, and the caller consumes again from the committed offsets. A
 producer that cannot abort (fenced by a newer instance with the same
-transactional id, or in a fatal state) is closed and replaced. Both clients'
-producers have the same transactional calls (librdkafka's take a timeout
-last); a client's sink supplies the rest (the abstract methods below).
+transactional id, or in a fatal state) is closed and replaced. A replacement
+whose transactions cannot be initialised (the transaction coordinator is on a
+broker that is down, and no other leads its partition yet) does not stop the
+worker: that step's sends fail and its transaction aborts, and the next step
+tries again. Both clients' producers have the same transactional calls
+(librdkafka's take a timeout last); a client's sink supplies the rest (the
+abstract methods below).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class TransactionalSends(LedgerSink[T, Any]):
     _producer: Any
     _in_transaction = False
     _timeout: tuple[float, ...] = ()  # the last argument of the calls that take one (commit, abort, offsets)
+    _renewal_failure: Exception | None = None  # why the last replacement producer could not be initialised
 
     @property
     def open(self) -> bool:
@@ -48,6 +53,10 @@ class TransactionalSends(LedgerSink[T, Any]):
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
         if not self._in_transaction:
+            failure = self._renewed_if_needed()
+            if failure is not None:  # no producer to send with: the send fails, the step aborts and is retried
+                self._pending.failed(tag, failure)
+                return
             try:
                 self._producer.begin_transaction()
             except self.CLIENT_ERRORS as exc:  # the send fails, the step aborts: go on with a new producer
@@ -62,6 +71,9 @@ class TransactionalSends(LedgerSink[T, Any]):
 
         Call after ``settle`` reported every send delivered. Raises TransactionAborted.
         """
+        failure = self._renewed_if_needed()
+        if failure is not None:
+            raise TransactionAborted(f"no transactional producer: {self._describe(failure)}") from failure
         try:
             if not self._in_transaction:
                 self._producer.begin_transaction()
@@ -93,7 +105,22 @@ class TransactionalSends(LedgerSink[T, Any]):
     def _replace_producer(self, error: Exception) -> None:
         log.warning("producer_replaced", error=self._describe(error))
         self._in_transaction = False
-        self._renew_producer()
+        self._renewal_failure = error
+        self._renewed_if_needed()
+
+    def _renewed_if_needed(self) -> Exception | None:
+        """Replace the producer if the last replacement failed (or is due); None once one is initialised, else
+        why it could not be (the caller's step fails, and the next one tries again)."""
+        if self._renewal_failure is None:
+            return None
+        try:
+            self._renew_producer()
+        except self.CLIENT_ERRORS as exc:  # init_transactions got no answer: its coordinator is away
+            log.warning("producer_not_renewed", error=self._describe(exc))
+            self._renewal_failure = exc
+            return exc
+        self._renewal_failure = None
+        return None
 
     def _fatal(self, error: Exception) -> bool:
         """Whether a failed commit left the producer unable even to abort (default: try to abort)."""
