@@ -32,14 +32,15 @@ class ConfluentSink(LedgerSink[T, DeliveryReport]):
 
     def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, *,
                  security: KafkaSecurity = PLAINTEXT, max_block_s: float = SEND_BLOCK_S,
-                 **producer_config: Any) -> None:
+                 producer_class: type[Producer] = Producer, **producer_config: Any) -> None:
         """``producer_config``: more librdkafka properties, which win over these. ``max_block_s``: the longest
-        a send waits for room in a full queue (kafka-python's max_block_ms)."""
+        a send waits for room in a full queue (kafka-python's max_block_ms); ``producer_class``: a Producer
+        or a subclass (the transactional sink's)."""
         self._max_block_s = max_block_s
         self._config = {**client_config(bootstrap_servers, security), "client.id": client_id, "acks": "all",
                         "enable.idempotence": True, "linger.ms": linger_ms, "allow.auto.create.topics": False,
                         **producer_config}
-        self._producer = Producer(self._config)
+        self._producer = producer_class(self._config)
         self._pending: SendLedger[T, DeliveryReport] = SendLedger(_outcome)
 
     def _queue(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> DeliveryReport:

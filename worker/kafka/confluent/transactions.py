@@ -5,10 +5,21 @@ librdkafka says what an error allows: ``txn_requires_abort()`` (abort, then go
 on with the same producer) or ``fatal()`` (fenced by a newer instance with the
 same transactional id, or a broken producer: only a new producer can go on, so
 it is closed and replaced without aborting).
+
+librdkafka's transactional calls take a timeout, and on the local three-broker
+cluster one did not keep it: with the partition leaders being SIGKILLed, a
+``send_offsets_to_transaction`` given 15 s was still blocked three minutes
+later, and the worker with it (tests/cluster/test_broker_faults.py, seen with
+py-spy). ``BoundedProducer`` runs each of them on a helper thread and gives up
+on one still blocked OVERRUN_S past its own timeout, raising a fatal error: the
+policy then replaces the producer, whose ``init_transactions`` fences the stuck
+one (its thread is left to end with it).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as CallTimedOut
 from typing import Any, ClassVar, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -20,6 +31,44 @@ from worker.kafka.confluent.sink import ConfluentSink
 from worker.kafka.transactional import TransactionalSends
 
 T = TypeVar("T")
+OVERRUN_S = 5.0  # how long past its own timeout a transactional call may block before it is given up
+
+
+class BoundedProducer(Producer):
+    """A Producer whose blocking transactional calls are given up OVERRUN_S past their own timeout (one of -1,
+    librdkafka's "for ever", is kept as it is)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        self._calls = ThreadPoolExecutor(1, thread_name_prefix="transactional-call")
+
+    def init_transactions(self, timeout: float = -1) -> None:
+        self._bounded(super().init_transactions, (timeout,), timeout, "init_transactions")
+
+    def send_offsets_to_transaction(self, positions: list[TopicPartition], group_metadata: Any,
+                                    timeout: float = -1) -> None:
+        self._bounded(super().send_offsets_to_transaction, (positions, group_metadata, timeout), timeout,
+                      "send_offsets_to_transaction")
+
+    def commit_transaction(self, timeout: float = -1) -> None:
+        self._bounded(super().commit_transaction, (timeout,), timeout, "commit_transaction")
+
+    def abort_transaction(self, timeout: float = -1) -> None:
+        self._bounded(super().abort_transaction, (timeout,), timeout, "abort_transaction")
+
+    def _bounded(self, call: Any, args: tuple[Any, ...], timeout: float, what: str) -> None:
+        if timeout < 0:
+            call(*args)
+            return
+        future = self._calls.submit(call, *args)
+        try:
+            future.result(timeout + OVERRUN_S)
+        except CallTimedOut:
+            self._calls.shutdown(wait=False)  # its thread stays blocked in librdkafka: never reused
+            self._calls = ThreadPoolExecutor(1, thread_name_prefix="transactional-call")
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{what} still blocked {timeout + OVERRUN_S:.0f} "
+                                            f"s after it was called (its timeout: {timeout:.0f} s)",
+                                            fatal=True)) from None
 
 
 class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
@@ -30,7 +79,7 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
                  transaction_s: float = TRANSACTION_S) -> None:
         """``transaction_s``: the longest one transactional call (init, offsets, commit, abort) may block."""
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, max_block_s=max_block_s,
-                         **{"transactional.id": transactional_id})
+                         producer_class=BoundedProducer, **{"transactional.id": transactional_id})
         self._timeout = (transaction_s,)
         self._producer.init_transactions(transaction_s)  # aborts what a previous instance left open
 
@@ -43,7 +92,7 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
 
     def _renew_producer(self) -> None:
         self._producer.flush(0)  # serve the reports of the purged sends; they are forgotten
-        self._producer = Producer(self._config)
+        self._producer = BoundedProducer(self._config)
         self._producer.init_transactions(*self._timeout)
 
     def _describe(self, error: Exception) -> str:
