@@ -47,7 +47,7 @@ test-unit: venv  ## unit and component tests only (no services, seconds)
 
 # Starts the cluster unless all three nodes run, and stops it afterwards only if it started it.
 # Redis: REDIS_URL, else the local single Redis (make up).
-test-cluster: venv  ## failover tests on the three-broker cluster (tests/cluster, ~2 min; needs Redis: make up)
+test-cluster: venv  ## broker faults on the three-broker cluster, both clients and modes (tests/cluster, ~15 min; needs Redis: make up)
 	@was=$$(deploy/local/cluster.sh status | grep -c 'running (pid' || true); \
 	eval "$$(deploy/local/cluster.sh up)" || exit 1; rc=0; \
 	RUN_CLUSTER_TESTS=1 REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:16379/0} \

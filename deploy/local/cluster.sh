@@ -22,7 +22,7 @@ die() { echo "cluster: ERROR: $*" >&2; exit 1; }
 usage() {
   cat <<EOF
 Usage: deploy/local/cluster.sh {up|down|status|env|reset|--help}
-       deploy/local/cluster.sh {kill|stop|start} N      (N = 1, 2 or 3)
+       deploy/local/cluster.sh {kill|stop|start|pause|resume} N      (N = 1, 2 or 3)
 
 Three Apache Kafka 4.x nodes in KRaft mode on 127.0.0.1, each a combined
 broker+controller (a 3-voter controller quorum), run as background JVMs from
@@ -45,6 +45,8 @@ offsets and transaction state topics replicated 3 (transaction state min ISR 2).
   kill N  SIGKILL node N (fault injection); \`up\` or \`start N\` brings it back.
   stop N  SIGTERM node N (a clean shutdown, as in a rolling restart).
   start N Start node N if not running and wait until it serves.
+  pause N SIGSTOP node N (a broker that hangs: a long GC pause, a frozen VM);
+          \`resume N\` (SIGCONT) lets it go on. \`down\` resumes a paused node first.
 
 Environment (default):
   CLUSTER_PORT_BASE (29092)  CLUSTER_CONTROLLER_PORT_BASE (29192)
@@ -212,7 +214,7 @@ stop_node() {  # stop_node N SIGNAL
     log "SIGKILL node $n (pid $pid)"; kill -KILL "$pid" 2>/dev/null || true
     for ((i = 0; i < 20; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   else
-    log "stopping node $n (pid $pid)"; kill -TERM "$pid" 2>/dev/null || true
+    log "stopping node $n (pid $pid)"; kill -CONT "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true
     for ((i = 0; i < 60; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     if kill -0 "$pid" 2>/dev/null; then log "node $n ignored SIGTERM for 30 s, sending SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
   fi
@@ -224,7 +226,9 @@ stop_node() {  # stop_node N SIGNAL
 stop_all() {
   local n pids=() pid i
   for n in "${NODES[@]}"; do
-    if node_alive "$n"; then pid="$(cat "$(pid_file "$n")")"; pids+=("$pid"); log "stopping node $n (pid $pid)"; kill -TERM "$pid" 2>/dev/null || true
+    if node_alive "$n"; then pid="$(cat "$(pid_file "$n")")"; pids+=("$pid"); log "stopping node $n (pid $pid)"
+      kill -CONT "$pid" 2>/dev/null || true  # a paused node would never see the SIGTERM
+      kill -TERM "$pid" 2>/dev/null || true
     else log "node $n not running"; fi
   done
   for ((i = 0; i < 60; i++)); do
@@ -269,6 +273,10 @@ case "${1:-}" in
           if node_alive 1 || node_alive 2 || node_alive 3; then ensure_jars; echo "cluster: $(cluster_brokers) brokers answer"; fi ;;
   env)    print_env ;;
   kill)   check_node "${2:-}"; stop_node "$2" KILL ;;
+  pause|resume)
+          check_node "${2:-}"; node_alive "$2" || die "node $2 is not running"
+          kill "-$([[ $1 == pause ]] && echo STOP || echo CONT)" "$(cat "$(pid_file "$2")")"
+          log "node $2 ${1}d (pid $(cat "$(pid_file "$2")"))" ;;
   stop)   check_node "${2:-}"; lock; stop_node "$2" TERM ;;
   start)  check_node "${2:-}"; lock; ensure_jars; write_configs; format_storage; launch_node "$2"; wait_nodes "$2"
           log "node $2 serving" ;;

@@ -1,5 +1,22 @@
-"""The busiest partition leader of a three-broker cluster SIGKILLed under load, then started again: every request
-sent gets exactly one ``ok`` reply and the worker never exits (deploy/local/cluster.sh; `make test-cluster`)."""
+"""Broker faults on a three-broker cluster under load, on both Kafka clients and both delivery modes
+(deploy/local/cluster.sh; `make test-cluster`, not part of `make test`).
+
+Each scenario sends requests at a steady 200 a second (acks=all) while a worker
+answers them, injects its fault, and then checks: every request the cluster
+acknowledged gets an ``ok`` reply (0 lost), none is answered twice (in
+exactly-once mode as a read_committed reader sees the reply topic; in
+at-least-once mode counted, and bounded by the dedup store), and the worker
+never exits. Each prints a line of figures: sent, answered, lost, duplicates,
+the longest gap between replies (docs/chaos/).
+
+- ``leader kills``: the busiest partition leader SIGKILLed, restarted once the
+  others lead, three times over;
+- ``rolling restart``: each node stopped cleanly (SIGTERM) and started again,
+  one after the other, as an upgrade does;
+- ``paused leader``: the busiest leader SIGSTOPped for 20 s, longer than the
+  broker session timeout (9 s: the controller fences it and moves its
+  leaders), then let go.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +26,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -85,52 +103,122 @@ class Load:
         self._producer.close()
 
 
+def what_a_reader_sees(bootstrap: str, topics: Topics, sent: set[str]) -> str:
+    """What is missing as each isolation level sees the reply topic: committed, and all that was written."""
+    said = []
+    for committed in (True, False):
+        reader = TopicReader(bootstrap, topics.replies, read_committed=committed)
+        seen = set(reader.read(5.0).by_id())
+        reader.close()
+        said.append(f"{'read_committed' if committed else 'read_uncommitted'}: {len(sent - seen)} of {len(sent)} "
+                    "missing")
+    return "; ".join(said)
+
+
+def delete_topics(bootstrap: str, topics: Topics) -> None:
+    """Best effort, with a client of its own: the test's admin may still name a controller that moved."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics([topics.requests, topics.replies, topics.dlq])
+    except Exception as exc:  # noqa: BLE001 - cleanup only: the figures are out already
+        print(f"topics not deleted: {exc!r}")
+    finally:
+        admin.close()
+
+
+def busiest_leader(admin: KafkaAdminClient, topics: Topics) -> int:
+    leaders = Counter(p["leader_id"] for p in partitions(admin, topics.requests, topics.replies))
+    return int(leaders.most_common(1)[0][0])
+
+
+def fully_replicated(admin: KafkaAdminClient, topics: Topics) -> None:
+    wait_until(lambda: all(len(p["isr_nodes"]) == 3 for p in partitions(admin, topics.requests, topics.replies)),
+               120, "every partition back in sync on three nodes")
+
+
+def leader_kills(admin: KafkaAdminClient, topics: Topics, alive: Callable[[], None]) -> None:
+    for _ in range(3):
+        node = busiest_leader(admin, topics)
+        cluster("kill", str(node))
+        time.sleep(10)  # one broker of three gone: leaders move, min ISR 2 still holds
+        alive()
+        cluster("start", str(node))
+        fully_replicated(admin, topics)
+
+
+def rolling_restart(admin: KafkaAdminClient, topics: Topics, alive: Callable[[], None]) -> None:
+    for node in (1, 2, 3):
+        cluster("stop", str(node))
+        alive()
+        cluster("start", str(node))
+        fully_replicated(admin, topics)
+
+
+def paused_leader(admin: KafkaAdminClient, topics: Topics, alive: Callable[[], None]) -> None:
+    node = busiest_leader(admin, topics)
+    cluster("pause", str(node))
+    try:
+        time.sleep(20)
+        alive()
+    finally:
+        cluster("resume", str(node))
+    fully_replicated(admin, topics)
+
+
+SCENARIOS = {"leader kills": leader_kills, "rolling restart": rolling_restart, "paused leader": paused_leader}
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
-def test_the_busiest_leader_killed_under_load_loses_nothing_and_the_worker_keeps_going(
-        cluster_bootstrap, cluster_redis_url, tmp_path, client):
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_a_broker_fault_under_load_loses_nothing_and_the_worker_keeps_going(
+        cluster_bootstrap, cluster_redis_url, tmp_path, scenario, client, delivery):
     if client == "confluent":
         pytest.importorskip("confluent_kafka")
+    exactly_once = delivery == "exactly-once"
     admin = KafkaAdminClient(bootstrap_servers=cluster_bootstrap)
     topics = create_replicated_topics(admin)
     worker = start_worker(cluster_bootstrap, cluster_redis_url, topics, tmp_path, "--kafka-client", client,
-                          "--max-batch-size", "32", "--max-wait-ms", "10")
-    reader = TopicReader(cluster_bootstrap, topics.replies)
+                          "--delivery", delivery, "--max-batch-size", "32", "--max-wait-ms", "10")
+    reader = TopicReader(cluster_bootstrap, topics.replies, read_committed=exactly_once)
     load = Load(cluster_bootstrap, topics.requests, per_second=200)
-    killed = None
+
+    def alive() -> None:
+        assert worker.process.poll() is None, f"the worker exited during {scenario}:\n{worker.log()}"
+
     try:
         reader.read_until(lambda got: len(got.records) >= 300, 90, "the worker answering", watch=worker)
-        leaders = Counter(p["leader_id"] for p in partitions(admin, topics.requests, topics.replies))
-        killed = leaders.most_common(1)[0][0]
-        cluster("kill", str(killed))
-        killed_at = len(reader.read().records)
-        time.sleep(15)  # under load with one broker of three gone: leaders move, min ISR 2 still holds
-        assert worker.process.poll() is None, f"the worker exited while node {killed} was down:\n{worker.log()}"
-        cluster("start", str(killed))
-        time.sleep(10)
+        started = time.monotonic()
+        SCENARIOS[scenario](admin, topics, alive)
+        fault_s = time.monotonic() - started
+        time.sleep(5)
     finally:
         load.stop()
-        if killed is not None:
-            cluster("up")  # whatever happened, leave all three running
+        cluster("up")  # whatever happened, leave all three running (a paused node is resumed by the fault)
     assert not load.failed, f"{len(load.failed)} sends failed, e.g. {load.failed[:3]}"
     sent = load.acked
     assert len(sent) == load.sent
-    reader.read_until(lambda got: set(got.by_id()) >= sent, 180, f"replies to all {len(sent)} requests",
-                      watch=worker)
-    assert worker.process.poll() is None
+    try:
+        reader.read_until(lambda got: set(got.by_id()) >= sent, 180, f"replies to all {len(sent)} requests",
+                          watch=worker)
+    except AssertionError as failure:
+        raise AssertionError(f"{what_a_reader_sees(cluster_bootstrap, topics, sent)}\n{failure}") from None
+    alive()
     assert worker.stop() == 0
     by_id = reader.read(1.0).by_id()
-    assert set(by_id) == sent
-    assert all(reply["status"] == "ok" for replies in by_id.values() for reply in replies)
-    duplicates = {i: len(r) for i, r in by_id.items() if len(r) > 1}
-    print(f"\n{client}: sent {len(sent)}, answered {len(by_id)}, node {killed} killed after {killed_at} replies, "
-          f"duplicate replies {sum(duplicates.values()) - len(duplicates)}")
+    lost = sent - set(by_id)
+    duplicates = sum(len(replies) - 1 for replies in by_id.values())
     stamps = sorted(r.timestamp for r in reader.landed.records)
     gap_s = max(b - a for a, b in zip(stamps, stamps[1:], strict=False)) / 1000
-    print(f"longest gap between replies: {gap_s:.1f} s")
-    stopped = [e for e in worker.events() if e.get("event") == "worker_stopped"]
-    print(f"worker_stopped: {stopped}")
-    assert not duplicates, f"{len(duplicates)} ids answered more than once: {sorted(duplicates)[:10]}"
-    admin.delete_topics([topics.requests, topics.replies, topics.dlq])
-    admin.close()
+    print(f"\n| {scenario} | {client} | {delivery} | {len(sent)} | {len(by_id)} | {len(lost)} | {duplicates} | "
+          f"{gap_s:.1f} s | {fault_s:.0f} s |")
     reader.close()
+    admin.close()
+    delete_topics(cluster_bootstrap, topics)
+    assert not lost, f"{len(lost)} requests never answered, e.g. {sorted(lost)[:10]}"
+    assert all(reply["status"] == "ok" for replies in by_id.values() for reply in replies)
+    if exactly_once:
+        assert duplicates == 0, f"{duplicates} replies to already-answered ids in exactly-once mode"
+    else:  # a reply whose done mark was not yet written when its batch was fetched again: rare, never a loss
+        assert duplicates <= len(sent) // 100, f"{duplicates} duplicates of {len(sent)}"
     assert os.environ.get("RUN_CLUSTER_TESTS") == "1"
