@@ -41,7 +41,7 @@ from worker.core.messages import Position, Request
 from worker.dedup.redis_store import RedisDedupStore
 from worker.ports import Completed
 
-CONFLUENT_WORKER_RATE = 18_778  # req/s, churn on the confluent transport: the lower of two `python -m bench` runs (README)
+CONFLUENT_WORKER_RATE = 18_778  # req/s, churn on confluent: the lower of two `python -m bench` runs (README)
 RATES = (1_000, 10_000, 100_000, 1_000_000)
 
 
