@@ -1,8 +1,8 @@
 """Protobuf payloads read and written from a registry's ``.proto`` text, with no generated class.
 
 A registry holds a Protobuf schema in one of two forms: ``.proto`` source
-(what most producers register, and all Apicurio serves), or, as Confluent's
-Python serializer registers it, a base64 ``FileDescriptorProto``. The
+(what most producers register), or, as Confluent's Python serializer
+registers it, a base64 ``FileDescriptorProto`` (served back as registered). The
 ``protobuf`` package cannot parse source: the text, and the texts it imports
 (the schema's references), are compiled into descriptors once per schema by
 ``protoc``, the one bundled in ``grpcio-tools`` (the ``formats`` extra), run
