@@ -5,9 +5,9 @@ flags, as KafkaSecurity does), shared by the worker and the producer side.
 ``json`` is the wire contract's own JSON (worker/core/wire.py); ``avro``,
 ``protobuf`` and ``json-schema`` are records in the Confluent wire format, with
 their schema in a schema registry (docs/formats.md). The format may differ per
-requests topic: ``json,orders=avro`` reads ``orders`` as Avro, the others as JSON. Each setting is a flag and
-an environment variable; the registry's follow the conventional
-``SCHEMA_REGISTRY_*`` names. The flag wins.
+requests topic: ``json,orders=avro`` reads ``orders`` as Avro, the others as
+JSON. Each setting is a flag and an environment variable; the registry's
+follow the conventional ``SCHEMA_REGISTRY_*`` names. The flag wins.
 
 Pure apart from checking that the named files exist: the registry client
 (worker/formats/registry_client.py) reads the password file when it connects.
@@ -95,11 +95,6 @@ class Formats:
     def framed(self) -> bool:
         """Some requests are registry-framed (not the wire contract's JSON)."""
         return any(name != "json" for name in self.used())
-
-    @property
-    def needs_registry(self) -> bool:
-        """Some requests or the replies are registry-framed."""
-        return self.framed or self.reply_format != "json"
 
     def format_of(self, topic: str) -> str:
         """The format of ``topic``'s requests."""

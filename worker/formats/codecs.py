@@ -41,13 +41,13 @@ def reader(request_format: str | None, schema_type: str, text: str, schema_id: i
     return _json_reader(_json_schema(text, schema_id))
 
 
-def writer(request_format: str, text: str, references: Mapping[str, str] | None = None) -> Writer:
+def writer(request_format: str, text: str) -> Writer:
     """The payload writer for schema ``text`` (the producer side). Raises SchemaRefused for a bad schema."""
     schema_type = SCHEMA_TYPES[request_format]
     if schema_type == AVRO:
         return _avro_writer(_avro_schema(text, None))
     if schema_type == PROTOBUF:
-        return protobuf.ProtoSchema(text, references).writer()
+        return protobuf.ProtoSchema(text).writer()
     _json_schema(text, None)
     return orjson.dumps
 

@@ -103,8 +103,7 @@ class ProtoSchema:
     def _descriptor(self, indexes: list[int]) -> Any:
         if not indexes:
             raise ValueError("a message-index path is never empty")
-        top = list(self._file.message_types_by_name.values())
-        choices, found = top, None
+        choices, found = list(self._file.message_types_by_name.values()), None
         for index in indexes:
             if not 0 <= index < len(choices):
                 raise ValueError(f"{self._name} has no message at index path {indexes}")

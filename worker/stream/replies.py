@@ -270,7 +270,7 @@ class Responder:
                                             "topic's max.message.bytes)")
             self._emit(smaller, claimed, reply)
         else:
-            _, value, _ = encode_sendable(reply, self._encode)[1]
+            _, value, _ = self._encode(reply)  # it was encoded once already, before its topic refused it
             record = InvalidRecord(reply.position, ERR_REPLY_REFUSED, f"the reply was not delivered: {refused.why}",
                                    reply.id.encode(), value)
             self._dead_letter(record, Completed(reply.id, None) if claimed else None, reply,

@@ -18,7 +18,9 @@ one (its thread is left to end with it).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as CallTimedOut
 from typing import Any, ClassVar, TypeVar
 
@@ -34,13 +36,37 @@ T = TypeVar("T")
 OVERRUN_S = 5.0  # how long past its own timeout a transactional call may block before it is given up
 
 
+class _Caller:
+    """One daemon thread running calls handed to it in turn. Daemon, unlike a ThreadPoolExecutor's threads
+    (joined at interpreter exit): one left blocked in librdkafka must not keep the worker from exiting."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[tuple[Future[None], Any, tuple[Any, ...]]] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="transactional-call", daemon=True).start()
+
+    def submit(self, call: Any, args: tuple[Any, ...]) -> Future[None]:
+        done: Future[None] = Future()
+        self._calls.put((done, call, args))
+        return done
+
+    def _run(self) -> None:
+        while True:
+            done, call, args = self._calls.get()
+            try:
+                call(*args)
+            except BaseException as exc:  # handed to the caller, who raises it
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+
+
 class BoundedProducer(Producer):
     """A Producer whose blocking transactional calls are given up OVERRUN_S past their own timeout (one of -1,
     librdkafka's "for ever", is kept as it is)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         super().__init__(config)
-        self._calls = ThreadPoolExecutor(1, thread_name_prefix="transactional-call")
+        self._caller = _Caller()
 
     def init_transactions(self, timeout: float = -1) -> None:
         self._bounded(super().init_transactions, (timeout,), timeout, "init_transactions")
@@ -60,12 +86,11 @@ class BoundedProducer(Producer):
         if timeout < 0:
             call(*args)
             return
-        future = self._calls.submit(call, *args)
+        future = self._caller.submit(call, args)
         try:
             future.result(timeout + OVERRUN_S)
         except CallTimedOut:
-            self._calls.shutdown(wait=False)  # its thread stays blocked in librdkafka: never reused
-            self._calls = ThreadPoolExecutor(1, thread_name_prefix="transactional-call")
+            self._caller = _Caller()  # the old one stays blocked in librdkafka: never handed another call
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{what} still blocked {timeout + OVERRUN_S:.0f} "
                                             f"s after it was called (its timeout: {timeout:.0f} s)",
                                             fatal=True)) from None
