@@ -260,6 +260,8 @@ def _collect(args: argparse.Namespace) -> int:
     print(f"wrote {len(tally.status):,} replies to {args.out} ({tally.duplicates:,} duplicates skipped, "
           f"{tally.unreadable:,} unreadable records)\nok replies by model and version: {tally.render_models()}",
           file=sys.stderr)
+    if tally.first_unreadable:
+        print(f"the first unreadable record: {tally.first_unreadable}", file=sys.stderr)
     if not (args.requests_topic or args.requests):
         return 0
     if args.requests:

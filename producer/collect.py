@@ -173,6 +173,7 @@ class ReplyTally:
     error_codes: dict[str, str] = field(default_factory=dict)
     duplicates: int = 0  # replies after the first for an id
     unreadable: int = 0  # records that are not a reply
+    first_unreadable: str = ""  # why the first of them could not be read
     ok_by_model: Counter[tuple[str, str]] = field(default_factory=Counter)  # (model, model_version) -> ok replies
 
     def render_models(self) -> str:
@@ -190,8 +191,9 @@ def collect_replies(reader: TopicSpanReader, out: IO[bytes], follow_idle_s: floa
         try:
             reply = read(record.value)
             request_id = str(reply["id"])
-        except (ValueError, TypeError, KeyError, WorkerError):
+        except (ValueError, TypeError, KeyError, WorkerError) as exc:
             tally.unreadable += 1
+            tally.first_unreadable = tally.first_unreadable or f"{type(exc).__name__}: {exc}"
             continue
         if request_id in tally.status:
             tally.duplicates += 1
