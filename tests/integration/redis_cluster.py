@@ -1,10 +1,12 @@
 """A three-primary Redis Cluster on loopback, for the dedup store's scale-out tests: ``redis-server
---cluster-enabled yes`` three times on free ports, joined by ``redis-cli --cluster create`` (both from the Redis
-that deploy/local/services.sh installs), in a directory of its own; all stopped at the end."""
+--cluster-enabled yes`` on free ports, joined by ``redis-cli --cluster create`` (both from the Redis that
+deploy/local/services.sh installs), in a directory of its own; all stopped at the end. With ``replicas=1`` each
+primary has a replica, and a primary killed is failed over to its replica (``kill_primary``, ``wait_failover``)."""
 
 from __future__ import annotations
 
 import random
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -14,16 +16,20 @@ import redis
 from tests.integration.kit import wait_until
 from tests.integration.sentinels import answers
 
+# A node silent this long is failing, for the others (Redis's default: 15 s); its replica then takes over.
+NODE_TIMEOUT_MS = 2000
+
 
 class LocalCluster:
-    def __init__(self, directory: Path, primaries: int = 3) -> None:
+    def __init__(self, directory: Path, primaries: int = 3, replicas: int = 0) -> None:
         self._dir = directory
+        self._replicas = replicas
         self.ports: list[int] = []
-        while len(self.ports) < primaries:
+        while len(self.ports) < primaries * (1 + replicas):
             port = cluster_port()
             if port not in self.ports:
                 self.ports.append(port)
-        self._processes: list[subprocess.Popen[bytes]] = []
+        self._processes: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
     def url(self) -> str:
@@ -41,21 +47,49 @@ class LocalCluster:
     def _start(self) -> None:
         for port in self.ports:
             log = (self._dir / f"cluster-{port}.log").open("wb")
-            self._processes.append(subprocess.Popen(
+            self._processes[port] = subprocess.Popen(
                 ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                  "--cluster-config-file", str(self._dir / f"nodes-{port}.conf"), "--save", "", "--appendonly", "no",
-                 "--dir", str(self._dir)], stdout=log, stderr=subprocess.STDOUT))
+                 "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--repl-diskless-sync-delay", "0",
+                 "--dir", str(self._dir)], stdout=log, stderr=subprocess.STDOUT)
         for port in self.ports:
             wait_until(lambda port=port: answers(port), 15, f"redis-server on :{port}")
         subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
-                        "--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True, timeout=60)
+                        "--cluster-replicas", str(self._replicas), "--cluster-yes"],
+                       check=True, capture_output=True, timeout=60)
         wait_until(lambda: all(_state(port) == "ok" for port in self.ports), 30, "the cluster's state ok")
+        if self._replicas:
+            wait_until(lambda: all(_synced(port) for port in self.replica_ports()), 30, "the replicas' first sync")
+
+    def primary_ports(self) -> list[int]:
+        return [port for port in self._running() if _role(port) == "master"]
+
+    def replica_ports(self) -> list[int]:
+        return [port for port in self._running() if _role(port) == "slave"]
+
+    def kill_primary(self) -> tuple[int, int]:
+        """SIGKILL the first primary (its writes not yet replicated die with it): its port, and its replica's."""
+        port = self.primary_ports()[0]
+        heir = next(replica for replica in self.replica_ports() if _primary_of(replica) == port)
+        self._processes[port].send_signal(signal.SIGKILL)
+        self._processes[port].wait(10)
+        return port, heir
+
+    def wait_failover(self, heir: int, timeout_s: float = 60) -> None:
+        """Until the replica on ``heir`` is a primary and the cluster's state is ok again."""
+        wait_until(lambda: _role(heir) == "master" and all(_state(port) == "ok" for port in self._running()),
+                   timeout_s, f"the replica on :{heir} promoted")
+
+    def _running(self) -> list[int]:
+        return [port for port in self.ports if self._processes[port].poll() is None]
 
     def keys_per_node(self, pattern: str) -> list[int]:
-        return [sum(1 for _ in redis.Redis(port=port).scan_iter(match=pattern, count=1000)) for port in self.ports]
+        """How many keys match on each primary still running."""
+        return [sum(1 for _ in redis.Redis(port=port).scan_iter(match=pattern, count=1000))
+                for port in self.primary_ports()]
 
     def stop(self) -> None:
-        for process in self._processes:
+        for process in self._processes.values():
             if process.poll() is None:
                 process.kill()
                 process.wait(10)
@@ -80,3 +114,20 @@ def _state(port: int) -> str:
     except redis.RedisError:
         return ""
 
+
+def _role(port: int) -> str:
+    try:
+        return str(redis.Redis(port=port, socket_timeout=1).info("replication").get("role"))
+    except redis.RedisError:
+        return ""
+
+
+def _synced(port: int) -> bool:
+    try:
+        return redis.Redis(port=port, socket_timeout=1).info("replication").get("master_link_status") == "up"
+    except redis.RedisError:
+        return False
+
+
+def _primary_of(port: int) -> int:
+    return int(redis.Redis(port=port, socket_timeout=1).info("replication").get("master_port", 0))

@@ -57,6 +57,7 @@ class RedisClusterDedupStore:
                               "hash tag of every key, all in one slot; choose one without")
         self._redis = connect_cluster(url, password_file, connect_s, read_s)
         self._ns, self._ttl_s, self._lease_ms = namespace, ttl_s, lease_ms
+        self._slot_map_stale = False
 
     def ping(self) -> None:
         self._redis.ping()
@@ -84,8 +85,13 @@ class RedisClusterDedupStore:
     def _run(self, script: str, calls: list[tuple[tuple[str, str], tuple[Any, ...]]]) -> list[Any]:
         """One script call per id, the calls of one node down one pipeline to it: a round trip per node the ids'
         slots live on. EVAL, not EVALSHA: a node that joined or was promoted since has nothing cached. A slot
-        that moved meanwhile (MOVED, ASK) has the slot map read again and the batch tried again later."""
+        that moved meanwhile (MOVED, ASK) has the slot map read again and the batch tried again later. A node
+        that does not answer (a primary that died) has the map read again before the next try, not at once: by
+        then the cluster may have promoted its replica, and the map names it."""
         def run() -> list[Any]:
+            if self._slot_map_stale:
+                self._redis.nodes_manager.initialize()
+                self._slot_map_stale = False
             by_node: dict[str, tuple[Any, list[int]]] = {}
             for index, (keys, _) in enumerate(calls):
                 node = self._redis.get_node_from_key(keys[0])  # type: ignore[no-untyped-call]
@@ -104,9 +110,13 @@ class RedisClusterDedupStore:
                         raise
                     self._redis.nodes_manager.initialize()
                     raise redis.exceptions.TryAgainError(f"a slot moved: {exc}") from exc
+                except (redis.ConnectionError, redis.TimeoutError):
+                    self._slot_map_stale = True
+                    raise
             return answers
 
         return classified(run, self._ns)
+
 
 def connect_cluster(url: str, password_file: str = "", connect_s: float = STORE_CONNECT_S,
                     read_s: float = STORE_READ_S) -> RedisCluster:
