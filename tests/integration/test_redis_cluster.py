@@ -7,20 +7,17 @@ died with the primary) is printed (``-s``) and bounded."""
 
 from __future__ import annotations
 
-import threading
-import time
+import pytest
 
 from tests.integration.kit import TopicReader, start_worker
 from tests.integration.redis_cluster import LocalCluster
+from tests.integration.store_failover import check, through_a_failover
 from worker.core.messages import Position, Request
 from worker.dedup.redis_cluster import RedisClusterDedupStore
 from worker.ports import Completed
 
 VALUES = [0.25] * 16
 REQUESTS = 300
-UNDER_LOAD = 1200
-RATE = 150  # requests per second: the stream lasts 8 s
-KILL_AFTER_S = 3.0
 
 
 def test_a_worker_on_a_redis_cluster_answers_each_id_once_with_its_marks_spread_over_the_nodes(
@@ -65,48 +62,25 @@ def test_the_cluster_store_keeps_the_dedup_semantics(tmp_path):
         cluster.stop()
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_the_worker_follows_a_cluster_primary_failover_and_loses_nothing(
-        bootstrap, topics, producer, tmp_path, kafka_client):
+        bootstrap, topics, producer, tmp_path, kafka_client, delivery):
     cluster = LocalCluster(tmp_path, replicas=1).start()
+    dead_and_heir: list[int] = []
+
+    def fail_over() -> None:
+        dead_and_heir.extend(cluster.kill_primary())
+        cluster.wait_failover(dead_and_heir[1])
+
     try:
-        worker = start_worker(bootstrap, cluster.url, topics, tmp_path, "--kafka-client", kafka_client)
-        replies = TopicReader(bootstrap, topics.replies)
-        producer.send(topics.requests, {"id": "first", "inputs": VALUES}, key=b"first")
-        producer.flush()
-        replies.read_until(lambda got: len(got.records) >= 1, 120, "the first reply", watch=worker)
-
-        def send() -> None:
-            began = time.monotonic()
-            for i in range(UNDER_LOAD):
-                time.sleep(max(0.0, began + i / RATE - time.monotonic()))
-                producer.send(topics.requests, {"id": f"r{i}", "inputs": VALUES}, key=f"r{i}".encode())
-            producer.flush()
-
-        sender = threading.Thread(target=send)
-        sender.start()
-        time.sleep(KILL_AFTER_S)
-        dead, heir = cluster.kill_primary()
-        killed_at = time.time()
-        cluster.wait_failover(heir)
-        failed_over_s = time.time() - killed_at
-        sender.join()
-        landed = replies.read_until(lambda got: len(got.by_id()) >= UNDER_LOAD + 1, 120, "a reply to every request",
-                                    watch=worker)
-        replies.read(2.0)
-        assert worker.stop() == 0
-        by_id = replies.read(0.5).by_id()
+        worker = start_worker(bootstrap, cluster.url, topics, tmp_path, "--kafka-client", kafka_client,
+                              "--delivery", delivery)
+        failover = through_a_failover(bootstrap, topics.requests, topics.replies, producer, worker, fail_over,
+                                      read_committed=delivery == "exactly-once")
         marks = sum(cluster.keys_per_node(f"{topics.requests}:done:*"))
     finally:
         cluster.stop()
-
-    assert sorted(by_id) == sorted(["first", *(f"r{i}" for i in range(UNDER_LOAD))])  # none lost
-    twice = sorted(request_id for request_id, answers in by_id.items() if len(answers) > 1)
-    stamps = sorted(record.timestamp / 1000 for record in landed.records if record.timestamp / 1000 >= killed_at - 1)
-    gap_s = max((b - a for a, b in zip(stamps, stamps[1:], strict=False)), default=0.0)
-    print(f"\ncluster primary failover ({kafka_client}): :{dead} -> :{heir} in {failed_over_s:.1f} s; longest gap "
-          f"in replies {gap_s:.1f} s; answered twice: {len(twice)}; done marks lost with the primary: "
-          f"{len(by_id) - marks} of {len(by_id)}")
-    assert all(answers[0]["status"] == "ok" for answers in by_id.values())
-    assert len(twice) <= UNDER_LOAD // 10, twice  # a duplicate, never a loss: bounded by what was in flight
-    assert len(by_id) - marks <= UNDER_LOAD // 10  # lost: only those not yet replicated when the primary died
+    dead, heir = dead_and_heir
+    print(failover.said(f"cluster primary failover ({kafka_client}, {delivery}) :{dead} -> :{heir}", marks))
+    check(failover, delivery == "exactly-once", marks)
     assert "dedup_recovered" in worker.log()  # it saw the primary go, paused, and found the promoted replica
