@@ -5,7 +5,7 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet test test-unit test-cluster lint deploy-check bench chaos clean
+.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet test test-unit test-cluster lint deploy-check bench bench-cluster chaos clean
 
 CHAOS_SIZE ?= full
 
@@ -54,8 +54,18 @@ test-cluster: venv  ## broker faults on the three-broker cluster, both clients a
 	  $(PYTHON) -m pytest tests/cluster -s $(PYTEST_ARGS) || rc=$$?; \
 	[ "$$was" = 3 ] || deploy/local/cluster.sh down; exit $$rc
 
-bench: venv  ## benchmarks: ceilings, naive baseline, streamscore grid -> bench/results/ (~8-10 min)
+bench: venv  ## benchmarks: ceilings, naive baseline, streamscore grid -> bench/results/ (~8-10 min); CLUSTER=1: on the three-broker cluster
+ifeq ($(CLUSTER),1)
+	@eval "$$(deploy/local/services.sh up)" && eval "$$(deploy/local/cluster.sh up)" && \
+		$(PYTHON) -m bench --replication 3 $(BENCH_ARGS)
+else
 	@$(WITH_SERVICES) $(PYTHON) -m bench $(BENCH_ARGS)
+endif
+
+bench-cluster: venv  ## one broker against the three-broker cluster, side by side -> bench/results/cluster/ (~12 min; leaves both running)
+	@eval "$$(deploy/local/services.sh up)" && \
+		CLUSTER_BOOTSTRAP_SERVERS="$$(deploy/local/cluster.sh up | sed -n 's/^export KAFKA_BOOTSTRAP_SERVERS=//p')" \
+		$(PYTHON) -m bench.cluster $(BENCH_ARGS)
 
 chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario and client (CHAOS_SIZE=small|full, ~38 min full for both clients)
 	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos --size $(CHAOS_SIZE)

@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=64, help="chosen --max-batch-size (default 64)")
     parser.add_argument("--max-wait-ms", type=int, default=10, help="chosen --max-wait-ms (default 10)")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of every requests topic (default 4)")
+    parser.add_argument("--replication", type=int, default=1,
+                        help="copies of each partition of the run's topics (default 1; 3 on the three-broker "
+                             "cluster: make bench CLUSTER=1)")
     parser.add_argument("--worker-args", default="",
                         help='extra streamscore settings for every worker of the run, e.g. '
                              '--worker-args="--commit-interval-ms 100" (the ceilings are not affected)')
@@ -65,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(bootstrap, args.partitions, args.torch_threads, args.out / "logs", not args.no_progress,
-                     tuple(shlex.split(args.worker_args)), load_client=args.load_client)
+                     tuple(shlex.split(args.worker_args)), load_client=args.load_client,
+                     replication=args.replication)
     meta = _meta(args, argv)
     started = time.monotonic()
     results: list[WorkloadResult] = []

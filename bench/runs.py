@@ -29,6 +29,7 @@ class RunContext:
     progress: bool
     worker_args: tuple[str, ...] = ()  # extra settings for every streamscore worker of the run
     load_client: str = "kafka-python"  # the Kafka client of the pre-fill and the open-loop sender and reader
+    replication: int = 1  # copies of each partition of the run's topics (3 on the local three-broker cluster)
     startup_timeout_s: float = 180.0  # process start, imports, model load, group join (slow on a busy machine)
 
 
@@ -49,7 +50,7 @@ def closed_loop(ctx: RunContext, label: str, bodies: list[RequestBody], command:
     stopped and the topics deleted, whatever happens.
     """
     topics = RunTopics.fresh(label)
-    topics.create(ctx.bootstrap, ctx.partitions)
+    topics.create(ctx.bootstrap, ctx.partitions, ctx.replication)
     prefill(ctx.bootstrap, topics.requests, bodies, ctx.progress, ctx.load_client)
     ids = {str(b["id"]) for b in bodies}
     process = ContenderProcess(label, command(topics), ctx.log_dir / f"{label}.log")

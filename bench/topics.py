@@ -31,9 +31,9 @@ class RunTopics:
         """A consumer group (and dedup namespace) used by this run only."""
         return self.requests.removesuffix(".requests")
 
-    def create(self, bootstrap: str, partitions: int) -> None:
+    def create(self, bootstrap: str, partitions: int, replication: int = 1) -> None:
         create_topics(bootstrap, {self.requests: partitions, self.replies: partitions, self.dlq: 1},
-                      security=env_security())
+                      security=env_security(), replication=replication)
 
     def delete(self, bootstrap: str) -> None:
         """Best effort: a topic left behind only costs disk on the local broker."""

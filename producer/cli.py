@@ -140,9 +140,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_kafka_client_flag(score)
     _add_format_flags(score)
 
-    topic = commands.add_parser("create-topic", help="create a topic (replication factor 1)")
+    topic = commands.add_parser("create-topic", help="create a topic")
     topic.add_argument("name")
     topic.add_argument("--partitions", type=int, default=4)
+    topic.add_argument("--replication-factor", type=int, default=1,
+                       help="copies of each partition (default 1, the local single broker; 3 on a cluster such as "
+                            "deploy/local/cluster.sh's)")
 
     demo = commands.add_parser("demo", help="the whole pipeline: topics, a worker, requests, replies, summary")
     demo.add_argument("--requests", type=int, default=20_000, help="requests to send (default: 20000)")
@@ -309,7 +312,8 @@ def _score(args: argparse.Namespace) -> int:
 def _create_topic(args: argparse.Namespace) -> int:
     from producer.topics import create_topics
 
-    created = create_topics(args.bootstrap_servers, {args.name: args.partitions}, security=args.security)
+    created = create_topics(args.bootstrap_servers, {args.name: args.partitions}, security=args.security,
+                            replication=args.replication_factor)
     print(f"{args.name}: {'created' if created else 'exists already'}", file=sys.stderr)
     return 0
 

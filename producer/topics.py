@@ -14,8 +14,8 @@ from worker.kafka.metadata import wait_for_partitions
 
 
 def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: float = 30.0, *,
-                  security: KafkaSecurity = PLAINTEXT) -> list[str]:
-    """Create each topic with its partition count (replication 1); returns those created.
+                  security: KafkaSecurity = PLAINTEXT, replication: int = 1) -> list[str]:
+    """Create each topic with its partition count and ``replication`` copies; returns those created.
 
     Topics that exist already are left as they are. Returns once clients see
     every created topic with all its partitions in their metadata (a topic
@@ -24,7 +24,7 @@ def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: fl
     admin = KafkaAdminClient(**client_config(bootstrap_servers, security), client_id="streamscore-admin")
     try:
         existing = set(admin.list_topics())
-        wanted = [NewTopic(name, count, 1) for name, count in partitions.items() if name not in existing]
+        wanted = [NewTopic(name, count, replication) for name, count in partitions.items() if name not in existing]
         if wanted:
             with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently by someone else: fine
                 admin.create_topics(wanted)

@@ -10,6 +10,7 @@ REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
 CLUSTER_PORT_BASE="${CLUSTER_PORT_BASE:-29092}"                 # clients: base, base+1, base+2
 CLUSTER_CONTROLLER_PORT_BASE="${CLUSTER_CONTROLLER_PORT_BASE:-29192}"  # controllers: the same, +100
 CLUSTER_HEAP_OPTS="${CLUSTER_HEAP_OPTS:--Xmx384m -Xms128m}"
+CLUSTER_JVM_OPTS="${CLUSTER_JVM_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
 CLUSTER_START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
 STATE_DIR="${CLUSTER_STATE_DIR:-$REPO_ROOT/.local-cluster}"
 [[ "$STATE_DIR" == /* ]] || STATE_DIR="$PWD/$STATE_DIR"
@@ -159,8 +160,8 @@ launch_node() {
   done
   [[ -f "$(log_file "$n")" ]] && mv -f "$(log_file "$n")" "$(log_file "$n").1"
   log "starting node $n on 127.0.0.1:$(port_of "$n") (controller :$(cport_of "$n"))"
-  # shellcheck disable=SC2086  # CLUSTER_HEAP_OPTS is deliberately word-split
-  nohup setsid java $CLUSTER_HEAP_OPTS -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+  # shellcheck disable=SC2086  # CLUSTER_HEAP_OPTS and CLUSTER_JVM_OPTS are deliberately word-split
+  nohup setsid java $CLUSTER_HEAP_OPTS $CLUSTER_JVM_OPTS -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$STATE_DIR/log4j2.properties" \
     -cp "$KAFKA_LIBS/*" kafka.Kafka "$(props_file "$n")" </dev/null >>"$(log_file "$n")" 2>&1 9>&- &
   echo $! >"$(pid_file "$n")"
