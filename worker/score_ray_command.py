@@ -9,6 +9,7 @@ one line how it went. Ray is imported only here, when the command runs.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -18,12 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import structlog
 
 from worker.core.errors import ConfigError, WorkerError
 from worker.core.settings import Settings, add_flags
 from worker.jobs.datasets import dataset_files, dataset_units
 from worker.jobs.file_outputs import partial_path, this_process
 from worker.jobs.table_scoring import DEAD_LETTER
+from worker.logs import renders_json
+
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray binds its servers to 127.0.0.1 only
 
 SCORE_RAY_DESCRIPTION = """\
 Score a Parquet dataset on Ray Data: the same rows in, the same replies out as
@@ -65,7 +70,8 @@ def add_score_ray_parser(commands: argparse._SubParsersAction[argparse.ArgumentP
     ray.add_argument("--concurrency", type=int, default=1, metavar="N",
                      help="actors scoring at once, each with its own copy of the model (default: %(default)s)")
     ray.add_argument("--address", default="local", metavar="ADDRESS",
-                     help="the Ray cluster: 'local' starts one on this machine, on loopback, for this run; "
+                     help="the Ray cluster: 'local' starts one on this machine, on loopback, for this run (with "
+                          "the machine's cores as CPUs, or one more than the actors take if that is more); "
                           "'auto' joins the one running here (ray start); or HOST:PORT, ray://HOST:PORT "
                           "(default: %(default)s)")
     ray.add_argument("--chunk-rows", type=int, default=10_000, metavar="N",
@@ -84,7 +90,7 @@ def run_score_ray(settings: Settings, args: argparse.Namespace) -> int:
     staging = partial_path(args.output.resolve(), this_process())
     started = time.monotonic()
     try:
-        _run_on_ray(settings, args, files, staging)
+        took_s = _run_on_ray(settings, args, files, staging)
         counts = _statuses(staging)
         if sum(counts.values()) != rows:
             raise WorkerError(f"the Ray job wrote {sum(counts.values())} reply rows for {rows} request rows: "
@@ -97,10 +103,22 @@ def run_score_ray(settings: Settings, args: argparse.Namespace) -> int:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    print(f"scored {rows} requests in {time.monotonic() - started:.1f} s on Ray ({args.concurrency} actors) -> "
-          f"{args.output}: ok {counts['ok']}, error {counts['error']}, expired {counts['expired']}, "
-          f"dead-lettered {counts[DEAD_LETTER]} (status dead_letter)", file=sys.stderr)
+    _report(rows, counts, took_s, time.monotonic() - started, args)
     return 0
+
+
+def _report(rows: int, counts: Counter[str], took_s: float, wall_s: float, args: argparse.Namespace) -> None:
+    """One line: the rows answered how, the scoring's time (Ray's read, score and write, actors' start and model
+    loads included) and the whole run's (Ray's own start and stop too)."""
+    if renders_json():
+        structlog.get_logger("worker").info(
+            "dataset_scored_on_ray", requests=rows, took_s=round(took_s, 3), wall_s=round(wall_s, 3),
+            actors=args.concurrency, ok=counts["ok"], errors=counts["error"], expired=counts["expired"],
+            dead_letters=counts[DEAD_LETTER], output=str(args.output))
+        return
+    print(f"scored {rows} requests in {took_s:.1f} s ({wall_s:.1f} s with Ray's start) on {args.concurrency} "
+          f"actors -> {args.output}: ok {counts['ok']}, error {counts['error']}, expired {counts['expired']}, "
+          f"dead-lettered {counts[DEAD_LETTER]} (rows of status dead_letter)", file=sys.stderr)
 
 
 def _check(args: argparse.Namespace) -> tuple[list[str], int]:
@@ -128,15 +146,23 @@ def _check(args: argparse.Namespace) -> tuple[list[str], int]:
     return [str(base / name) for name in files], sum(unit.rows for unit in units)
 
 
-def _run_on_ray(settings: Settings, args: argparse.Namespace, files: list[str], staging: Path) -> None:
+def _run_on_ray(settings: Settings, args: argparse.Namespace, files: list[str], staging: Path) -> float:
+    """Score ``files`` into the directory ``staging``; the seconds the dataset took, Ray's start and stop not
+    counted."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report leaves the machine
+    if args.address == "local":
+        # Ray's single-machine mode (read when ray is imported): every server on 127.0.0.1, none on the network.
+        os.environ.setdefault(LOOPBACK_ONLY, "0")
     import ray
 
     from worker.ray_data import ScoreBatches
 
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
     if args.address == "local":
-        options["_node_ip_address"] = "127.0.0.1"
+        # Logical CPUs: one beyond the actors', else on a small machine the actors hold every CPU and the
+        # read tasks that feed them never start (Ray Data then waits for ever).
+        needed = math.ceil(args.concurrency * args.actor_cpus) + 1
+        options["num_cpus"] = max(os.cpu_count() or 1, needed)
     ray.init(address=args.address, **options)
     try:
         ray.data.DataContext.get_current().execution_options.preserve_order = True
@@ -144,10 +170,12 @@ def _run_on_ray(settings: Settings, args: argparse.Namespace, files: list[str], 
         replies = dataset.map_batches(ScoreBatches, fn_constructor_kwargs={"settings": settings},
                                       concurrency=args.concurrency, batch_size=args.chunk_rows,
                                       batch_format="pyarrow", num_cpus=args.actor_cpus)
+        started = time.monotonic()
         try:
             replies.write_parquet(str(staging))
         except ray.exceptions.RayError as exc:
             raise _reported(exc) from exc
+        return time.monotonic() - started
     finally:
         ray.shutdown()
 
