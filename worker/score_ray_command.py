@@ -150,8 +150,9 @@ def _run_on_ray(settings: Settings, args: argparse.Namespace, files: list[str], 
     """Score ``files`` into the directory ``staging``; the seconds the dataset took, Ray's start and stop not
     counted."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report leaves the machine
-    if args.address == "local":
-        # Ray's single-machine mode (read when ray is imported): every server on 127.0.0.1, none on the network.
+    if args.address == "local" or args.address.startswith(("127.0.0.1:", "localhost:")):
+        # Ray's single-machine mode (read when ray is imported): every server on 127.0.0.1, none on the network;
+        # a driver joining a head started so must see itself at 127.0.0.1 too.
         os.environ.setdefault(LOOPBACK_ONLY, "0")
     import ray
 
