@@ -8,7 +8,8 @@ For users who already run Ray (the ``ray`` extra)::
         batch_format="pyarrow", batch_size=10_000)
 
 Each actor loads and warms the model once, as score-file does, from the
-settings the driver read (flags, ``STREAMSCORE_*`` variables, ``--config``);
+settings the driver read (flags, ``STREAMSCORE_*`` variables, ``--config``;
+not the services' credentials: ``for_actors``);
 each batch of request rows becomes its reply rows, in order, by
 worker.jobs.table_scoring (score-file's own pass; dead letters stay in place
 as ``dead_letter`` rows). Nothing here imports Ray, and torch only when an
@@ -25,6 +26,7 @@ from typing import NoReturn
 import pyarrow as pa
 
 from worker.core.errors import ConfigError
+from worker.core.security import KafkaSecurity
 from worker.core.settings import Settings, add_flags
 from worker.jobs.table_scoring import score_table
 
@@ -61,8 +63,15 @@ def scoring_settings(flags: Sequence[str] = (), environ: Mapping[str, str] | Non
     """The settings ``score-file --model ... FLAGS`` would score with: ``flags`` are score-file's setting flags
     (``--model``, ``--model-config``, ``--weights``, ``--max-batch-size``, ``--config``, ...), over the
     ``STREAMSCORE_*`` variables of ``environ`` (this process's by default), and of a configuration file's
-    models the one ``--model`` names. ConfigError naming the flag or variable for a bad or unknown one."""
+    models the one ``--model`` names, less the services' credentials (``for_actors``). ConfigError naming the
+    flag or variable for a bad or unknown one."""
     parser = _Refusing(prog="scoring_settings", add_help=False)
     add_flags(parser)
     args = parser.parse_args(list(flags))
-    return Settings.from_sources(args, environ).only_model(args.model)
+    return for_actors(Settings.from_sources(args, environ).only_model(args.model))
+
+
+def for_actors(settings: Settings) -> Settings:
+    """``settings`` without what scoring never uses and should not travel pickled through Ray's object store:
+    the Kafka security settings (SASL passwords, key files) and the Redis URL (it may hold a password)."""
+    return settings.replace(kafka_security=KafkaSecurity(), redis_url="")

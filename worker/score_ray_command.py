@@ -156,7 +156,7 @@ def _run_on_ray(settings: Settings, args: argparse.Namespace, files: list[str], 
         os.environ.setdefault(LOOPBACK_ONLY, "0")
     import ray
 
-    from worker.ray_data import ScoreBatches
+    from worker.ray_data import ScoreBatches, for_actors
 
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
     if args.address == "local":
@@ -168,7 +168,7 @@ def _run_on_ray(settings: Settings, args: argparse.Namespace, files: list[str], 
     try:
         ray.data.DataContext.get_current().execution_options.preserve_order = True
         dataset = ray.data.read_parquet(files)
-        replies = dataset.map_batches(ScoreBatches, fn_constructor_kwargs={"settings": settings},
+        replies = dataset.map_batches(ScoreBatches, fn_constructor_kwargs={"settings": for_actors(settings)},
                                       concurrency=args.concurrency, batch_size=args.chunk_rows,
                                       batch_format="pyarrow", num_cpus=args.actor_cpus)
         started = time.monotonic()

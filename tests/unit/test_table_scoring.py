@@ -3,6 +3,7 @@ score-file's replies, a row for every row in its place, dead letters included.""
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import replace
 
 import orjson
@@ -104,3 +105,12 @@ def test_scoring_settings_refuse_a_bad_flag_naming_it(flags, says):
     with pytest.raises(ConfigError) as refused:
         scoring_settings(flags, environ={})
     assert str(refused.value) == says
+
+
+def test_the_settings_sent_to_the_actors_carry_no_service_credentials():
+    settings = scoring_settings(["--model", "churn"], environ={
+        "REDIS_URL": "redis://:hunter2@redis:6379/0", "KAFKA_SASL_PASSWORD": "hunter2",
+        "KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_USERNAME": "me"})
+    assert b"hunter2" not in pickle.dumps(settings)  # what Ray's object store would hold
+    assert (settings.dedup.redis_url, settings.model.model) == ("", "churn")
+    assert not settings.kafka.kafka_security.sasl_password
