@@ -75,9 +75,10 @@ def score_file_runs(dataset: Path) -> dict[str, Path]:
     return {"whole": out / "whole", "sharded": out / "sharded"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def local_ray() -> Iterator[Any]:
-    """Ray on this machine, its servers on loopback only (Ray's single-machine mode, LOOPBACK_ONLY=0)."""
+    """Ray on this machine, its servers on loopback only (Ray's single-machine mode, LOOPBACK_ONLY=0); stopped
+    after the test, so that score-ray's own Ray does not share the cores with it."""
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     os.environ[LOOPBACK_ONLY] = "0"
     import ray
