@@ -23,7 +23,8 @@ print("\n".join(project["dependencies"] + project["optional-dependencies"]["dev"
                 + project["optional-dependencies"]["bench"] + project["optional-dependencies"]["text"]
                 + project["optional-dependencies"]["confluent"]
                 + project["optional-dependencies"]["formats"]
-                + project["optional-dependencies"]["otel"]))
+                + project["optional-dependencies"]["otel"]
+                + project["optional-dependencies"]["ray"]))
 PY
 )
 key=$( { echo "$reqs"; "$python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16)

@@ -23,6 +23,7 @@ from worker.jobs.backfill import add_backfill_parser, run_backfill
 from worker.logs import configure_logging, renders_json
 from worker.models.runner import pick_device
 from worker.score_file_command import add_score_file_parser, run_score_file
+from worker.score_ray_command import add_score_ray_parser, run_score_ray
 from worker.signals import exit_if_signalled_while_starting, stop_on_signals
 from worker.supervisor import child_commands, supervise
 
@@ -46,6 +47,7 @@ examples:
   python -m worker score-file requests.jsonl replies.jsonl --model churn
   python -m worker score-file requests.parquet replies.parquet --model churn
   python -m worker score-file dataset/ replies/ --shard 3/8 --model churn
+  python -m worker score-ray dataset/ replies/ --model churn --concurrency 4   # on Ray Data (the ray extra)
   python -m worker inspect-model --model my_model.pt2
   python -m worker backfill --requests-topic requests --reply-topic requests.backfill \
       --from-time 2026-11-29T00:00:00Z --until-time 2026-11-30T00:00:00Z
@@ -63,6 +65,7 @@ exit codes:
      again (the worker_stopped log line says how many: unfinished=N)
 """
 
+COMMANDS = ("run", "score-file", "score-ray", "backfill", "inspect-model", "compare")
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_SETTING = 2
@@ -72,12 +75,13 @@ EXIT_UNFINISHED = 4  # 3 is the backfill's EXIT_INTERRUPTED
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m worker", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", metavar="{run,score-file,backfill,inspect-model,compare}")
+    commands = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     run = commands.add_parser("run", help="consume, score and reply until stopped (the default)",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flags(run)
     add_score_file_parser(commands)
+    add_score_ray_parser(commands)
     add_backfill_parser(commands)
     add_inspect_parser(commands)
     add_compare_parser(commands)
@@ -86,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("run", "score-file", "backfill", "inspect-model", "compare", "-h", "--help"):
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
         argv = ["run", *argv]
     args = _parser().parse_args(argv)
     if args.command == "compare":  # reads topics or a file, loads no model: none of the worker's settings
@@ -101,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "score-file":  # one model: of a configuration file's, the one --model names
             return run_score_file(settings.only_model(args.model), args)
+        if args.command == "score-ray":
+            return run_score_ray(settings.only_model(args.model), args)
         if args.command == "backfill":
             return run_backfill(args, build_backfill)
         if args.command == "inspect-model":

@@ -1,4 +1,7 @@
-"""`python -m bench.shards` on a small dataset: both contenders run, every request is answered, no timing asserted."""
+"""`python -m bench.shards` on a small dataset: both contenders run, every request is answered, no timing asserted.
+
+Without the Ray contenders (--no-ray): they add a minute of Ray starting; score-ray itself is tested in
+tests/component/test_ray_data.py."""
 
 import json
 import os
@@ -11,7 +14,7 @@ from tests.integration.kit import REPO
 def test_the_shards_benchmark_runs_one_process_and_the_shards_and_writes_results(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")} | {"PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-m", "bench.shards", "--rows", "3000", "--files", "2", "--shards", "2",
-                             "--repeats", "1", "--workdir", str(tmp_path)],
+                             "--repeats", "1", "--workdir", str(tmp_path), "--no-ray"],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())

@@ -130,12 +130,18 @@ def read_row_groups(path: Path, name: str, row_groups: Sequence[int], first_row:
 
 
 def _require_id_column(path: Path, schema: pa.Schema) -> None:
+    require_id_column(str(path), schema, "score-file", "the file's")
+
+
+def require_id_column(where: str, schema: pa.Schema, job: str, whose: str) -> None:
+    """ConfigError, naming ``where`` (a file, a batch) and ``job``, unless ``schema`` has a string ``id`` column;
+    ``whose``: the table's columns, for the message ("the file's"). Pure."""
     if "id" not in schema.names:
-        raise ConfigError(f"{path} has no 'id' column: score-file needs each row's request id in a string column "
-                          f"named 'id' (the file's columns: {', '.join(schema.names) or 'none'})")
+        raise ConfigError(f"{where} has no 'id' column: {job} needs each row's request id in a string column "
+                          f"named 'id' ({whose} columns: {', '.join(schema.names) or 'none'})")
     kind = schema.field("id").type
     if not (_is_text(kind) or (pa.types.is_dictionary(kind) and _is_text(kind.value_type))):
-        raise ConfigError(f"{path}: column 'id' is {kind}; score-file needs strings (1-{MAX_ID_LENGTH} characters), "
+        raise ConfigError(f"{where}: column 'id' is {kind}; {job} needs strings (1-{MAX_ID_LENGTH} characters), "
                           "every row would be a dead letter: cast it to string")
 
 
@@ -160,15 +166,27 @@ def _jsonl_requests(path: Path, lines: IO[bytes]) -> Iterator[RawRecord]:
 def _parquet_requests(name: str, table: pq.ParquetFile, chunk_rows: int, row_groups: Sequence[int] | None = None,
                       first_row: int = 0) -> Iterator[RawRecord]:
     with table:
-        names = table.schema_arrow.names
-        fields = [] if "inputs" in names else [column for column in names if column not in REQUEST_COLUMNS]
+        fields = input_fields(table.schema_arrow.names)
         number = first_row
         for chunk in table.iter_batches(batch_size=chunk_rows, row_groups=row_groups):
-            columns = {column: chunk.column(column).to_pylist() for column in chunk.schema.names}
-            for row in range(chunk.num_rows):
-                number += 1
-                yield row_record({column: cells[row] for column, cells in columns.items()}, fields,
-                                 Position(name, 0, number))
+            yield from rows_records(chunk, fields, name, number)
+            number += chunk.num_rows
+
+
+def input_fields(columns: Sequence[str]) -> list[str]:
+    """The columns that make each row's ``inputs`` object: none when there is an ``inputs`` column, else every
+    column but the request fields. Pure."""
+    return [] if "inputs" in columns else [column for column in columns if column not in REQUEST_COLUMNS]
+
+
+def rows_records(rows: pa.RecordBatch | pa.Table, fields: Sequence[str], name: str,
+                 first_row: int = 0) -> Iterator[RawRecord]:
+    """The record of each of ``rows`` (``row_record``), in order, positioned at (``name``, 0, ``first_row`` + its
+    row number from 1)."""
+    columns = {column: rows.column(column).to_pylist() for column in rows.schema.names}
+    for row in range(rows.num_rows):
+        yield row_record({column: cells[row] for column, cells in columns.items()}, fields,
+                         Position(name, 0, first_row + row + 1))
 
 
 def row_record(row: dict[str, Any], fields: Sequence[str], position: Position) -> RawRecord:
