@@ -52,6 +52,8 @@ offsets and transaction state topics replicated 3 (transaction state min ISR 2).
 Environment (default):
   CLUSTER_PORT_BASE (29092)  CLUSTER_CONTROLLER_PORT_BASE (29192)
   CLUSTER_HEAP_OPTS (-Xmx384m -Xms128m)  CLUSTER_START_TIMEOUT (120 s)
+  CLUSTER_JVM_OPTS (-XX:+UseSerialGC -XX:TieredStopAtLevel=1: on 2 cores the
+    quick compiler alone acknowledges acks=all sends sooner than C2 or G1)
   CLUSTER_STATE_DIR (<repo>/.local-cluster): data, logs, pid files, configs
 EOF
 }
