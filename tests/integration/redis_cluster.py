@@ -14,7 +14,7 @@ from pathlib import Path
 import redis
 
 from tests.integration.kit import wait_until
-from tests.integration.sentinels import answers
+from tests.integration.sentinels import answers, synced
 
 # A node silent this long is failing, for the others (Redis's default: 15 s); its replica then takes over.
 NODE_TIMEOUT_MS = 2000
@@ -59,7 +59,7 @@ class LocalCluster:
                        check=True, capture_output=True, timeout=60)
         wait_until(lambda: all(_state(port) == "ok" for port in self.ports), 30, "the cluster's state ok")
         if self._replicas:
-            wait_until(lambda: all(_synced(port) for port in self.replica_ports()), 30, "the replicas' first sync")
+            wait_until(lambda: all(synced(port) for port in self.replica_ports()), 30, "the replicas' first sync")
 
     def primary_ports(self) -> list[int]:
         return [port for port in self._running() if _role(port) == "master"]
@@ -120,13 +120,6 @@ def _role(port: int) -> str:
         return str(redis.Redis(port=port, socket_timeout=1).info("replication").get("role"))
     except redis.RedisError:
         return ""
-
-
-def _synced(port: int) -> bool:
-    try:
-        return redis.Redis(port=port, socket_timeout=1).info("replication").get("master_link_status") == "up"
-    except redis.RedisError:
-        return False
 
 
 def _primary_of(port: int) -> int:

@@ -49,7 +49,7 @@ class SentinelSet:
         primary, replica = self.data_ports
         self._server(primary, "--repl-diskless-sync-delay", "0")  # default 5 s: the first sync would wait that long
         self._server(replica, "--replicaof", "127.0.0.1", str(primary))
-        wait_until(lambda: _synced(replica), 30, "the replica's first sync")
+        wait_until(lambda: synced(replica), 30, "the replica's first sync")
         for port in self.sentinel_ports:
             config = self._dir / f"sentinel-{port}.conf"  # a Sentinel rewrites its file: one each
             config.write_text(f"port {port}\nbind 127.0.0.1\ndir {self._dir}\n"
@@ -105,7 +105,8 @@ class SentinelSet:
 
 
 
-def _synced(port: int) -> bool:
+def synced(port: int) -> bool:
+    """Whether the replica on ``port`` has its link to its primary up (its first sync done)."""
     try:
         return redis.Redis(port=port, socket_timeout=1).info("replication").get("master_link_status") == "up"
     except redis.RedisError:
