@@ -5,7 +5,7 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet test test-unit test-cluster lint deploy-check bench bench-cluster chaos clean
+.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet test test-unit test-cluster lint deploy-check bench bench-cluster bench-cpu chaos clean
 
 CHAOS_SIZE ?= full
 
@@ -66,6 +66,9 @@ bench-cluster: venv  ## one broker against the three-broker cluster, side by sid
 	@eval "$$(deploy/local/services.sh up)" && \
 		CLUSTER_BOOTSTRAP_SERVERS="$$(deploy/local/cluster.sh up | sed -n 's/^export KAFKA_BOOTSTRAP_SERVERS=//p')" \
 		$(PYTHON) -m bench.cluster $(BENCH_ARGS)
+
+bench-cpu: venv  ## streamscore's CPU per reply against the bare librdkafka loop -> bench/results/cpu-per-reply/ (~4 min)
+	@$(WITH_SERVICES) $(PYTHON) -m bench.cpu_per_reply $(BENCH_ARGS)
 
 chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario and client (CHAOS_SIZE=small|full, ~38 min full for both clients)
 	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos --size $(CHAOS_SIZE)

@@ -22,6 +22,12 @@ def confluent_ceiling(bootstrap: str, topics: RunTopics, reply_bytes: int) -> li
             "--reply-bytes", str(reply_bytes)]
 
 
+def confluent_by_hand(bootstrap: str, redis_url: str, topics: RunTopics) -> list[str]:
+    return [sys.executable, "-m", "bench.confluent_by_hand", "--bootstrap-servers", bootstrap,
+            "--requests-topic", topics.requests, "--reply-topic", topics.replies, "--group", topics.group,
+            "--redis-url", redis_url]
+
+
 def naive(bootstrap: str, topics: RunTopics, model: str, torch_threads: int) -> list[str]:
     return [sys.executable, "-m", "bench.naive", "--bootstrap-servers", bootstrap,
             "--requests-topic", topics.requests, "--reply-topic", topics.replies, "--group", topics.group,

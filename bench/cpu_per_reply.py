@@ -1,0 +1,142 @@
+"""``python -m bench.cpu_per_reply``: streamscore's CPU per reply against the bare librdkafka loop's, in one run.
+
+Issue #19's fourth target: on the confluent transport streamscore spends at
+most twice the bare loop's CPU per reply, with dedup on and every guarantee
+kept. Both contenders drain the same pre-filled churn requests (closed
+loop, fresh topics each run, interleaved over ``--repeats``):
+
+- the bare loop, ``bench/confluent_ceiling.py``: poll up to 500 records,
+  one reply each with the worker's seven headers, flush, check every
+  delivery report, commit asynchronously; no decoding, dedup, batching or
+  model;
+- streamscore on ``--kafka-client confluent`` (churn, ``--max-batch-size``
+  64, its default wait), plus ``--worker-args`` (e.g. an experiment's flag);
+- the same job by hand, ``bench/confluent_by_hand.py``: decode, claim in
+  Redis, prepare and run the model in batches of 64, reply, flush, write the
+  done marks, commit asynchronously, and nothing else: what the job itself
+  costs, so that the rest of streamscore's CPU is its framework.
+
+Beside the CPU, the model's share: its compute per reply, from the replies'
+own compute and batch-size headers.
+
+The CPU is the contender process's (all threads, user + system) between its
+partitions being assigned and its last reply, divided by the replies it sent
+meanwhile. Needs KAFKA_BOOTSTRAP_SERVERS and REDIS_URL (``make bench-cpu``
+starts local ones). Writes results.md and results.json under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import sys
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+
+from bench import commands, machine
+from bench.results import ThroughputRun
+from bench.runs import RunContext, closed_loop, say
+from bench.topics import RunTopics
+from bench.workloads import WORKLOADS, RequestPool, reply_size
+from worker.models import load_model
+
+BARE = "bare librdkafka loop"
+STREAMSCORE = "streamscore on confluent"
+BY_HAND = "the same job by hand"
+LABELS = {BARE: "bare", BY_HAND: "by-hand", STREAMSCORE: "streamscore"}
+REPLY_SAMPLES = 200
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu_per_reply", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=40_000, help="each closed-loop run (default 40,000)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
+    parser.add_argument("--worker-args", default="", help="extra streamscore settings, e.g. "
+                        "--worker-args='--commit-interval-ms 100'")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/cpu-per-reply"))
+    args = parser.parse_args(argv)
+    bootstrap, redis_url = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get("REDIS_URL")
+    if not bootstrap or not redis_url:
+        print("error: KAFKA_BOOTSTRAP_SERVERS and REDIS_URL must be set (`make bench-cpu` starts local ones)",
+              file=sys.stderr)
+        return 2
+    if args.requests < 1000 or args.repeats < 1:
+        print("error: --requests must be at least 1,000 and --repeats at least 1", file=sys.stderr)
+        return 2
+    workload = WORKLOADS["churn"]
+    pool = RequestPool(workload, args.requests)
+    reply_bytes = reply_size(load_model(workload.model), pool.take(REPLY_SAMPLES))
+    ctx = RunContext(bootstrap, 4, 1, args.out / "logs", progress=False, load_client="confluent")
+    extra = tuple(shlex.split(args.worker_args))
+    contenders = {
+        BARE: lambda topics: commands.confluent_ceiling(bootstrap, topics, reply_bytes),
+        BY_HAND: lambda topics: commands.confluent_by_hand(bootstrap, redis_url, topics),
+        STREAMSCORE: partial(_worker, ctx, redis_url, extra),
+    }
+    runs: dict[str, list[ThroughputRun]] = {name: [] for name in contenders}
+    for repeat in range(args.repeats):
+        for name, command in contenders.items():
+            run = closed_loop(ctx, f"cpu-{LABELS[name]}", pool.take(args.requests), command, timeout_s=300,
+                              from_worker=name != BARE)
+            runs[name].append(run)
+            say(f"repeat {repeat + 1}/{args.repeats}: {name}: {run.per_s or 0:,.0f} req/s, "
+                f"{run.cpu_us_per_request or 0:.1f} us CPU a reply" + (f" [{run.note}]" if run.note else ""))
+    table = _table(runs, args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.md").write_text(table)
+    (args.out / "results.json").write_text(json.dumps(
+        {"argv": sys.argv[1:] if argv is None else argv, "machine": machine.describe(), "reply_bytes": reply_bytes,
+         "runs": {name: [asdict(r) for r in rs] for name, rs in runs.items()}}, indent=2, default=str))
+    print(table)
+    return 0 if all(r.complete for rs in runs.values() for r in rs) else 1
+
+
+def _worker(ctx: RunContext, redis_url: str, extra: tuple[str, ...], topics: RunTopics) -> list[str]:
+    return commands.worker(ctx.bootstrap, redis_url, topics, "churn", 64, 0, ctx.torch_threads,
+                           ("--kafka-client", "confluent", *extra))
+
+
+def median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _table(runs: dict[str, list[ThroughputRun]], args: argparse.Namespace) -> str:
+    cpu = {name: median([r.cpu_us_per_request for r in rs]) for name, rs in runs.items()}
+    lines = [f"churn, closed loop over {args.requests:,} pre-filled requests, medians of {args.repeats} "
+             f"interleaved repeats; streamscore settings: --max-batch-size 64 {args.worker_args}".rstrip(), "",
+             "| contender | req/s | CPU µs a reply | of it, the model's compute | runs (CPU µs a reply) |",
+             "|---|---:|---:|---:|---|"]
+    for name, rs in runs.items():
+        rate = median([r.per_s for r in rs])
+        model = median([_compute_us(r) for r in rs])
+        each = ", ".join(f"{r.cpu_us_per_request:.1f}" if r.cpu_us_per_request else "—" for r in rs)
+        lines.append(f"| {name} | {_figure(rate, '{:,.0f}')} | {_figure(cpu[name], '{:.1f}')} | "
+                     f"{_figure(model, '{:.1f}')} | {each} |")
+    lines.append("")
+    for top, bottom, about in ((STREAMSCORE, BARE, "issue #19's target: at most 2.00"),
+                               (BY_HAND, BARE, "what the job itself costs, over the Kafka work alone"),
+                               (STREAMSCORE, BY_HAND, "what the framework costs, over the job by hand")):
+        if cpu[top] and cpu[bottom]:
+            lines.append(f"- {top} / {bottom}, CPU a reply: {cpu[top] / cpu[bottom]:.2f} ({about})")
+    return "\n".join(lines) + "\n"
+
+
+def _compute_us(run: ThroughputRun) -> float | None:
+    """The model's compute per reply: the median batch's compute over the mean batch size."""
+    if run.compute_ms_p50 is None or not run.mean_batch_size:
+        return None
+    return run.compute_ms_p50 * 1000 / run.mean_batch_size
+
+
+def _figure(value: float | None, form: str) -> str:
+    return "—" if value is None else form.format(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

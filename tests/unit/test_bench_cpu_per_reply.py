@@ -1,0 +1,37 @@
+"""bench/cpu_per_reply.py's table (medians of the repeats, the model's share, the three ratios) and its refusals of
+bad settings, without a broker."""
+
+import argparse
+
+from bench.cpu_per_reply import BARE, BY_HAND, STREAMSCORE, _table, main
+from bench.results import ThroughputRun
+
+
+def run(per_s, cpu, compute_ms=None, batch=None):
+    result = ThroughputRun("x", 100, 100, 1.0, per_s, True, cpu_us_per_request=cpu)
+    result.compute_ms_p50, result.mean_batch_size = compute_ms, batch
+    return result
+
+
+def test_the_table_gives_medians_the_models_share_and_each_ratio():
+    runs = {BARE: [run(50_000, 5.0), run(60_000, 7.0), run(40_000, 6.0)],
+            BY_HAND: [run(25_000, 12.0, 0.2, 64), run(26_000, 13.0, 0.2, 64), run(24_000, 14.0, 0.2, 64)],
+            STREAMSCORE: [run(20_000, 30.0, 0.32, 64), run(19_000, 24.0, 0.32, 64), run(None, None)]}
+    args = argparse.Namespace(requests=100, repeats=3, worker_args="")
+    lines = _table(runs, args).splitlines()
+    assert "| bare librdkafka loop | 50,000 | 6.0 | — | 5.0, 7.0, 6.0 |" in lines
+    assert "| the same job by hand | 25,000 | 13.0 | 3.1 | 12.0, 13.0, 14.0 |" in lines
+    assert "| streamscore on confluent | 19,500 | 27.0 | 5.0 | 30.0, 24.0, — |" in lines
+    assert any(line.startswith(f"- {STREAMSCORE} / {BARE}, CPU a reply: 4.50 ") for line in lines)
+    assert any(line.startswith(f"- {BY_HAND} / {BARE}, CPU a reply: 2.17 ") for line in lines)
+    assert any(line.startswith(f"- {STREAMSCORE} / {BY_HAND}, CPU a reply: 2.08 ") for line in lines)
+
+
+def test_bad_settings_stop_it_naming_them(monkeypatch, capsys):
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert main([]) == 2
+    assert "REDIS_URL" in capsys.readouterr().err
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:3/0")
+    assert main(["--requests", "10"]) == 2
+    assert "--requests" in capsys.readouterr().err
