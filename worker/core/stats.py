@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,15 @@ class Histogram:
     def observe(self, value: float) -> None:
         self.counts[bisect.bisect_left(self.bounds, value)] += 1
         self.sum += value
+
+    def observe_all(self, values: Iterable[float], divisor: float = 1.0) -> None:
+        """``observe(value / divisor)`` of each value: a batch's at once (ms to seconds: ``divisor`` 1000)."""
+        counts, bounds, total = self.counts, self.bounds, 0.0
+        for value in values:
+            value /= divisor
+            counts[bisect.bisect_left(bounds, value)] += 1
+            total += value
+        self.sum += total
 
     def cumulative(self) -> tuple[list[int], float]:
         """Counts of values <= each bound, then of all values (Prometheus ``le`` buckets), and the sum."""
@@ -200,11 +210,12 @@ class WorkerStats:
         if size:  # every request of a batch can have left with its partition: no batch was answered then
             self.batch_size.observe(size)
 
-    def record_stages(self, timings: Timings) -> None:
-        """One scored request's time queued in the topic, waiting for its batch, and its batch's compute."""
-        self.stage_seconds["queue_wait"].observe(timings.queue_wait_ms / 1000)
-        self.stage_seconds["batch_wait"].observe(timings.batch_wait_ms / 1000)
-        self.stage_seconds["compute"].observe(timings.compute_ms / 1000)
+    def record_stages(self, timings: Sequence[Timings]) -> None:
+        """Scored requests' time queued in the topic, waiting for their batch, and their batch's compute."""
+        stages = self.stage_seconds
+        stages["queue_wait"].observe_all((t.queue_wait_ms for t in timings), 1000)
+        stages["batch_wait"].observe_all((t.batch_wait_ms for t in timings), 1000)
+        stages["compute"].observe_all((t.compute_ms for t in timings), 1000)
 
     def record_generation(self, generation: int) -> None:
         """Note the group generation; a new non-negative one is a completed join (a rebalance)."""

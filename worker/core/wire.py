@@ -44,6 +44,7 @@ RECORD_OVERHEAD_BYTES = 64  # per record, and per header: Kafka's record framing
 MAX_TRACEPARENT_BYTES = 512  # W3C's is 55 characters; a longer one is not passed through
 MAX_MODEL_NAME_LENGTH = 128  # a request's model and model_version
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_NO_HEADERS: dict[str, bytes] = {}  # a record's headers, when it has none (read only)
 
 # Reply headers (values are ASCII decimal strings, milliseconds where timed).
 H_QUEUE_WAIT = "queue-wait-ms"
@@ -154,18 +155,18 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
     """The checks of ``decode_request`` after parsing, on a body read from JSON or from a registry-framed payload
     (worker/formats/): the id (or the key's), ``reply_to`` (or the header), ``deadline_ms``, the model (or the
     headers'), ``inputs``. Never raises for bad input."""
-    headers = dict(record.headers)
-    key_id = _id_from_key(record.key)
+    headers = dict(record.headers) if record.headers else _NO_HEADERS
     traceparent = _traceparent(headers)
 
-    def invalid(code: str, message: str, request_id: str | None = key_id, reply_to: str | None = None) -> InvalidRecord:
+    def invalid(code: str, message: str, request_id: str | None, reply_to: str | None = None) -> InvalidRecord:
         return InvalidRecord(record.position, code, message, record.key, record.value, record.headers,
                              request_id, reply_to, traceparent)
 
     body_id = body.get("id")
     if body_id is not None and not _valid_id(body_id):
-        return invalid(ERR_INVALID_ID, f"'id' must be a string of 1-{MAX_ID_LENGTH} characters")
-    request_id = body_id if body_id is not None else key_id
+        return invalid(ERR_INVALID_ID, f"'id' must be a string of 1-{MAX_ID_LENGTH} characters",
+                       _id_from_key(record.key))
+    request_id = body_id if body_id is not None else _id_from_key(record.key)
     if request_id is None:
         return invalid(ERR_MISSING_ID, "no request id: set 'id' in the value or the record key", None)
 
@@ -181,10 +182,11 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
         return invalid(ERR_MISSING_INPUTS, "the request has no 'inputs'", request_id, reply_to)
     model = body.get("model", _header_text(headers.get(H_MODEL)))
     version = body.get("model_version", _header_text(headers.get(H_MODEL_VERSION)))
-    for name, value in (("model", model), ("model_version", version)):
-        if value is not None and not (isinstance(value, str) and 1 <= len(value) <= MAX_MODEL_NAME_LENGTH):
-            return invalid(ERR_UNKNOWN_MODEL, f"'{name}' must be a string of 1-{MAX_MODEL_NAME_LENGTH} "
-                           f"characters; served: {routes.served()}", request_id, reply_to)
+    if model is not None or version is not None:
+        for name, value in (("model", model), ("model_version", version)):
+            if value is not None and not (isinstance(value, str) and 1 <= len(value) <= MAX_MODEL_NAME_LENGTH):
+                return invalid(ERR_UNKNOWN_MODEL, f"'{name}' must be a string of 1-{MAX_MODEL_NAME_LENGTH} "
+                               f"characters; served: {routes.served()}", request_id, reply_to)
     route = routes.pick(record.position.topic, model, version, request_id)
     if route is None:
         asked = repr(model) if version is None else f"{model!r} version {version!r}"
@@ -243,10 +245,10 @@ def reply_headers(reply: Reply) -> Headers:
         (H_QUEUE_WAIT, _ms(t.queue_wait_ms)),
         (H_BATCH_WAIT, _ms(t.batch_wait_ms)),
         (H_COMPUTE, _ms(t.compute_ms)),
-        (H_BATCH_SIZE, str(reply.batch_size).encode()),
+        (H_BATCH_SIZE, b"%d" % reply.batch_size),
         (H_SOURCE_TOPIC, reply.position.topic.encode()),
-        (H_SOURCE_PARTITION, str(reply.position.partition).encode()),
-        (H_SOURCE_OFFSET, str(reply.position.offset).encode()),
+        (H_SOURCE_PARTITION, b"%d" % reply.position.partition),
+        (H_SOURCE_OFFSET, b"%d" % reply.position.offset),
     ]
     if reply.traceparent is not None:
         headers.append((H_TRACEPARENT, reply.traceparent))
@@ -371,4 +373,4 @@ def _header_text(value: bytes | None) -> str | None:
 
 
 def _ms(value: float) -> bytes:
-    return f"{value:.3f}".encode()
+    return b"%.3f" % value

@@ -101,11 +101,16 @@ def encode_sendable(reply: Reply, encode: ReplyEncode = encode_reply) -> tuple[R
     return smaller, encode(smaller)
 
 
-def stage_timings(request: Request, scored: Scored, submitted_ms: int) -> Timings:
-    """Queue wait (produced to batched), batch wait (polled to scored) and compute, in ms."""
-    batch_wait_ms = (scored.started - request.received_at) * 1000
-    return Timings(queue_wait_ms=max(0.0, submitted_ms - batch_wait_ms - request.produced_ms),
-                   batch_wait_ms=batch_wait_ms, compute_ms=scored.compute_s * 1000)
+def stage_timings(batch: list[Request], scored: Scored, submitted_ms: int) -> list[Timings]:
+    """Each request's queue wait (produced to batched), batch wait (polled to scored) and its batch's compute,
+    in ms."""
+    started, compute_ms = scored.started, scored.compute_s * 1000
+    timings = []
+    for request in batch:
+        batch_wait_ms = (started - request.received_at) * 1000
+        timings.append(Timings(max(0.0, submitted_ms - batch_wait_ms - request.produced_ms), batch_wait_ms,
+                               compute_ms))
+    return timings
 
 
 class Responder:
@@ -162,19 +167,22 @@ class Responder:
     def answer_scored(self, scored: Scored, submitted_ms: int, left: set[TP]) -> None:
         """Reply to a finished batch, except for the partitions that ``left`` while it ran (their new
         owner scores them again)."""
-        pairs = [(r, o) for r, o in zip(scored.batch, scored.outcomes, strict=True)
-                 if (r.position.topic, r.position.partition) not in left]
-        self._stats.handed_over += len(scored.batch) - len(pairs)
-        self._stats.record_batch(len(pairs), scored.compute_s, scored.entry)
-        timings = [stage_timings(request, scored, submitted_ms) for request, _ in pairs]
+        batch, outcomes = scored.batch, scored.outcomes
+        if left:
+            kept = [i for i, r in enumerate(batch) if (r.position.topic, r.position.partition) not in left]
+            batch, outcomes = [batch[i] for i in kept], [outcomes[i] for i in kept]
+        size = len(batch)
+        self._stats.handed_over += len(scored.batch) - size
+        self._stats.record_batch(size, scored.compute_s, scored.entry)
+        timings = stage_timings(batch, scored, submitted_ms)
+        self._stats.record_stages(timings)
         traceparents: list[bytes | None] = []
-        if self._tracer is not None and pairs:
-            answered = Scored(scored.entry, [r for r, _ in pairs], [o for _, o in pairs], scored.started,
-                              scored.compute_s)
+        if self._tracer is not None and batch:
+            answered = Scored(scored.entry, batch, outcomes, scored.started, scored.compute_s)
             traceparents = self._tracer.scored(answered, timings, submitted_ms)
-        for i, (request, outcome) in enumerate(pairs):
-            self._stats.record_stages(timings[i])
-            reply = self._reply(request, "ok" if outcome.ok else "error", outcome, timings[i], len(pairs))
+        for i, request in enumerate(batch):
+            outcome = outcomes[i]
+            reply = self._reply(request, "ok" if outcome.ok else "error", outcome, timings[i], size)
             if traceparents:
                 reply.traceparent = traceparents[i]
             self._send(reply, claimed=True)
