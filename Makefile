@@ -67,7 +67,7 @@ bench-cluster: venv  ## one broker against the three-broker cluster, side by sid
 		CLUSTER_BOOTSTRAP_SERVERS="$$(deploy/local/cluster.sh up | sed -n 's/^export KAFKA_BOOTSTRAP_SERVERS=//p')" \
 		$(PYTHON) -m bench.cluster $(BENCH_ARGS)
 
-bench-cpu: venv  ## streamscore's CPU per reply against the bare librdkafka loop -> bench/results/cpu-per-reply/ (~4 min)
+bench-cpu: venv  ## CPU a reply: a bare librdkafka loop, the same job by hand, streamscore -> bench/results/cpu-per-reply/ (~2 min)
 	@$(WITH_SERVICES) $(PYTHON) -m bench.cpu_per_reply $(BENCH_ARGS)
 
 chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario and client (CHAOS_SIZE=small|full, ~38 min full for both clients)

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cpu_per_reply", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=40_000, help="each closed-loop run (default 40,000)")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (default 5)")
     parser.add_argument("--worker-args", default="", help="extra streamscore settings, e.g. "
                         "--worker-args='--commit-interval-ms 100'")
     parser.add_argument("--out", type=Path, default=Path("bench/results/cpu-per-reply"))
