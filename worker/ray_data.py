@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from worker.core.errors import ConfigError
 from worker.core.security import KafkaSecurity
-from worker.core.settings import Settings, add_flags
+from worker.core.settings import FILE_JOB_SECTIONS, Settings, add_flags
 from worker.jobs.table_scoring import score_table
 
 
@@ -66,7 +66,7 @@ def scoring_settings(flags: Sequence[str] = (), environ: Mapping[str, str] | Non
     models the one ``--model`` names, less the services' credentials (``for_actors``). ConfigError naming the
     flag or variable for a bad or unknown one."""
     parser = _Refusing(prog="scoring_settings", add_help=False)
-    add_flags(parser)
+    add_flags(parser, FILE_JOB_SECTIONS)
     args = parser.parse_args(list(flags))
     return for_actors(Settings.from_sources(args, environ).only_model(args.model))
 

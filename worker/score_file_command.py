@@ -16,7 +16,7 @@ from types import FrameType
 
 import structlog
 
-from worker.core.settings import Settings, add_flags
+from worker.core.settings import FILE_JOB_SECTIONS, Settings, add_flags
 from worker.jobs.batch_file import FileSummary, ScoringStopped, check_files, dead_letter_path, score_file
 from worker.jobs.batch_shards import ShardPlan, describe, log_fields, other_shardings, plan_shard, score_shard
 from worker.jobs.shards import Shard, parse_shard
@@ -74,7 +74,8 @@ exit codes:
 
 
 def add_score_file_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``score-file`` subcommand, its arguments and every worker setting as a flag."""
+    """The ``score-file`` subcommand, its arguments and, as flags, the settings a file job reads (the model,
+    batching and operations sections)."""
     offline = commands.add_parser(
         "score-file", help="score a JSONL or Parquet file of requests into a file of replies (no Kafka, no Redis)",
         description=SCORE_FILE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -90,7 +91,7 @@ def add_score_file_parser(commands: argparse._SubParsersAction[argparse.Argument
     offline.add_argument("--chunk-rows", type=int, default=10_000, metavar="N",
                          help="Parquet rows read, and written as one row group, at a time; bounds memory "
                               "(default: %(default)s)")
-    add_flags(offline)
+    add_flags(offline, FILE_JOB_SECTIONS)
 
 
 class _StopSignal:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import structlog
 
 from worker.core.errors import ConfigError, WorkerError
-from worker.core.settings import Settings, add_flags
+from worker.core.settings import FILE_JOB_SECTIONS, Settings, add_flags
 from worker.jobs.datasets import dataset_files, dataset_units
 from worker.jobs.file_outputs import partial_path, this_process
 from worker.jobs.table_scoring import DEAD_LETTER
@@ -61,7 +61,8 @@ exit codes:
 
 
 def add_score_ray_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``score-ray`` subcommand, its arguments and every worker setting as a flag."""
+    """The ``score-ray`` subcommand, its arguments and, as flags, the settings a file job reads (the model,
+    batching and operations sections)."""
     ray = commands.add_parser(
         "score-ray", help="score a Parquet dataset on Ray Data, as score-file scores it (the ray extra)",
         description=SCORE_RAY_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,7 +80,7 @@ def add_score_ray_parser(commands: argparse._SubParsersAction[argparse.ArgumentP
                           "each (default: %(default)s)")
     ray.add_argument("--actor-cpus", type=float, default=1.0, metavar="CPUS",
                      help="CPUs Ray reserves for each actor (default: %(default)s)")
-    add_flags(ray)
+    add_flags(ray, FILE_JOB_SECTIONS)
 
 
 def run_score_ray(settings: Settings, args: argparse.Namespace) -> int:

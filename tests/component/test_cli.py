@@ -53,6 +53,17 @@ def test_help_explains_the_settings_and_their_variables():
     assert result.returncode == 0
     assert "--max-wait-ms STREAMSCORE_MAX_WAIT_MS" in result.stdout
     assert "KAFKA_BOOTSTRAP_SERVERS" in result.stdout
+    for group in ("Kafka settings:", "dedup store settings:", "model settings:", "batching settings:",
+                  "delivery settings:", "operations settings:", "Kafka security (TLS, SASL):"):
+        assert group in result.stdout
+
+
+def test_score_file_help_offers_only_the_settings_a_file_job_reads():
+    result = run_worker("score-file", "--help")
+    assert result.returncode == 0
+    assert "--model STREAMSCORE_MODEL" in result.stdout and "--max-batch-size" in result.stdout
+    for unused in ("--bootstrap-servers", "--redis-url", "--delivery", "--kafka-sasl-mechanism", "--request-format"):
+        assert unused not in result.stdout
 
 
 def test_score_file_writes_replies_and_dead_letters(tmp_path):

@@ -30,6 +30,7 @@ from worker.core.model_table import ModelTable, read_config_file
 from worker.core.sections import (
     ENV_PREFIX,
     KAFKA_CLIENTS,
+    SECTIONS,
     BatchingSettings,
     DedupSettings,
     DeliverySettings,
@@ -164,24 +165,41 @@ def flag_sections() -> dict[str, type]:
 _SECTION_OF = {f.name: section for section, kind in get_type_hints(Settings).items() for f in fields(kind)}
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per setting, section by section; defaults stay None so that env vars can fill them."""
+# The title of each section's group of flags in --help; its docstring describes it.
+SECTION_TITLES: dict[type, str] = {KafkaSettings: "Kafka", DedupSettings: "dedup store", ModelSettings: "model",
+                                   BatchingSettings: "batching", DeliverySettings: "delivery",
+                                   OperationsSettings: "operations"}
+# What a job over files reads (score-file, score-ray): no Kafka, no dedup store, no commits.
+FILE_JOB_SECTIONS: tuple[type, ...] = (ModelSettings, BatchingSettings, OperationsSettings)
+
+
+def add_flags(parser: argparse.ArgumentParser, sections: tuple[type, ...] = SECTIONS) -> None:
+    """Add one flag per setting of ``sections``, a group of them each (with Kafka's, its security and the
+    request formats); defaults stay None so that env vars can fill them. Settings of the sections left out
+    still come from their variables and --config."""
     parser.add_argument("--config", metavar=CONFIG_ENV,
                         help="a TOML file of settings by name, and of the models served ([models.NAME] tables: "
                         "docs/fleet.md); variables and flags override its settings; SIGHUP reads its models again")
-    for f in setting_fields():
-        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
-        env = env_name(f.name)
-        if isinstance(f.default, bool):
-            parser.add_argument(flag, dest=f.name, action="store_const", const=True, default=None,
-                                help=f"{f.metadata['help']} ({env}=true)")
-            continue
-        shown = f.default not in ("", 0) or isinstance(f.default, float)
-        default = f" (default: {f.default})" if shown else ""
-        parser.add_argument(flag, dest=f.name, type=type(f.default), metavar=env,
-                            help=f"{f.metadata['help']}{default}")
-    add_security_flags(parser)
-    add_format_flags(parser)
+    for section in sections:
+        group = parser.add_argument_group(f"{SECTION_TITLES[section]} settings", (section.__doc__ or "").strip())
+        for f in fields(section):
+            if not f.metadata.get("nested"):
+                _add_flag(group, f)
+    if KafkaSettings in sections:
+        add_security_flags(parser)
+        add_format_flags(parser)
+
+
+def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any]) -> None:
+    flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+    env = env_name(f.name)
+    if isinstance(f.default, bool):
+        group.add_argument(flag, dest=f.name, action="store_const", const=True, default=None,
+                           help=f"{f.metadata['help']} ({env}=true)")
+        return
+    shown = f.default not in ("", 0) or isinstance(f.default, float)
+    default = f" (default: {f.default})" if shown else ""
+    group.add_argument(flag, dest=f.name, type=type(f.default), metavar=env, help=f"{f.metadata['help']}{default}")
 
 
 def _convert(name: str, env: str, raw: str, kind: type) -> Any:
