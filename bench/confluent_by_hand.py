@@ -18,19 +18,16 @@ what the framework around it costs.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import orjson
 import torch
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
-from bench.confluent_ceiling import LINGER_MS
-from bench.plain_kafka import MAX_POLL_RECORDS, arguments, log_event, stop_flag
-from bench.security import env_security
+from bench.confluent_ceiling import Failures, subscribed_clients
+from bench.plain_kafka import MAX_POLL_RECORDS, arguments, stop_flag
 from worker.core import wire
 from worker.core.messages import Position, Request
 from worker.dedup.redis_store import RedisDedupStore
-from worker.kafka.confluent.connection import client_config
 from worker.models import load_model
 from worker.models.spec import call_module
 from worker.ports import Completed
@@ -46,20 +43,8 @@ def main() -> int:
     torch.set_num_threads(1)
     model = load_model("churn")
     store = RedisDedupStore(args.redis_url, args.group, ttl_s=3600, lease_ms=300_000)
-    connection = client_config(args.bootstrap_servers, env_security())
-    consumer = Consumer({**connection, "group.id": args.group, "client.id": "bench-by-hand",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "allow.auto.create.topics": False})
-    producer = Producer({**connection, "client.id": "bench-by-hand", "acks": "all", "enable.idempotence": True,
-                         "linger.ms": LINGER_MS})
-    failed: list[KafkaError] = []
-
-    def delivered(error: KafkaError | None, _message: Any) -> None:
-        if error is not None:
-            failed.append(error)
-
-    consumer.subscribe([args.requests_topic], on_assign=lambda _c, partitions: log_event(
-        "partitions_assigned", partitions=sorted([tp.topic, tp.partition] for tp in partitions)))
+    consumer, producer = subscribed_clients(args, "bench-by-hand")
+    failures = Failures()
     while not stop.is_set():
         first = consumer.poll(0.2)
         if first is None:
@@ -86,11 +71,12 @@ def main() -> int:
                            (wire.H_BATCH_SIZE, size), (wire.H_SOURCE_TOPIC, position.topic.encode()),
                            (wire.H_SOURCE_PARTITION, str(position.partition).encode()),
                            (wire.H_SOURCE_OFFSET, str(position.offset).encode())]
-                producer.produce(args.reply_topic, value, request.id.encode(), headers=headers, on_delivery=delivered)
+                producer.produce(args.reply_topic, value, request.id.encode(), headers=headers,
+                                 on_delivery=failures.delivered)
                 done.append(Completed(request.id, value))
         producer.flush()
-        if failed:
-            raise RuntimeError(f"the broker did not take a reply: {failed[0]}")  # nothing is committed then
+        if failures.errors:
+            raise RuntimeError(f"the broker did not take a reply: {failures.errors[0]}")  # nothing is committed then
         store.complete(done)
         ends = {(m.topic() or "", m.partition() or 0): (m.offset() or 0) + 1 for m in messages}
         consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()], asynchronous=True)

@@ -12,6 +12,7 @@ most a one-process confluent-kafka worker can answer, what streamscore on
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -32,28 +33,42 @@ def headers(message: Message) -> list[tuple[str, bytes]]:
             (wire.H_SOURCE_OFFSET, str(message.offset()).encode())]
 
 
+class Failures:
+    """The errors of the delivery reports that ``delivered`` (a produce callback) was given."""
+
+    def __init__(self) -> None:
+        self.errors: list[KafkaError] = []
+
+    def delivered(self, error: KafkaError | None, _message: Any) -> None:
+        if error is not None:
+            self.errors.append(error)
+
+
+def subscribed_clients(args: argparse.Namespace, client_id: str) -> tuple[Consumer, Producer]:
+    """A consumer of ``args.group`` subscribed to the requests topic (its assignments logged as the worker logs
+    them), and an idempotent ``acks=all`` producer lingering as the worker's sink does."""
+    connection = client_config(args.bootstrap_servers, env_security())
+    consumer = Consumer({**connection, "group.id": args.group, "client.id": client_id,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "allow.auto.create.topics": False})
+    producer = Producer({**connection, "client.id": client_id, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": LINGER_MS})
+
+    def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log_event("partitions_assigned", partitions=sorted([tp.topic, tp.partition] for tp in partitions))
+
+    consumer.subscribe([args.requests_topic], on_assign=on_assign)
+    return consumer, producer
+
+
 def main() -> int:
     parser = arguments("Plain confluent-kafka consume-and-reply loop (the librdkafka Kafka ceiling).")
     parser.add_argument("--reply-bytes", type=int, required=True)
     parser.add_argument("--commit", choices=("async", "sync"), default="async")
     args = parser.parse_args()
     stop = stop_flag()
-    connection = client_config(args.bootstrap_servers, env_security())
-    consumer = Consumer({**connection, "group.id": args.group, "client.id": "bench-confluent",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "allow.auto.create.topics": False})
-    producer = Producer({**connection, "client.id": "bench-confluent", "acks": "all", "enable.idempotence": True,
-                         "linger.ms": LINGER_MS})
-    failed: list[KafkaError] = []
-
-    def delivered(error: KafkaError | None, _message: Any) -> None:
-        if error is not None:
-            failed.append(error)
-
-    def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log_event("partitions_assigned", partitions=sorted([tp.topic, tp.partition] for tp in partitions))
-
-    consumer.subscribe([args.requests_topic], on_assign=on_assign)
+    consumer, producer = subscribed_clients(args, "bench-confluent")
+    failures = Failures()
     while not stop.is_set():
         first = consumer.poll(0.2)
         if first is None:
@@ -62,10 +77,10 @@ def main() -> int:
         for m in messages:
             key = m.key() or b""
             producer.produce(args.reply_topic, key=key, value=reply_value(key, args.reply_bytes),
-                             headers=headers(m), on_delivery=delivered)
+                             headers=headers(m), on_delivery=failures.delivered)
         producer.flush()
-        if failed:
-            raise RuntimeError(f"the broker did not take a reply: {failed[0]}")  # nothing is committed then
+        if failures.errors:
+            raise RuntimeError(f"the broker did not take a reply: {failures.errors[0]}")  # nothing is committed then
         ends: dict[tuple[str, int], int] = {}
         for m in messages:
             ends[(m.topic() or "", m.partition() or 0)] = (m.offset() or 0) + 1
