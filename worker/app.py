@@ -331,7 +331,13 @@ def start_surface(operations: OperationsSettings, stats: WorkerStats,
 # neither client loads the other's library (confluent-kafka is an extra; kafka-python stays the default).
 
 
-def _no_broker(kafka: KafkaSettings, exc: Exception) -> ServiceUnavailable:
+def _no_broker(kafka: KafkaSettings, exc: Exception) -> ServiceUnavailable | ConfigError:
+    """What a client's constructor raised: the client refusing its configuration (a user's client property out of
+    its range, say), or no broker answering."""
+    code = exc.args[0] if exc.args else None
+    if type(exc).__name__ == "KafkaConfigurationError" or getattr(code, "name", lambda: "")() == "_INVALID_ARG":
+        return ConfigError(f"the {kafka.kafka_client} client refused its configuration: {exc}; check the Kafka "
+                           "client properties (--consumer-property, --producer-property, docs/interop.md)")
     return ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
                               f"{kafka.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})")
 
@@ -354,6 +360,7 @@ def _kafka_python_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds
                         model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
     from kafka.errors import KafkaError
 
+    from worker.kafka.kafka_python.connection import producer_properties
     from worker.kafka.kafka_python.sink import KafkaSink
     from worker.kafka.kafka_python.source import KafkaSource
     from worker.kafka.kafka_python.transactions import TransactionalSink
@@ -361,18 +368,19 @@ def _kafka_python_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds
     transactions: ExactlyOnce[SendTag] | None = None
     block_ms = int(bounds.send_block_s * 1000)
     try:
-        source = KafkaSource(kafka, clock, read_committed=delivery.exactly_once, metadata_s=bounds.metadata_s,
+        source = KafkaSource(kafka, clock, read_committed=kafka.read_committed, metadata_s=bounds.metadata_s,
                              model_topics=model_topics)
         sink: KafkaSink[SendTag]
         if delivery.exactly_once:
             transactional: TransactionalSink[SendTag] = TransactionalSink(
                 kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id,
-                security=kafka.kafka_security, transaction_s=bounds.transaction_s, max_block_ms=block_ms)
+                security=kafka.kafka_security, transaction_s=bounds.transaction_s, max_block_ms=block_ms,
+                **producer_properties(kafka))
             sink, transactions = transactional, ExactlyOnce(transactional, source)
             log.info("exactly_once", transactional_id=delivery.transactional_id)
         else:
             sink = KafkaSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security,
-                             max_block_ms=block_ms)
+                             max_block_ms=block_ms, **producer_properties(kafka))
     except KafkaError as exc:
         raise _no_broker(kafka, exc) from exc
     source.start()
@@ -383,25 +391,27 @@ def _confluent_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds: S
                      model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
     from confluent_kafka import KafkaException
 
+    from worker.kafka.confluent.connection import producer_properties
     from worker.kafka.confluent.sink import ConfluentSink
     from worker.kafka.confluent.source import ConfluentSource
     from worker.kafka.confluent.transactions import TransactionalSink as ConfluentTransactionalSink
 
     transactions: ExactlyOnce[SendTag] | None = None
     try:
-        source = ConfluentSource(kafka, clock, read_committed=delivery.exactly_once, metadata_s=bounds.metadata_s,
+        source = ConfluentSource(kafka, clock, read_committed=kafka.read_committed, metadata_s=bounds.metadata_s,
                                  model_topics=model_topics)
         sink: ConfluentSink[SendTag]
         if delivery.exactly_once:
             transactional: ConfluentTransactionalSink[SendTag] = ConfluentTransactionalSink(
                 kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id,
                 security=kafka.kafka_security, max_block_s=bounds.send_block_s,
-                transaction_s=bounds.transaction_s)
+                transaction_s=bounds.transaction_s, **producer_properties(kafka))
             sink, transactions = transactional, ExactlyOnce(transactional, source)
             log.info("exactly_once", transactional_id=delivery.transactional_id, kafka_client="confluent")
         else:
             sink = ConfluentSink(kafka.kafka_bootstrap_servers, kafka.client_id,
-                                 security=kafka.kafka_security, max_block_s=bounds.send_block_s)
+                                 security=kafka.kafka_security, max_block_s=bounds.send_block_s,
+                                 **producer_properties(kafka))
         source.start()
     except KafkaException as exc:
         raise _no_broker(kafka, exc) from exc
@@ -435,15 +445,19 @@ def build_reply_sink(kafka: KafkaSettings) -> Sink[Any]:
     """A plain (not transactional) sink on the client library that ``kafka_client`` names: of replies (tagged
     SendTag), or of shadow records (tagged with their request id)."""
     if kafka.kafka_client == "confluent":
+        from worker.kafka.confluent.connection import producer_properties as confluent_properties
         from worker.kafka.confluent.sink import ConfluentSink
 
-        return ConfluentSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security)
+        return ConfluentSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security,
+                             **confluent_properties(kafka))
     from kafka.errors import KafkaError
 
+    from worker.kafka.kafka_python.connection import producer_properties
     from worker.kafka.kafka_python.sink import KafkaSink
 
     try:
-        return KafkaSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security)
+        return KafkaSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security,
+                         **producer_properties(kafka))
     except KafkaError as exc:
         raise _no_broker(kafka, exc) from exc
 

@@ -62,9 +62,10 @@ def rows() -> list[Row]:
 
 
 def _group_rows(section: str, prefix: str, group: Any, by_metavar: dict[str, str]) -> list[Row]:
-    """The rows of a group that names its own variables (kafka_security, formats); its flags are named after them."""
-    return [Row(section, prefix + sub.name, by_metavar[sub.metadata["env"]], sub.metadata["env"],
-                _shown(_default(sub)), sub.metadata["help"]) for sub in fields(group)]
+    """The rows of a group that names its own variables (kafka_security, formats; kafka_properties names its flags
+    too); its flags are named after them."""
+    return [Row(section, prefix + sub.name, sub.metadata.get("flag") or by_metavar[sub.metadata["env"]],
+                sub.metadata["env"], _shown(_default(sub)), sub.metadata["help"]) for sub in fields(group)]
 
 
 def render() -> str:

@@ -58,7 +58,7 @@ def test_every_choice_setting_is_a_literal_and_each_of_its_values_is_accepted():
     literal = {name: get_args(hint) for section in SECTIONS for name, hint in get_type_hints(section).items()
                if get_origin(hint) is Literal}
     assert set(literal) == {"kafka_client", "kafka_group_protocol", "auto_offset_reset", "assignor", "amp",
-                            "model_thread", "delivery", "log_format", "log_level"}
+                            "model_thread", "delivery", "log_format", "log_level", "reply_compression"}
     for name, choices in literal.items():
         if name in ("kafka_client", "kafka_group_protocol"):
             continue  # confluent needs its extra and consumer needs confluent: tests/unit/test_settings.py
@@ -76,7 +76,7 @@ def test_device_stays_a_pattern_checked_string():
 def test_setting_names_are_unique_across_sections():
     names = [f.name for section in SECTIONS for f in fields(section)]
     assert len(names) == len(set(names))
-    assert len(setting_fields()) == len(names) - 1  # all but kafka_security, whose settings are its own
+    assert len(setting_fields()) == len(names) - 2  # all but kafka_security and kafka_properties: groups of their own
     # The formats section (worker/core/formats.py) names its own variables, but its settings are routed by name too.
     assert not {f.name for f in fields(Formats)} & set(names)
 

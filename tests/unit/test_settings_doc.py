@@ -31,8 +31,10 @@ def test_every_flag_of_the_worker_has_a_row_with_its_flag_and_variable():
     assert by_setting["kafka_security.sasl_password_file"].env == "KAFKA_SASL_PASSWORD_FILE"
     assert (by_setting["registry_url"].flag, by_setting["registry_url"].env) == (
         "--schema-registry-url", "SCHEMA_REGISTRY_URL")
-    # kafka_security stands for its ten settings; formats (worker/core/formats.py) is a section of its own twelve
-    assert len(table) == len(setting_fields()) + 10 + 12
+    # kafka_security stands for its ten settings, kafka_properties for its two (consumer, producer); formats
+    # (worker/core/formats.py) is a section of its own twelve
+    assert len(table) == len(setting_fields()) + 10 + 2 + 12
+    assert by_setting["kafka_properties.consumer"].flag == "--consumer-property"
     assert (by_setting["max_batch_size"].section, by_setting["kafka_security.protocol"].section,
             by_setting["redis_url"].section, by_setting["http_port"].section, by_setting["wait_to_fill"].section,
             by_setting["request_format"].section) == (

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from worker.core.errors import ConfigError
+from worker.core.kafka_properties import KafkaProperties
 from worker.core.sections import BatchingSettings, ModelSettings, setting_fields
 
 S = TypeVar("S", ModelSettings, BatchingSettings)
@@ -168,10 +169,14 @@ def read_config_file(path: str) -> ConfigFile:
     for key, value in document.items():
         if key in ("models", "default_model"):
             continue
+        if key == "kafka":
+            settings["kafka_properties"] = KafkaProperties.from_tables(path, value)
+            continue
         if key not in kinds:
             raise ConfigError(f"{path}: unknown key {key!r}; the top-level keys are settings named as the flags "
-                              "are (max_batch_size for --max-batch-size; see `python -m worker --help`), plus "
-                              "default_model and [models.NAME] tables")
+                              "are (max_batch_size for --max-batch-size; see `python -m worker run --help`), plus "
+                              "default_model, [models.NAME] tables and [kafka.consumer] / [kafka.producer] "
+                              "client properties")
         settings[key] = _typed(path, key, value, kinds[key])
     for key in ("model_config", "weights"):
         if settings.get(key):

@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit, urlunsplit
 
 from worker.core.errors import ConfigError
+from worker.core.kafka_properties import DEFAULT_ISOLATION, KafkaProperties
 from worker.core.security import KafkaSecurity
 
 ENV_PREFIX = "STREAMSCORE_"
@@ -32,6 +33,7 @@ ModelThread = Literal["auto", "on", "off"]
 Delivery = Literal["at-least-once", "exactly-once"]
 LogFormat = Literal["auto", "json", "console"]
 LogLevel = Literal["debug", "info", "warning", "error"]
+Codec = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 
 AMP_MODES: tuple[Amp, ...] = get_args(Amp)
 KAFKA_CLIENTS: tuple[KafkaClient, ...] = get_args(KafkaClient)
@@ -75,12 +77,34 @@ class KafkaSettings:
     assignor: Assignor = _setting("range", "partition assignment: range, roundrobin, or cooperative-sticky "
                                   "(incremental rebalances; every worker of a group must use the same kind)")
     client_id: str = _setting("streamscore-worker", "Kafka client.id")
+    reply_compression: Codec = _setting(
+        "none", "codec of the reply and dead-letter batches: none, gzip, snappy, lz4 or zstd. none by default, as "
+        "every Kafka client's: any consumer reads it, while a reader without a codec's library cannot read that "
+        "codec's batches (the producer property compression.type sets the same)")
+    # --consumer-property / --producer-property, [kafka.consumer] / [kafka.producer], STREAMSCORE_KAFKA_CONSUMER_*:
+    # client properties by their Java names (worker/core/kafka_properties.py).
+    kafka_properties: KafkaProperties = field(default_factory=KafkaProperties, metadata={"nested": True})
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "max_poll_records", "max_poll_interval_ms", "session_timeout_ms")
         _check_choices(self)
         _validate_kafka_client(self)
         _validate_topics(self)
+        self.kafka_properties.check(self.kafka_client)
+        codec = self.kafka_properties.value("producer", "compression.type")
+        if codec is not None and self.reply_compression != "none" and codec != self.reply_compression:
+            raise ConfigError(f"reply_compression ({setting_names('reply_compression')}) is {self.reply_compression} "
+                              f"and the producer property compression.type is {codec}: set one of them")
+
+    @property
+    def read_committed(self) -> bool:
+        """Whether requests are read read_committed (the consumer property isolation.level, by default yes)."""
+        return (self.kafka_properties.value("consumer", "isolation.level") or DEFAULT_ISOLATION) == "read_committed"
+
+    @property
+    def reply_codec(self) -> str:
+        """The codec of reply batches: the producer property compression.type, else reply_compression."""
+        return str(self.kafka_properties.value("producer", "compression.type") or self.reply_compression)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any, get_type_hints
 
 from worker.core.errors import ConfigError
 from worker.core.formats import Formats, add_format_flags, env_names
+from worker.core.kafka_properties import ENV_PREFIXES, KafkaProperties, add_property_flags
 from worker.core.model_table import ModelTable, read_config_file
 from worker.core.sections import (
     ENV_PREFIX,
@@ -114,9 +115,12 @@ class Settings:
         known = {f.name for f in setting_fields()}
         for name in environ:
             if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() not in known and name not in TOOLING_ENV \
-                    and name not in env_names() and name != CONFIG_ENV:
-                raise ConfigError(f"unknown setting {name}; see `python -m worker --help` for the valid ones")
+                    and name not in env_names() and name != CONFIG_ENV and not name.startswith(
+                        tuple(ENV_PREFIXES.values())):
+                raise ConfigError(f"unknown setting {name}; see `python -m worker run --help` for the valid ones")
         values["kafka_security"] = KafkaSecurity.from_sources(args, environ)
+        values["kafka_properties"] = values.get("kafka_properties", KafkaProperties()).overridden_by(
+            KafkaProperties.from_sources(args, environ))
         formats = Formats.from_sources(args, environ)
         for f in setting_fields():
             env = env_name(f.name)
@@ -187,6 +191,7 @@ def add_flags(parser: argparse.ArgumentParser, sections: tuple[type, ...] = SECT
                 _add_flag(group, f)
     if KafkaSettings in sections:
         add_security_flags(parser)
+        add_property_flags(parser)
         add_format_flags(parser)
 
 
@@ -217,6 +222,9 @@ def _validate_across(s: Settings) -> None:
     """The checks between sections: how long a batch may wait (each model's), against the poll interval and the
     dedup lease; the topics given a request format of their own are read."""
     _check_wait(s.batching, s.kafka.max_poll_interval_ms, s.dedup.dedup_lease_ms)
+    if s.delivery.exactly_once and not s.kafka.read_committed:
+        raise ConfigError("the consumer property isolation.level=read_uncommitted cannot be used with "
+                          "delivery=exactly-once: a request of an aborted transaction would be answered")
     read = {s.kafka.requests_topic, *s.models.topics()}
     for topic in sorted(s.formats.named_topics() - read):
         raise ConfigError(f"request_format (--request-format, STREAMSCORE_REQUEST_FORMAT) names topic {topic!r}, "

@@ -42,6 +42,9 @@ def reader_config(kafka: KafkaSettings) -> dict[str, Any]:
     return group_config(kafka, **{
         "auto.offset.reset": "earliest",  # a resumed offset that retention deleted: go on from the oldest
         "enable.partition.eof": True,
+        # A backfill ends at each partition's end offset, which read_committed would hold back at an open
+        # transaction: it reads everything (docs/interop.md, known limits).
+        "isolation.level": "read_uncommitted",
     })
 
 

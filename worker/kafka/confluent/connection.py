@@ -9,6 +9,7 @@ from typing import Any
 import structlog
 from confluent_kafka import KafkaError
 
+from worker.core.sections import KafkaSettings
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS
 from worker.kafka.tokens import FileOAuthCallback
@@ -46,3 +47,9 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
         else:
             config.update({"sasl.username": security.sasl_username, "sasl.password": security.password()})
     return config
+
+
+def producer_properties(kafka: KafkaSettings) -> dict[str, Any]:
+    """librdkafka properties of a reply producer from the settings: the replies' codec and the user's producer
+    properties (worker/core/kafka_properties.py)."""
+    return {"compression.type": kafka.reply_codec, **kafka.kafka_properties.for_client("producer", "confluent")}

@@ -20,7 +20,8 @@ log = structlog.get_logger(__name__)
 
 
 def group_config(kafka: KafkaSettings, **config: Any) -> dict[str, Any]:
-    """librdkafka properties of a consumer in ``kafka.group`` with manual commits; ``config`` adds or
+    """librdkafka properties of a consumer in ``kafka.group`` with manual commits and the user's consumer
+    properties; ``config`` adds or
     overrides properties (their names have dots: pass them as ``**{"auto.offset.reset": ...}``)."""
     return {
         **client_config(kafka.kafka_bootstrap_servers, kafka.kafka_security),
@@ -29,6 +30,7 @@ def group_config(kafka: KafkaSettings, **config: Any) -> dict[str, Any]:
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "allow.auto.create.topics": False,
+        **kafka.kafka_properties.for_client("consumer", "confluent"),
         **config,
     }
 
@@ -52,6 +54,16 @@ def fetch(consumer: Consumer, timeout_s: float, max_records: int) -> list[Messag
     if max_records > 1:
         fetched += consumer.consume(max_records - 1, 0)
     return fetched
+
+
+# A record batch this librdkafka cannot decompress: a codec it was built without, or one of a newer Kafka.
+UNDECODABLE = frozenset({KafkaError._BAD_COMPRESSION, KafkaError.UNSUPPORTED_COMPRESSION_TYPE})
+
+
+def undecodable(message: Message) -> bool:
+    """Whether a message that carries an error reports a record batch that cannot be decoded, at its offset."""
+    error = message.error()
+    return error is not None and error.code() in UNDECODABLE
 
 
 def at_end(message: Message) -> bool:

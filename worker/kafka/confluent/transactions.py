@@ -101,10 +101,11 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
 
     def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
                  security: KafkaSecurity = PLAINTEXT, max_block_s: float = SEND_BLOCK_S,
-                 transaction_s: float = TRANSACTION_S) -> None:
-        """``transaction_s``: the longest one transactional call (init, offsets, commit, abort) may block."""
+                 transaction_s: float = TRANSACTION_S, **producer_config: Any) -> None:
+        """``transaction_s``: the longest one transactional call (init, offsets, commit, abort) may block;
+        ``producer_config``: more librdkafka properties."""
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, max_block_s=max_block_s,
-                         producer_class=BoundedProducer, **{"transactional.id": transactional_id})
+                         producer_class=BoundedProducer, **{**producer_config, "transactional.id": transactional_id})
         self._timeout = (transaction_s,)
         self._producer.init_transactions(transaction_s)  # aborts what a previous instance left open
 

@@ -31,7 +31,10 @@ class KafkaPartitionReader:
         self._clock = clock
         # A resumed offset that retention deleted: go on from the oldest.
         self._consumer = consumer if consumer is not None else group_consumer(
-            kafka, auto_offset_reset="earliest", group_id=group or kafka.group)
+            kafka, auto_offset_reset="earliest", group_id=group or kafka.group,
+            # A backfill ends at each partition's end offset, which read_committed would hold back at an open
+            # transaction: it reads everything (docs/interop.md, known limits).
+            isolation_level="read_uncommitted")
 
     def partitions(self, wait_s: float) -> list[int]:
         return wait_for_partitions(self._consumer.partitions_for_topic, {self._topic: 1}, wait_s)[self._topic]

@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
+from worker.core.sections import KafkaSettings
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS, Unprinted
 from worker.kafka.tokens import TokenFile
@@ -37,3 +38,11 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
                           sasl_plain_password=Unprinted(security.password()))
     return config
 
+
+
+def producer_properties(kafka: KafkaSettings) -> dict[str, Any]:
+    """kafka-python options of a reply producer from the settings: the replies' codec and the user's producer
+    properties (worker/core/kafka_properties.py)."""
+    codec = kafka.reply_codec
+    return {"compression_type": None if codec == "none" else codec,
+            **kafka.kafka_properties.for_client("producer", "kafka-python")}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from worker.core.messages import Position, RawRecord
@@ -18,19 +18,26 @@ from worker.kafka.kafka_python.connection import client_config
 
 
 def group_consumer(kafka: KafkaSettings, **config: Any) -> KafkaConsumer:
-    """A consumer in ``kafka.group`` with manual commits; ``config`` adds or overrides keys.
+    """A consumer of ``group_consumer_config``.
 
     Blocks up to kafka-python's bootstrap timeout; raises KafkaError when no broker answers.
     """
-    return KafkaConsumer(**{
+    return KafkaConsumer(**group_consumer_config(kafka, **config))
+
+
+def group_consumer_config(kafka: KafkaSettings, **config: Any) -> dict[str, Any]:
+    """kafka-python options of a consumer in ``kafka.group`` with manual commits and the user's consumer
+    properties; ``config`` adds or overrides keys."""
+    return {
         **client_config(kafka.kafka_bootstrap_servers, kafka.kafka_security),
         "group_id": kafka.group,
         "client_id": kafka.client_id,
         "enable_auto_commit": False,
         "allow_auto_create_topics": False,
         "max_poll_records": kafka.max_poll_records,
+        **kafka.kafka_properties.for_client("consumer", "kafka-python"),
         **config,
-    })
+    }
 
 
 def fetch(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[ConsumerRecord]:
@@ -44,3 +51,13 @@ def raw_records(records: list[ConsumerRecord], now: float) -> list[RawRecord]:
     """``records`` as the worker reads them, received at ``now`` (monotonic)."""
     return [RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, list(r.headers or ()), r.timestamp,
                       now) for r in records]
+
+
+def failed_batch(consumer: KafkaConsumer) -> tuple[TopicPartition, int] | None:
+    """The partition and offset of the records whose decoding just failed inside ``poll()``, or None when it
+    cannot be told. kafka-python raises out of poll() without naming them; its fetcher keeps them as the
+    partition records in line (kafka-python 3.x has no public accessor for it)."""
+    in_line = getattr(getattr(consumer, "_fetcher", None), "_next_partition_records", None)
+    if in_line is None:
+        return None
+    return in_line.topic_partition, int(in_line.next_fetch_offset)

@@ -26,9 +26,9 @@ class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
 
     def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, *,
                  security: KafkaSecurity = PLAINTEXT, **producer_config: Any) -> None:
-        self._config = dict(**client_config(bootstrap_servers, security), client_id=client_id, acks="all",
-                            enable_idempotence=True, linger_ms=linger_ms,
-                            **{"max_block_ms": int(SEND_BLOCK_S * 1000), **producer_config})  # may be overridden
+        self._config = {**client_config(bootstrap_servers, security), "client_id": client_id, "acks": "all",
+                        "enable_idempotence": True, "linger_ms": linger_ms, "max_block_ms": int(SEND_BLOCK_S * 1000),
+                        **producer_config}  # which may override any of these
         self._producer = self.PRODUCER(**self._config)
         self._pending: SendLedger[T, FutureRecordMetadata] = SendLedger(_outcome)
 
