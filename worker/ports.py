@@ -105,6 +105,9 @@ class Source(Protocol):
         """Records between the next one to consume and the end, per assigned partition (a bounded source:
         the end of its span). From what the source already knows, without waiting on the broker; a
         partition whose end is not known yet (nothing fetched from it so far) is left out."""
+    def undecodable(self) -> dict[TP, str]:
+        """Assigned partitions stopped at a record batch this client cannot decode, with the batch's codec
+        (worker/kafka/undecodable.py): paused there until a restart, nothing past it committed."""
     def close(self, timeout_s: float = ...) -> None:
         """Leave the group and close; blocks up to ``timeout_s``."""
 

@@ -92,6 +92,9 @@ class FakeSource:
     def list_topics(self) -> set[str]:
         return {self.topic, "requests.replies", "requests.dlq", "private"}
 
+    def undecodable(self) -> dict[tuple[str, int], str]:
+        return {}
+
     def lag(self) -> dict[tuple[str, int], int]:
         """Per partition produced to: its records not polled yet (FakeSource knows every end at once)."""
         waiting = {(self.topic, partition): 0 for partition in self.next_offset}

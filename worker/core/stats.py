@@ -106,6 +106,7 @@ class WorkerStats:
     rebalances: int = 0  # group generations joined, the first one included
     paused: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(PAUSE_REASONS, False))
     lag: dict[TP, int] = field(default_factory=dict)  # records behind each partition's end; replaced whole
+    undecodable: dict[TP, str] = field(default_factory=dict)  # partitions stopped at a batch's codec; replaced whole
     last_iteration: float | None = None  # monotonic time of the loop's last poll; None before the first
     rebalancing_since: float | None = None  # monotonic time a still unfinished rebalance began; None when none
     models: tuple[ServedModel, ...] = ()  # once all are loaded and warmed; replaced whole

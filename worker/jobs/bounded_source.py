@@ -217,6 +217,10 @@ class BoundedSource:
         """Offsets of each partition's span not read yet (from the positions of the last poll)."""
         return {tp: state.span.stop - state.position for tp, state in self._partitions.items()}
 
+    def undecodable(self) -> dict[TP, str]:
+        """None are reported: a backfill's reader fails on a batch it cannot decode (docs/interop.md)."""
+        return {}
+
     def finished(self) -> bool:
         """True once every partition was read up to its stop offset."""
         return all(state.fetched_all for state in self._partitions.values())

@@ -92,6 +92,9 @@ class PacedSource:
     def lag(self) -> dict[TP, int]:
         return self._inner.lag()
 
+    def undecodable(self) -> dict[TP, str]:
+        return self._inner.undecodable()
+
     def close(self, timeout_s: float = 30.0) -> None:
         if self._live_lag is not None:
             self._live_lag.close()

@@ -320,6 +320,7 @@ class Worker:
         if now - self._lag_at >= LAG_REFRESH_S:
             self._lag_at = now
             self.stats.lag = self._source.lag()
+            self.stats.undecodable = self._source.undecodable()
 
     def _log_stats_if_due(self) -> None:
         interval = self._operations.stats_interval_s

@@ -67,6 +67,13 @@ class StatsCollector(Collector):
         for (topic, partition), behind in sorted(s.lag.items()):
             lag.add_metric([topic, str(partition)], behind)
         yield lag
+        stopped = GaugeMetricFamily("streamscore_undecodable_partitions", "1 for each assigned partition stopped at "
+                                    "a record batch whose codec this client cannot decode (the log line "
+                                    "partition_undecodable says what to install).",
+                                    labels=["topic", "partition", "codec"])
+        for (topic, partition), codec in sorted(s.undecodable.items()):
+            stopped.add_metric([topic, str(partition), codec], 1)
+        yield stopped
         paused = GaugeMetricFamily("streamscore_paused", "1 while consumption is paused for this reason.",
                                    labels=["reason"])
         for reason in PAUSE_REASONS:

@@ -48,10 +48,11 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
-from worker.kafka.confluent.consumer import at_end, fetch, group_config, partitions_of, raw_record
+from worker.kafka.confluent.consumer import at_end, fetch, group_config, partitions_of, raw_record, undecodable
 from worker.kafka.connection import close_within
 from worker.kafka.metadata import missing_requests_topic, wait_for
 from worker.kafka.rebalance import RebalanceRecorder, group_generation, tp_of
+from worker.kafka.undecodable import codec_of, report_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -69,7 +70,7 @@ COMMIT_LATER = frozenset({
 
 def consumer_config(kafka: KafkaSettings, read_committed: bool) -> dict[str, Any]:
     """librdkafka properties of the stream's consumer: manual commits, no topic creation, the group protocol;
-    ``read_committed`` skips aborted transactions' records (exactly-once)."""
+    ``read_committed`` skips aborted transactions' records."""
     config = group_config(kafka, **{
         "auto.offset.reset": kafka.auto_offset_reset,
         "max.poll.interval.ms": kafka.max_poll_interval_ms,
@@ -88,7 +89,8 @@ class ConfluentSource:
 
     def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float,
                  model_topics: tuple[str, ...] = ()) -> None:
-        """``read_committed``: skip aborted transactions' records (exactly-once); ``metadata_s``: the longest a
+        """``read_committed``: skip aborted transactions' records (the consumer property isolation.level, by
+        default; always with exactly-once); ``metadata_s``: the longest a
         metadata request may block (worker/core/bounds.py); ``model_topics``: more requests topics to consume."""
         self._clock = clock
         self._topics = [kafka.requests_topic, *model_topics]
@@ -100,6 +102,7 @@ class ConfluentSource:
         self._recorder = RebalanceRecorder(kafka.client_id, self._eager, kafka.max_poll_interval_ms / 1000,
                                            clock.monotonic())
         self._paused = False
+        self._undecodable: dict[TP, str] = {}  # partitions stopped at a batch we cannot decode, and its codec
 
     def start(self, wait_s: float = 10.0) -> None:
         """Check the topic exists, then subscribe (librdkafka joins the group in the background and
@@ -118,6 +121,8 @@ class ConfluentSource:
                  lambda: missing_requests_topic(topic))
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:  # a new start: a batch that stopped it before stops it again if still undecodable
+            self._undecodable.pop(tp_of(tp), None)
         back = self._recorder.assigned(partitions)
         starts = [TopicPartition(tp.topic, tp.partition, back[tp_of(tp)]) if tp_of(tp) in back else tp
                   for tp in partitions]
@@ -148,11 +153,32 @@ class ConfluentSource:
     def _fetch(self, timeout_s: float, max_records: int) -> list[Message]:
         records = []
         for m in fetch(self._consumer, timeout_s, max_records):
+            if (m.topic(), m.partition()) in self._undecodable:
+                continue  # fetched before its partition stopped: nothing past the batch may be answered
             if m.error() is None:
                 records.append(m)
+            elif undecodable(m):
+                self._stop_undecodable(m)
             else:
                 at_end(m)  # raises a fatal error, logs any other but the end of a partition
         return records
+
+    def _stop_undecodable(self, message: Message) -> None:
+        """Pause the partition at the batch librdkafka could not decode (it would go on past it)."""
+        offset = message.offset()
+        tp = TopicPartition(str(message.topic()), int(message.partition() or 0), -1 if offset is None else offset)
+        error = str(message.error())
+        self._consumer.pause([tp])
+        if offset is not None and offset >= 0:
+            self._consumer.seek(tp)
+        self._undecodable[tp_of(tp)] = codec_of(error)
+        report_stopped(tp_of(tp), tp.offset, codec_of(error), "confluent", error)
+
+    def undecodable(self) -> dict[TP, str]:
+        """Assigned partitions stopped at a record batch this client cannot decode, and the batch's codec."""
+        assigned = {tp_of(tp) for tp in self._consumer.assignment()}
+        self._undecodable = {tp: codec for tp, codec in self._undecodable.items() if tp in assigned}
+        return dict(self._undecodable)
 
     def _without_gone(self, messages: list[Message]) -> list[Message]:
         """Drop the records of partitions that left for good during the poll; a partition of theirs that is
@@ -270,8 +296,9 @@ class ConfluentSource:
         if paused:
             self._consumer.pause(self._consumer.assignment())  # newly assigned ones too, every call
             self._paused = True
-        elif self._paused:
-            self._consumer.resume(self._consumer.assignment())
+        elif self._paused:  # never one stopped at an undecodable batch
+            stopped = self.undecodable()
+            self._consumer.resume([tp for tp in self._consumer.assignment() if tp_of(tp) not in stopped])
             self._paused = False
 
     def finished(self) -> bool:

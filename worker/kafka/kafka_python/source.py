@@ -24,6 +24,7 @@ from kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
     RebalanceInProgressError,
+    UnsupportedCodecError,
 )
 from kafka.structs import MemberState
 
@@ -33,9 +34,10 @@ from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
 from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
-from worker.kafka.kafka_python.consumer import fetch, group_consumer, raw_records
+from worker.kafka.kafka_python.consumer import failed_batch, fetch, group_consumer, raw_records
 from worker.kafka.metadata import missing_requests_topic, wait_for_partitions
 from worker.kafka.rebalance import RevocationRecorder
+from worker.kafka.undecodable import codec_of, report_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +60,8 @@ class KafkaSource:
 
     def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float,
                  model_topics: tuple[str, ...] = ()) -> None:
-        """``read_committed``: skip aborted transactions' records (exactly-once); ``metadata_s``: the longest a
+        """``read_committed``: skip aborted transactions' records (the consumer property isolation.level, by
+        default; always with exactly-once); ``metadata_s``: the longest a
         metadata request may block (worker/core/bounds.py); ``model_topics``: more requests topics to consume."""
         self._clock = clock
         self._topics = [kafka.requests_topic, *model_topics]
@@ -77,6 +80,7 @@ class KafkaSource:
         self._lister: KafkaPythonAdmin | None = None
         self._metadata_s = metadata_s
         self._lister_lock = threading.Lock()
+        self._undecodable: dict[TP, str] = {}  # partitions stopped at a batch we cannot decode, and its codec
 
     def start(self, wait_s: float = 10.0) -> None:
         """Check the topic exists, then join the group. Raises LookupError if it does not.
@@ -104,6 +108,9 @@ class KafkaSource:
         """
         try:
             fetched = fetch(self._consumer, timeout_s, max_records)
+        except UnsupportedCodecError as exc:
+            self._stop_undecodable(exc)
+            return []
         except KafkaError as exc:
             if not exc.retriable:
                 raise
@@ -111,6 +118,30 @@ class KafkaSource:
             time.sleep(POLL_RETRY_S)
             return []
         return raw_records(fetched, self._clock.monotonic())
+
+    def _stop_undecodable(self, exc: UnsupportedCodecError) -> None:
+        """Pause the partition whose batch could not be decoded, at that batch: poll() would raise again at
+        every call, and a restarted worker would fetch the same batch. When kafka-python does not tell which
+        partition it was, every assigned partition is paused (nothing is lost; the log line says so)."""
+        failed = failed_batch(self._consumer)
+        codec = codec_of(str(exc))
+        if failed is None:
+            stopped = list(self._consumer.assignment())
+            log.error("partitions_paused_undecodable", codec=codec, error=str(exc),
+                      partitions=[f"{tp.topic}-{tp.partition}" for tp in stopped])
+        else:
+            tp, offset = failed
+            self._consumer.seek(tp, offset)
+            stopped = [tp]
+            report_stopped((tp.topic, tp.partition), offset, codec, "kafka-python", str(exc))
+        self._consumer.pause(*stopped)
+        self._undecodable.update({(tp.topic, tp.partition): codec for tp in stopped})
+
+    def undecodable(self) -> dict[TP, str]:
+        """Assigned partitions stopped at a record batch this client cannot decode, and the batch's codec."""
+        assigned = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+        self._undecodable = {tp: codec for tp, codec in self._undecodable.items() if tp in assigned}
+        return dict(self._undecodable)
 
     def take_revoked(self) -> set[TP]:
         """Partitions revoked since the last call and not assigned to us again, and partitions lost.
@@ -162,15 +193,22 @@ class KafkaSource:
         so that the next poll gives them again.
         """
         self._consumer.pause(*self._consumer.assignment())
-        fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        try:
+            fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        except UnsupportedCodecError as exc:
+            self._stop_undecodable(exc)
+            return
         for tp, records in fetched.items():
             self._consumer.seek(tp, records[0].offset)
 
     def pause(self, paused: bool) -> None:
         if paused:
             self._consumer.pause(*self._consumer.assignment())  # newly assigned ones too, every call
-        elif self._consumer.paused():
-            self._consumer.resume(*self._consumer.paused())
+        elif self._consumer.paused():  # never one stopped at an undecodable batch
+            stopped = self.undecodable()
+            resumed = [tp for tp in self._consumer.paused() if (tp.topic, tp.partition) not in stopped]
+            if resumed:
+                self._consumer.resume(*resumed)
 
     def finished(self) -> bool:
         return False  # a live topic never ends
