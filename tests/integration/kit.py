@@ -85,14 +85,16 @@ def imported_packages(log: str) -> set[str]:
 
 
 def start_worker(bootstrap: str, redis_url: str, topics: Topics, tmp_path: Path, *extra: str,
-                 name: str = "worker", env: dict[str, str] | None = None) -> WorkerProcess:
-    """A worker on the topics; ``env`` adds variables (the security settings of a secured cluster)."""
+                 name: str = "worker", env: dict[str, str] | None = None,
+                 entry: tuple[str, ...] = ("-m", "worker")) -> WorkerProcess:
+    """A worker on the topics; ``env`` adds variables (the security settings of a secured cluster); ``entry``:
+    what the interpreter runs (a module that wraps the worker's)."""
     log_path = tmp_path / f"{name}-{uuid.uuid4().hex[:6]}.log"
     # This checkout first; what the test run's own path adds (an extra's packages) after it.
     path = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = {**os.environ, **(env or {}), "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "REDIS_URL": redis_url,
            "PYTHONPATH": path}
-    command = [sys.executable, "-m", "worker", "run", "--requests-topic", topics.requests,
+    command = [sys.executable, *entry, "run", "--requests-topic", topics.requests,
                "--reply-topic", topics.replies, "--dead-letter-topic", topics.dlq,
                "--group", f"{topics.requests}.group", "--dedup-namespace", topics.requests,
                "--log-format", "json", "--stats-interval-s", "0", "--torch-threads", "1", *extra]
