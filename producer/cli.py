@@ -14,6 +14,7 @@ import orjson
 from producer.send import BadLine, SendSummary
 from worker.core.errors import WorkerError
 from worker.core.formats import Formats, add_format_flags
+from worker.core.kafka_properties import KafkaProperties, add_property_flags
 from worker.core.security import KafkaSecurity, add_security_flags
 from worker.core.settings import check_kafka_client
 from worker.formats.reply_reader import ReplyReader
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_model_flags(send)
     _add_kafka_client_flag(send)
     _add_format_flags(send)
+    add_property_flags(send)
 
     collect = commands.add_parser(
         "collect", help="write the replies of a reply topic (or a time range of it) to JSONL, and a report",
@@ -138,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="read only replies of committed transactions (workers in --delivery exactly-once)")
     _add_model_flags(score)
     _add_kafka_client_flag(score)
+    add_property_flags(score)
     _add_format_flags(score)
 
     topic = commands.add_parser("create-topic", help="create a topic")
@@ -231,7 +234,7 @@ def _send(args: argparse.Namespace) -> int:
                             keyed=args.key == "id", key_field=args.key_field, progress=not args.no_progress,
                             record_send_times=False, raise_on_failure=False, security=args.security,
                             kafka_client=args.kafka_client, encode=_encoder(args, args.topic), model=args.model,
-                            model_version=args.model_version)
+                            model_version=args.model_version, properties=_properties(args))
     print(_send_summary(args.topic, summary), file=sys.stderr)
     return 0 if not summary.failed and not summary.skipped else 1
 
@@ -302,11 +305,16 @@ def _score(args: argparse.Namespace) -> int:
     schema = args.request_schema.read_text(encoding="utf-8") if args.request_schema else None
     with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic, security=args.security,
                        read_committed=args.read_committed, kafka_client=args.kafka_client, formats=formats,
-                       request_schema=schema) as client:
+                       request_schema=schema, properties=_properties(args)) as client:
         reply = client.score(orjson.loads(args.inputs), timeout_s=args.timeout_s, model=args.model,
                              model_version=args.model_version)
     print(orjson.dumps(reply, option=orjson.OPT_INDENT_2).decode())
     return 0 if reply.get("status") == "ok" else 1
+
+
+def _properties(args: argparse.Namespace) -> KafkaProperties:
+    """The client properties of the flags and the environment (STREAMSCORE_KAFKA_PRODUCER_*, ..._CONSUMER_*)."""
+    return KafkaProperties.from_sources(args, os.environ)
 
 
 def _create_topic(args: argparse.Namespace) -> int:

@@ -46,6 +46,7 @@ from producer.transport import CLOSE_TIMEOUT_S, PublishTimeout, open_publisher, 
 from worker.core.errors import ServiceUnavailable, WorkerError
 from worker.core.formats import JSON as JSON_REQUESTS
 from worker.core.formats import Formats
+from worker.core.kafka_properties import KafkaProperties
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.settings import check_kafka_client
 from worker.core.wire import new_request_id
@@ -127,7 +128,7 @@ class ScoringClient:
                  timeout_s: float = 30.0, retries: int = 2, security: KafkaSecurity = PLAINTEXT,
                  read_committed: bool = False, kafka_client: str = "kafka-python",
                  connect_timeout_s: float = CONNECT_TIMEOUT_S, formats: Formats = JSON_REQUESTS,
-                 request_schema: str | None = None) -> None:
+                 request_schema: str | None = None, properties: KafkaProperties = KafkaProperties()) -> None:
         if timeout_s <= 0 or retries < 0 or connect_timeout_s <= 0:
             raise ValueError(f"need timeout_s > 0, retries >= 0 and connect_timeout_s > 0, got {timeout_s}, "
                              f"{retries} and {connect_timeout_s}")
@@ -145,9 +146,12 @@ class ScoringClient:
         self._closing = threading.Event()  # tells the reader to stop
         self._closed = False
         self._reader_error: BaseException | None = None
-        self._replies = open_reply_reader(kafka_client, bootstrap_servers, security, read_committed=read_committed)
+        properties.check(kafka_client)
+        self._replies = open_reply_reader(kafka_client, bootstrap_servers, security, read_committed=read_committed,
+                                          properties=properties)
         try:
-            self._publisher = open_publisher(kafka_client, bootstrap_servers, security, linger_ms=5)
+            self._publisher = open_publisher(kafka_client, bootstrap_servers, security, linger_ms=5,
+                                             properties=properties)
         except BaseException:
             self._replies.close()
             raise

@@ -25,6 +25,7 @@ from kafka import KafkaConsumer
 from tqdm import tqdm
 
 from producer.transport import open_publisher
+from worker.core.kafka_properties import KafkaProperties
 from worker.core.samples import sampler
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.wire import encode_request, new_request_id
@@ -161,7 +162,8 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
                   key_field: str | None = None, progress: bool = True, record_send_times: bool = True,
                   raise_on_failure: bool = True, security: KafkaSecurity = PLAINTEXT,
                   kafka_client: str = "kafka-python", encode: RequestEncode = encode_request,
-                  model: str | None = None, model_version: str | None = None) -> SendSummary:
+                  model: str | None = None, model_version: str | None = None,
+                  properties: KafkaProperties = KafkaProperties()) -> SendSummary:
     """Send each request to ``topic``; blocks until the broker acknowledged or refused every one.
 
     The record key is the request id (``keyed``), the request's ``key_field``
@@ -172,9 +174,11 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
     unless ``raise_on_failure`` is False (then see ``failed``, ``first_error``). ``encode`` writes each
     request's value (worker/formats/requests.py: JSON, or registry-framed Avro / JSON Schema). ``model`` and
     ``model_version`` name the served model to answer the requests that name neither themselves (None: the
-    worker's default, or its topic's; a model's canary split when no version is named).
+    worker's default, or its topic's; a model's canary split when no version is named). ``properties``: the
+    producer's properties by Java name (``compression.type``, ``linger.ms``: worker/core/kafka_properties.py).
     """
-    producer = open_publisher(kafka_client, bootstrap_servers, security, linger_ms=5, batch_bytes=BATCH_BYTES)
+    producer = open_publisher(kafka_client, bootstrap_servers, security, linger_ms=5, batch_bytes=BATCH_BYTES,
+                              properties=properties)
     summary = SendSummary()
     acks = _Acks(summary)
     started = time.monotonic()

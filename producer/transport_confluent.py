@@ -66,10 +66,11 @@ class ConfluentPublisher:
     """librdkafka's producer: it is built without a broker and queues records while it connects."""
 
     def __init__(self, bootstrap_servers: str, security: KafkaSecurity, linger_ms: int,
-                 batch_bytes: int | None) -> None:
+                 batch_bytes: int | None, extra: dict[str, Any] | None = None) -> None:
+        """``extra``: more librdkafka properties, which win over these."""
         self._quiet = QuietClientLog("streamscore-producer")
-        self._producer = Producer(quiet_config(publisher_config(bootstrap_servers, security, linger_ms, batch_bytes),
-                                               self._quiet))
+        config = {**publisher_config(bootstrap_servers, security, linger_ms, batch_bytes), **(extra or {})}
+        self._producer = Producer(quiet_config(config, self._quiet))
 
     def prepare(self, topic: str, timeout_s: float) -> None:
         """Nothing to wait for: librdkafka fetches the metadata while records wait in its queue."""
@@ -114,10 +115,11 @@ def _delivered(on_done: OnDone, error: KafkaError | None, message: Message) -> N
 
 
 class ConfluentReplyReader:
-    def __init__(self, bootstrap_servers: str, security: KafkaSecurity, read_committed: bool) -> None:
+    def __init__(self, bootstrap_servers: str, security: KafkaSecurity, read_committed: bool,
+                 extra: dict[str, Any] | None = None) -> None:
         self._quiet = QuietClientLog("streamscore-reply-reader")
-        self._consumer = Consumer(quiet_config(reader_config(bootstrap_servers, security, read_committed),
-                                               self._quiet))
+        config = {**reader_config(bootstrap_servers, security, read_committed), **(extra or {})}
+        self._consumer = Consumer(quiet_config(config, self._quiet))
 
     def partitions(self, topic: str) -> list[int]:
         """Raises KafkaException when the metadata says something other than "no such topic" (not authorised)."""

@@ -32,11 +32,13 @@ class KafkaPythonPublisher:
     """
 
     def __init__(self, bootstrap_servers: str, security: KafkaSecurity, linger_ms: int,
-                 batch_bytes: int | None) -> None:
+                 batch_bytes: int | None, extra: dict[str, Any] | None = None) -> None:
+        """``extra``: more kafka-python options, which win over these."""
         sizing = {} if batch_bytes is None else {"batch_size": batch_bytes}
         self._servers = bootstrap_servers
-        self._producer = KafkaProducer(**client_config(bootstrap_servers, security), acks="all", linger_ms=linger_ms,
-                                       allow_auto_create_topics=False, max_block_ms=METADATA_WAIT_MS, **sizing)
+        self._producer = KafkaProducer(**{**client_config(bootstrap_servers, security), "acks": "all",
+                                          "linger_ms": linger_ms, "allow_auto_create_topics": False,
+                                          "max_block_ms": METADATA_WAIT_MS, **sizing, **(extra or {})})
         self._unanswered = _Counter()
 
     def prepare(self, topic: str, timeout_s: float) -> None:
@@ -116,10 +118,11 @@ class _Counter:
 
 
 class KafkaPythonReplyReader:
-    def __init__(self, bootstrap_servers: str, security: KafkaSecurity, read_committed: bool) -> None:
-        self._consumer = KafkaConsumer(**client_config(bootstrap_servers, security), enable_auto_commit=False,
-                                       group_id=None,
-                                       isolation_level="read_committed" if read_committed else "read_uncommitted")
+    def __init__(self, bootstrap_servers: str, security: KafkaSecurity, read_committed: bool,
+                 extra: dict[str, Any] | None = None) -> None:
+        self._consumer = KafkaConsumer(**{
+            **client_config(bootstrap_servers, security), "enable_auto_commit": False, "group_id": None,
+            "isolation_level": "read_committed" if read_committed else "read_uncommitted", **(extra or {})})
 
     def partitions(self, topic: str) -> list[int]:
         return sorted(self._consumer.partitions_for_topic(topic) or ())

@@ -256,3 +256,20 @@ def test_a_property_the_client_refuses_stops_the_worker_at_start_naming_it(broke
     assert worker.process.wait(timeout=60) == 2
     assert "the confluent client refused its configuration" in worker.log()
     assert "fetch.max.bytes" in worker.log()
+
+
+@pytest.mark.parametrize("kafka_client", ["kafka-python", "confluent"])
+def test_the_producer_cli_passes_its_producer_properties(broker, kafka_client):
+    import subprocess
+    import sys
+
+    topic = _topic(broker, f"cf-{uuid.uuid4().hex[:10]}.requests", 1)
+    sent = subprocess.run([sys.executable, "-m", "producer", "--bootstrap-servers", broker, "send", topic,
+                           "--synthetic", "churn", "--count", "50", "--no-progress", "--kafka-client", kafka_client,
+                           "--producer-property", "compression.type=snappy"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert sent.returncode == 0, sent.stderr
+    segments = _partition_logs(topic)
+    if not segments:
+        pytest.skip(f"the broker at {broker} keeps its log elsewhere: the codec on disk cannot be read here")
+    assert set(c for segment in segments for c in _batch_codecs(segment)) == {"snappy"}
