@@ -5,7 +5,7 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet test test-unit test-cluster lint deploy-check bench bench-cluster bench-cpu chaos clean
+.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet test test-unit test-cluster conformance lint deploy-check bench bench-cluster bench-cpu chaos clean
 
 CHAOS_SIZE ?= full
 
@@ -53,6 +53,10 @@ test-cluster: venv  ## broker faults on the three-broker cluster, both clients a
 	RUN_CLUSTER_TESTS=1 REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:16379/0} \
 	  $(PYTHON) -m pytest tests/cluster -s $(PYTEST_ARGS) || rc=$$?; \
 	[ "$$was" = 3 ] || deploy/local/cluster.sh down; exit $$rc
+
+# A small size of the same suite runs in `make test` (tests/conformance).
+conformance: venv  ## clients we did not write (Java, librdkafka), every codec, on Kafka 4.1, 4.4 and 3.9 -> docs/interop/ (~15 min)
+	@$(WITH_SERVICES) $(PYTHON) -m tests.conformance.matrix --size full $(CONFORMANCE_ARGS)
 
 bench: venv  ## benchmarks: ceilings, naive baseline, streamscore grid -> bench/results/ (~8-10 min); CLUSTER=1: on the three-broker cluster
 ifeq ($(CLUSTER),1)

@@ -111,6 +111,8 @@ def _default(f: Field[Any]) -> Any:
 
 
 def _shown(value: Any) -> str:
+    if value == ():  # the client properties: none by default
+        return ""
     text = str(value).lower() if isinstance(value, bool) else str(value)  # a Secret's str is "" or "***"
     return f"`{text}`" if text else ""
 

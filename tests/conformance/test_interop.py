@@ -88,9 +88,20 @@ def _answered(replies: Landed) -> set[str]:
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_outside_requests_in_every_codec_are_answered_once_and_read_by_the_java_consumer(
         broker, redis_url, outside_requests, kafka_client, delivery, tmp_path):
+    _answer_outside_requests(broker, redis_url, outside_requests, kafka_client, delivery, tmp_path)
+
+
+def test_outside_requests_are_answered_in_a_group_of_the_consumer_protocol(broker, redis_url, outside_requests,
+                                                                         tmp_path):
+    """KIP-848: the broker assigns the partitions (librdkafka only)."""
+    _answer_outside_requests(broker, redis_url, outside_requests, "confluent", "at-least-once", tmp_path,
+                             "--kafka-group-protocol", "consumer")
+
+
+def _answer_outside_requests(broker, redis_url, outside_requests, kafka_client, delivery, tmp_path, *extra):
     requests_topic, written = outside_requests
     topics = _own_topics(broker, requests_topic)
-    worker = _worker(broker, redis_url, topics, tmp_path, kafka_client, "--delivery", delivery)
+    worker = _worker(broker, redis_url, topics, tmp_path, kafka_client, "--delivery", delivery, *extra)
     reader = TopicReader(broker, topics.replies, read_committed=delivery == "exactly-once")
     reader.read_until(lambda landed: _answered(landed) >= set(written), ANSWER_S,
                       f"{len(written)} replies to outside requests", watch=worker)

@@ -66,6 +66,7 @@ PROPERTIES: dict[str, Property] = {
     "max.request.size": Property(int, _PRODUCER, "max_request_size", "message.max.bytes"),
     "delivery.timeout.ms": Property(int, _PRODUCER, "delivery_timeout_ms", "delivery.timeout.ms"),
     "retries": Property(int, _PRODUCER, "retries", "retries"),
+    "transaction.timeout.ms": Property(int, _PRODUCER, "transaction_timeout_ms", "transaction.timeout.ms"),
     # Both.
     "request.timeout.ms": Property(int, _BOTH, "request_timeout_ms", None),  # librdkafka: producer only, below
     "metadata.max.age.ms": Property(int, _BOTH, "metadata_max_age_ms", "metadata.max.age.ms"),
@@ -108,7 +109,6 @@ OWNED: dict[str, str] = {
     "acks": "nothing: a reply counts once every in-sync replica has it (acks=all), or offsets could pass a lost reply",
     "enable.idempotence": "nothing: the reply producer is idempotent, so that retries never duplicate a reply",
     "transactional.id": "--transactional-id",
-    "transaction.timeout.ms": "--commit-interval-ms and --liveness-timeout-s, from which the worker derives it",
     "max.block.ms": "--liveness-timeout-s, from which the worker derives it",
     "security.protocol": "KAFKA_SECURITY_PROTOCOL (--kafka-security-protocol)",
 }
@@ -226,7 +226,9 @@ def table_rows() -> list[tuple[str, str, str, str]]:
     """The passed-through properties as docs/interop.md shows them: Java name, roles, kafka-python, librdkafka."""
     rows = []
     for name, prop in PROPERTIES.items():
-        librdkafka = " / ".join(sorted({_client_name(prop, role, name, "confluent") or "—" for role in prop.roles}))
+        names = {role: _client_name(prop, role, name, "confluent") or "—" for role in prop.roles}
+        librdkafka = (next(iter(names.values())) if len(set(names.values())) == 1
+                      else ", ".join(f"{role}: {found}" for role, found in names.items()))
         rows.append((name, ", ".join(prop.roles), prop.kafka_python or "—", librdkafka))
     return rows
 
