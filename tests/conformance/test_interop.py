@@ -283,4 +283,4 @@ def test_the_producer_cli_passes_its_producer_properties(broker, kafka_client):
     segments = _partition_logs(topic)
     if not segments:
         pytest.skip(f"the broker at {broker} keeps its log elsewhere: the codec on disk cannot be read here")
-    assert set(c for segment in segments for c in _batch_codecs(segment)) == {"snappy"}
+    assert {c for segment in segments for c in _batch_codecs(segment)} == {"snappy"}
