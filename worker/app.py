@@ -15,7 +15,7 @@ import torch
 
 from worker.core.batcher import request_batcher
 from worker.core.bounds import StepBounds, step_bounds
-from worker.core.broker_fit import check_session_timeout, check_topics_exist
+from worker.core.broker_fit import check_group_protocol, check_session_timeout, check_topics_exist
 from worker.core.clock import SystemClock
 from worker.core.errors import (
     ConfigError,
@@ -528,6 +528,7 @@ def check_broker_fit(kafka: KafkaSettings, shadow: bool = False, model_topics: t
               *model_topics]
     facts = read_broker_facts(_broker_admin(kafka), kafka.kafka_bootstrap_servers, expected_topics=topics)
     check_session_timeout(kafka, facts.session_timeouts)
+    check_group_protocol(kafka, facts.group_protocols)
     check_topics_exist(kafka, facts.topics, shadow)
     missing = [topic for topic in model_topics if topic not in facts.topics]
     if missing:

@@ -21,6 +21,7 @@ from kafka import KafkaConsumer, TopicPartition
 from producer.topics import create_topics
 from tests.conformance import java_client
 from tests.integration.kit import REPO, Landed, Producer, TopicReader, Topics, start_worker, wait_until
+from worker.core.security import PLAINTEXT
 from worker.kafka.kafka_python.connection import client_config
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -91,11 +92,28 @@ def test_outside_requests_in_every_codec_are_answered_once_and_read_by_the_java_
     _answer_outside_requests(broker, redis_url, outside_requests, kafka_client, delivery, tmp_path)
 
 
-def test_outside_requests_are_answered_in_a_group_of_the_consumer_protocol(broker, redis_url, outside_requests,
-                                                                         tmp_path):
-    """KIP-848: the broker assigns the partitions (librdkafka only)."""
-    _answer_outside_requests(broker, redis_url, outside_requests, "confluent", "at-least-once", tmp_path,
-                             "--kafka-group-protocol", "consumer")
+def test_outside_requests_are_answered_in_a_group_of_the_consumer_protocol_where_the_broker_runs_it(
+        broker, redis_url, outside_requests, tmp_path):
+    """KIP-848: the broker assigns the partitions (librdkafka only). A broker that does not run the protocol (3.9
+    as it comes) is refused at start, exit 2, rather than joined and waited on without an error."""
+    from worker.kafka.broker_facts import GROUP_PROTOCOLS_CONFIG
+    from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
+
+    admin = KafkaPythonAdmin(broker, PLAINTEXT)
+    try:
+        runs = "consumer" in admin.broker_configs([GROUP_PROTOCOLS_CONFIG])[GROUP_PROTOCOLS_CONFIG]
+    except LookupError:
+        runs = False
+    finally:
+        admin.close()
+    if runs:
+        _answer_outside_requests(broker, redis_url, outside_requests, "confluent", "at-least-once", tmp_path,
+                                 "--kafka-group-protocol", "consumer")
+        return
+    topics = _own_topics(broker, outside_requests[0])
+    worker = _worker(broker, redis_url, topics, tmp_path, "confluent", "--kafka-group-protocol", "consumer")
+    assert worker.process.wait(timeout=60) == 2
+    assert "the broker runs the group protocols classic only" in worker.log()
 
 
 def _answer_outside_requests(broker, redis_url, outside_requests, kafka_client, delivery, tmp_path, *extra):
@@ -227,14 +245,17 @@ def _batch_codecs(segment: Path) -> list[str]:
     ("kafka-python", "zstd", ("--producer-property", "compression.type=zstd")),
     ("confluent", "lz4", ("--reply-compression", "lz4")),
 ])
-def test_the_reply_codec_and_the_clients_properties_show_in_what_lands(broker, redis_url, kafka_client, codec,
-                                                                      setting, tmp_path):
+def test_the_reply_codec_and_batch_size_show_in_what_lands(broker, redis_url, kafka_client, codec, setting,
+                                                           tmp_path):
+    """Read back from the broker's log segments: each reply batch in the codec asked for, and, with batch.size
+    below one reply's size, one reply a batch."""
     topics = Topics.create(broker, partitions=2)
     producer = Producer(broker)
     producer.send_requests(topics.requests, "z", [[0.5] * 16] * 40)
     producer.close()
     worker = start_worker(broker, redis_url, topics, tmp_path, "--kafka-client", kafka_client, *setting,
-                          "--producer-property", "linger.ms=20", "--consumer-property", "fetch.max.bytes=2000000")
+                          "--producer-property", "linger.ms=20", "--producer-property", "batch.size=100",
+                          "--consumer-property", "fetch.max.bytes=2000000")
     reader = TopicReader(broker, topics.replies)
     reader.read_until(lambda landed: len(_answered(landed)) == 40, ANSWER_S, "40 replies", watch=worker)
     reader.close()
@@ -243,7 +264,7 @@ def test_the_reply_codec_and_the_clients_properties_show_in_what_lands(broker, r
     if not segments:
         pytest.skip(f"the broker at {broker} keeps its log elsewhere: the codec on disk cannot be read here")
     codecs = [c for segment in segments for c in _batch_codecs(segment)]
-    assert codecs and set(codecs) == {codec}, codecs
+    assert set(codecs) == {codec} and len(codecs) == 40, codecs
 
 
 @pytest.mark.parametrize("argument, says", [
@@ -284,3 +305,29 @@ def test_the_producer_cli_passes_its_producer_properties(broker, kafka_client):
     if not segments:
         pytest.skip(f"the broker at {broker} keeps its log elsewhere: the codec on disk cannot be read here")
     assert {c for segment in segments for c in _batch_codecs(segment)} == {"snappy"}
+
+
+def _batch_sizes(replies: Landed) -> list[int]:
+    return [int(dict(r.headers)["batch-size"]) for r in replies.records]
+
+
+@pytest.mark.parametrize("fetch_max_bytes, most", [(None, 64), ("1", 4)])
+def test_fetch_max_bytes_shows_in_the_batches_the_worker_can_make(broker, redis_url, fetch_max_bytes, most, tmp_path):
+    """A fetch of at most one byte still returns one record batch (the broker's rule), so with each request a
+    batch of its own the worker sees one or two requests a poll; without the property, all of them at once."""
+    topics = Topics.create(broker, partitions=1)
+    producer = Producer(broker)
+    for n in range(100):
+        producer.send(topics.requests, {"id": f"f{n}", "inputs": [0.5] * 16}, key=f"f{n}".encode())
+        producer.flush()  # a batch each
+    producer.close()
+    extra = () if fetch_max_bytes is None else ("--consumer-property", f"fetch.max.bytes={fetch_max_bytes}")
+    worker = start_worker(broker, redis_url, topics, tmp_path, "--max-batch-size", "64", *extra)
+    reader = TopicReader(broker, topics.replies)
+    landed = reader.read_until(lambda landed: len(_answered(landed)) == 100, ANSWER_S, "100 replies", watch=worker)
+    reader.close()
+    worker.stop()
+    if fetch_max_bytes is None:
+        assert max(_batch_sizes(landed)) == most, "all 100 were there at the first poll: batches of 64"
+    else:
+        assert max(_batch_sizes(landed)) <= most, sorted(_batch_sizes(landed))

@@ -71,6 +71,7 @@ def test_the_brokers_topics_and_session_timeout_range_are_read(bootstrap, topics
     assert topics.requests in facts.topics
     assert (facts.session_timeouts.low, facts.session_timeouts.high, facts.session_timeouts.from_broker) == (
         6_000, 1_800_000, True)  # the local broker keeps Kafka's defaults, read from it here
+    assert {"classic", "consumer"} <= facts.group_protocols  # Kafka 4's default
 
 
 def test_kafkas_default_session_timeouts_stand_in_when_the_broker_refuses_to_say(bootstrap, topics, monkeypatch):
@@ -82,5 +83,7 @@ def test_kafkas_default_session_timeouts_stand_in_when_the_broker_refuses_to_say
     with capture_logs() as logs:
         facts = read_broker_facts(KafkaPythonAdmin(bootstrap, PLAINTEXT), bootstrap)
     assert not facts.session_timeouts.from_broker and topics.requests in facts.topics
-    (warning,) = [e for e in logs if e["event"] == "broker_configs_unreadable"]
+    assert facts.group_protocols is None  # unknown: a consumer group protocol asked for is let through
+    warning, protocols = [e for e in logs if e["event"] == "broker_configs_unreadable"]
     assert "ClusterAuthorizationFailedError" in warning["error"] and warning["using"] == [6_000, 1_800_000]
+    assert protocols["configs"] == ["group.coordinator.rebalance.protocols"]

@@ -5,6 +5,7 @@ import pytest
 from worker.core.broker_fit import (
     KAFKA_DEFAULT_SESSION_TIMEOUTS,
     SessionTimeouts,
+    check_group_protocol,
     check_session_timeout,
     check_topics_exist,
 )
@@ -68,3 +69,14 @@ def test_every_missing_topic_is_named_in_one_line():
     assert message.endswith("create them (`python -m producer create-topic req --partitions 4`, `python -m producer "
                             "create-topic req.replies --partitions 4`, `python -m producer create-topic req.dlq "
                             "--partitions 1`), or name existing ones")
+
+
+def test_the_consumer_group_protocol_needs_a_broker_that_runs_it():
+    consumer = settings(STREAMSCORE_KAFKA_CLIENT="confluent", STREAMSCORE_KAFKA_GROUP_PROTOCOL="consumer")
+    check_group_protocol(consumer, {"classic", "consumer", "streams"})
+    check_group_protocol(consumer, None)  # unreadable: let through, as before
+    check_group_protocol(settings(), {"classic"})
+    with pytest.raises(ConfigError, match=r"^kafka_group_protocol=consumer \(--kafka-group-protocol, "
+                                          r"STREAMSCORE_KAFKA_GROUP_PROTOCOL\): the broker runs the group protocols "
+                                          r"classic only .* use --kafka-group-protocol classic$"):
+        check_group_protocol(consumer, {"classic"})

@@ -49,6 +49,19 @@ def check_session_timeout(kafka: KafkaSettings, allowed: SessionTimeouts) -> Non
                       "in that range")
 
 
+def check_group_protocol(kafka: KafkaSettings, served: Collection[str] | None) -> None:
+    """Raises ConfigError when the consumer group protocol is asked for and the broker does not run it (its
+    group.coordinator.rebalance.protocols; None: unknown, let through): librdkafka's member of such a group waits
+    without an error and consumes nothing."""
+    if kafka.kafka_group_protocol == "classic" or served is None or kafka.kafka_group_protocol in served:
+        return
+    raise ConfigError(f"kafka_group_protocol={kafka.kafka_group_protocol} ({setting_names('kafka_group_protocol')}): "
+                      f"the broker runs the group protocols {', '.join(sorted(served))} only (its "
+                      "group.coordinator.rebalance.protocols; KIP-848 is on by default from Kafka 4.0, and on 3.7-3.9 "
+                      "needs group.coordinator.rebalance.protocols=classic,consumer): use --kafka-group-protocol "
+                      "classic")
+
+
 def check_topics_exist(kafka: KafkaSettings, existing: Collection[str], shadow: bool = False) -> None:
     """Raises ConfigError naming, in one line, each of the requests, reply and dead-letter topics (and with
     ``shadow``, the shadow topic) the broker does not have, its setting, and the command that creates it."""

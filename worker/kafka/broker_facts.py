@@ -26,6 +26,9 @@ from worker.core.errors import ServiceUnavailable
 log = structlog.get_logger(__name__)
 
 SESSION_CONFIGS = ("group.min.session.timeout.ms", "group.max.session.timeout.ms")
+# The group protocols the broker runs (Kafka 3.7+): "classic", and "consumer" (KIP-848) where enabled. A broker
+# without it predates KIP-848.
+GROUP_PROTOCOLS_CONFIG = "group.coordinator.rebalance.protocols"
 RELIST_S = 0.25  # a topic created a moment ago may not be in the broker's metadata yet: ask again this often
 ADMIN_TIMEOUT_S = 10.0  # each admin request's
 
@@ -34,6 +37,7 @@ ADMIN_TIMEOUT_S = 10.0  # each admin request's
 class BrokerFacts:
     topics: frozenset[str]
     session_timeouts: SessionTimeouts
+    group_protocols: frozenset[str] | None = None  # None: could not be read
 
 
 class BrokerAdmin(Protocol):
@@ -53,7 +57,8 @@ def read_broker_facts(admin: BrokerAdmin, bootstrap_servers: str, expected_topic
     per request, and lists the topics again for up to ``wait_s`` while any of ``expected_topics`` is not there
     yet. Raises ServiceUnavailable when no broker answers."""
     try:
-        return BrokerFacts(_topics(admin, bootstrap_servers, set(expected_topics), wait_s), _session_timeouts(admin))
+        return BrokerFacts(_topics(admin, bootstrap_servers, set(expected_topics), wait_s), _session_timeouts(admin),
+                           _group_protocols(admin))
     finally:
         admin.close()
 
@@ -80,6 +85,18 @@ def _session_timeouts(admin: BrokerAdmin) -> SessionTimeouts:
                     using=[KAFKA_DEFAULT_SESSION_TIMEOUTS.low, KAFKA_DEFAULT_SESSION_TIMEOUTS.high])
         return KAFKA_DEFAULT_SESSION_TIMEOUTS
     return SessionTimeouts(low, high, from_broker=True)
+
+
+def _group_protocols(admin: BrokerAdmin) -> frozenset[str] | None:
+    unreadable: tuple[type[Exception], ...] = (*admin.ERRORS, TypeError)
+    try:
+        value = admin.broker_configs([GROUP_PROTOCOLS_CONFIG])[GROUP_PROTOCOLS_CONFIG]
+    except LookupError:
+        return frozenset({"classic"})  # a broker older than KIP-848
+    except unreadable as exc:
+        log.warning("broker_configs_unreadable", configs=[GROUP_PROTOCOLS_CONFIG], error=f"{type(exc).__name__}: {exc}")
+        return None
+    return frozenset(part.strip() for part in str(value).split(",") if part.strip())
 
 
 def unavailable(bootstrap_servers: str, exc: Exception) -> ServiceUnavailable:
