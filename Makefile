@@ -15,7 +15,7 @@ help:  ## list the targets
 venv:  ## create .venv/ (dependencies cached per machine)
 	@bash deploy/venv.sh
 
-up:  ## start local Kafka + Redis and print their addresses
+up: venv  ## create .venv/, start local Kafka + Redis + the schema registry and print their addresses
 	@deploy/local/services.sh up
 
 up-secure:  ## start local Kafka + Redis and print the SASL_SSL/TLS export lines

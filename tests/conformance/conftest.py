@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from tests.integration.kit import kill_leftovers
+from tests.integration.conftest import no_leftover_workers  # noqa: F401 (kills the workers a test left running)
 
 SIZES = {"small": 20, "full": 500}  # requests per codec and producer
 
@@ -21,12 +21,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/conformance" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_workers():
-    yield
-    kill_leftovers()
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,8 @@ import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+from tests.conformance.conftest import SIZES
+
 REPO = Path(__file__).resolve().parents[2]
 BROKER_VERSION = REPO / "deploy" / "local" / "broker-version.sh"
 LOCAL = "4.1.1 (services.sh)"
@@ -49,7 +51,8 @@ def table(results: dict[str, dict[str, tuple[str, float]]], size: str, seconds: 
     tests = sorted({name for outcomes in results.values() for name in outcomes})
     lines = [f"# Conformance across broker versions ({datetime.date.today().isoformat()})", "",
              f"`python -m tests.conformance.matrix --size {size} --versions {' '.join(versions[1:])}` "
-             f"(`make conformance`); each cell: outcome, seconds.", "",
+             f"(`make conformance`): {SIZES[size]} requests per codec and producer ({SIZES[size] * 10:,} outside "
+             "requests for each worker to answer); each cell: outcome, seconds.", "",
              "| test | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
     for test in tests:
         cells = [f"{results[v][test][0]} {results[v][test][1]:.1f}" if test in results[v] else "—" for v in versions]

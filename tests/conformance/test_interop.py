@@ -331,3 +331,29 @@ def test_fetch_max_bytes_shows_in_the_batches_the_worker_can_make(broker, redis_
         assert max(_batch_sizes(landed)) == most, "all 100 were there at the first poll: batches of 64"
     else:
         assert max(_batch_sizes(landed)) <= most, sorted(_batch_sizes(landed))
+
+
+@pytest.mark.parametrize("kafka_client", ["kafka-python", "confluent"])
+def test_linger_ms_holds_a_lone_request_of_the_producer_side(broker, kafka_client):
+    """The producer side sends each request as it comes (ScoringClient: linger.ms 5); linger.ms=1500 passed as a
+    property holds a lone one that long before the broker has it. (The worker flushes each step's replies when it
+    settles them, so there linger.ms shapes batches within a step only.)"""
+    import threading
+    import time
+
+    from producer.transport import open_publisher
+    from worker.core.kafka_properties import KafkaProperties
+
+    topic = _topic(broker, f"cf-{uuid.uuid4().hex[:10]}.requests", 1)
+    publisher = open_publisher(kafka_client, broker, PLAINTEXT,
+                               properties=KafkaProperties(producer=(("linger.ms", "1500"),)))
+    publisher.prepare(topic, 30)
+    answered = threading.Event()
+    started = time.monotonic()
+    publisher.publish(topic, b"k", b"{}", lambda _partition, _error: answered.set())
+    while not answered.is_set() and time.monotonic() - started < 30:
+        publisher.serve()
+        time.sleep(0.01)
+    held = time.monotonic() - started
+    publisher.close()
+    assert answered.is_set() and held >= 1.4, f"acknowledged after {held:.2f} s"
