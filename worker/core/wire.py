@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -68,40 +71,104 @@ H_DLQ_TRUNCATED = "dlq-truncated"
 # On a dead letter of a registry-framed record (docs/formats.md): the schema id its frame named.
 H_DLQ_SCHEMA_ID = "dlq-schema-id"
 
-# Error codes: a reply's ``error.code`` or a dead letter's H_DLQ_CODE.
-# Records that cannot be read as a request (decode_request).
-ERR_EMPTY_VALUE = "empty_value"
-ERR_RECORD_TOO_LARGE = "record_too_large"
-ERR_INVALID_JSON = "invalid_json"
-ERR_INVALID_REQUEST = "invalid_request"
-ERR_INVALID_ID = "invalid_id"
-ERR_MISSING_ID = "missing_id"
-ERR_INVALID_REPLY_TO = "invalid_reply_to"
-ERR_INVALID_DEADLINE = "invalid_deadline"
-ERR_MISSING_INPUTS = "missing_inputs"
+# Error codes: a reply's ``error.code`` or a dead letter's H_DLQ_CODE. Each is declared once below, with how it is
+# sent and what it means (ERROR_CODES); docs/wire-contract.md's table is written from that (worker/error_codes_doc.py).
+
+
+class SentAs(Enum):
+    """How a record refused with an error code leaves the worker."""
+
+    ERROR_REPLY = "error reply"
+    DEAD_LETTER = "dead letter"
+    EITHER = "error reply, or dead letter when the key is no request id"  # the value could name none
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    """One error code of the contract: the code, how its records are sent, and one line on what it means."""
+
+    code: str
+    sent_as: SentAs
+    meaning: str
+
+
+_ERROR_CODES: dict[str, ErrorCode] = {}
+ERROR_CODES: Mapping[str, ErrorCode] = MappingProxyType(_ERROR_CODES)  # every code, in the order declared
+
+
+def _code(code: str, sent_as: SentAs, meaning: str) -> str:
+    """Declare ``code`` in ERROR_CODES; returns it (for its ERR_* name). Raises ValueError when declared twice."""
+    if code in _ERROR_CODES:
+        raise ValueError(f"error code {code!r} is declared twice")
+    _ERROR_CODES[code] = ErrorCode(code, sent_as, meaning)
+    return code
+
+
+# Records that cannot be read as a request (decode_request, request_from_body).
+ERR_EMPTY_VALUE = _code("empty_value", SentAs.EITHER, "the record has no value (a tombstone)")
+ERR_RECORD_TOO_LARGE = _code("record_too_large", SentAs.EITHER,
+                             "the value is larger than `--max-record-bytes`; checked before parsing, so only the key "
+                             "can name the ID")
+ERR_INVALID_JSON = _code("invalid_json", SentAs.EITHER, "the value is not UTF-8 JSON")
+ERR_INVALID_REQUEST = _code("invalid_request", SentAs.EITHER, "the value is JSON but not an object")
+ERR_INVALID_ID = _code("invalid_id", SentAs.EITHER, f"`id` is not a string of 1–{MAX_ID_LENGTH} characters")
+ERR_MISSING_ID = _code("missing_id", SentAs.DEAD_LETTER, "neither the value nor the key carries a request ID")
+ERR_INVALID_REPLY_TO = _code("invalid_reply_to", SentAs.ERROR_REPLY,
+                             "`reply_to` (or the `reply-to` header) is not a Kafka topic name, or is a requests topic "
+                             "this worker reads; the error reply goes to the default reply topic")
+ERR_INVALID_DEADLINE = _code("invalid_deadline", SentAs.ERROR_REPLY, "`deadline_ms` is not an integer")
+ERR_MISSING_INPUTS = _code("missing_inputs", SentAs.ERROR_REPLY, "the request has no `inputs`")
 # A model (or version) this worker does not serve; the message lists the served ones.
-ERR_UNKNOWN_MODEL = "unknown_model"
-# Registry-framed records (--request-format other than json), always dead letters: no magic byte or too short,
-# a schema id the registry does not know (after retries), a schema of another kind or that cannot be read, a
-# payload that does not match its schema.
-ERR_NOT_FRAMED = "not_framed"
-ERR_UNKNOWN_SCHEMA = "unknown_schema"
-ERR_UNUSABLE_SCHEMA = "unusable_schema"
-ERR_INVALID_PAYLOAD = "invalid_payload"
+ERR_UNKNOWN_MODEL = _code("unknown_model", SentAs.ERROR_REPLY,
+                          "`model` (or `model_version`) names no model (or version) this worker serves, or is not a "
+                          f"string of 1–{MAX_MODEL_NAME_LENGTH} characters; the message lists the served ones")
 # Inputs the model refuses (raised as InvalidInput by a model's prepare).
-ERR_INVALID_INPUTS = "invalid_inputs"
-ERR_WRONG_INPUT_LENGTH = "wrong_input_length"
+ERR_INVALID_INPUTS = _code("invalid_inputs", SentAs.ERROR_REPLY,
+                           "the model refuses the inputs (the message names the field)")
+ERR_WRONG_INPUT_LENGTH = _code("wrong_input_length", SentAs.ERROR_REPLY, "an array of the wrong length for the model")
 # Requests refused or failed after decoding.
-ERR_UNKNOWN_REPLY_TOPIC = "unknown_reply_topic"
-ERR_TOO_MANY_TOKENS = "too_many_tokens"
-ERR_DEADLINE_EXCEEDED = "deadline_exceeded"
-ERR_OUT_OF_MEMORY = "out_of_memory"
-ERR_MODEL_ERROR = "model_error"
-ERR_MODEL_UNAVAILABLE = "model_unavailable"  # its model, loaded on first use, did not load
-ERR_REPLY_TOO_LARGE = "reply_too_large"
-ERR_REPLY_UNENCODABLE = "reply_unencodable"  # outputs its reply schema (--reply-format) cannot hold
-# A dead letter's H_DLQ_CODE only: a reply its topic refused for good (worker/core/refusals.py).
-ERR_REPLY_REFUSED = "reply_refused"
+ERR_UNKNOWN_REPLY_TOPIC = _code("unknown_reply_topic", SentAs.ERROR_REPLY,
+                                "the `reply_to` topic does not exist: the error reply goes to the default reply "
+                                "topic, unscored")
+ERR_TOO_MANY_TOKENS = _code("too_many_tokens", SentAs.ERROR_REPLY,
+                            "text models: the input alone exceeds `--max-batch-tokens`")
+ERR_DEADLINE_EXCEEDED = _code("deadline_exceeded", SentAs.ERROR_REPLY,
+                              "with status `expired`: the deadline passed before scoring")
+ERR_OUT_OF_MEMORY = _code("out_of_memory", SentAs.ERROR_REPLY, "the model ran out of memory on this request alone")
+ERR_MODEL_ERROR = _code("model_error", SentAs.ERROR_REPLY,
+                        "the model raised on this request (a failing batch is split until the failing requests are "
+                        "isolated), or the model's own `prepare` raised any exception other than its input refusals")
+ERR_MODEL_UNAVAILABLE = _code("model_unavailable", SentAs.ERROR_REPLY,
+                              "under a memory budget, the model, loaded on first use, did not load (the message says "
+                              "why); requests for it get this for 30 s, then a load is tried again")
+ERR_REPLY_TOO_LARGE = _code("reply_too_large", SentAs.ERROR_REPLY,
+                            f"the reply would be larger than {MAX_SEND_BYTES:,} bytes (key, value and headers, with "
+                            f"{RECORD_OVERHEAD_BYTES} bytes of framing counted for each), or its topic refused it as "
+                            "too large (the message names the topic and `MESSAGE_TOO_LARGE`): this error reply is "
+                            "sent instead")
+ERR_REPLY_UNENCODABLE = _code("reply_unencodable", SentAs.ERROR_REPLY,
+                              "the worker writes replies in a registry format (`--reply-format`), and the outputs do "
+                              "not fit the reply schema made from its model's outputs at start (a model whose outputs "
+                              "change shape): this error reply is sent instead, naming the schema id")
+# A reply its topic refused for good (worker/core/refusals.py).
+ERR_REPLY_REFUSED = _code("reply_refused", SentAs.DEAD_LETTER,
+                          "the reply's topic refused it for good (a write ACL, a policy, or its `reply_too_large` "
+                          "refused too); the dead letter is keyed by the request id and its value is the reply")
+# Registry-framed records (--request-format other than json; worker/stream/framed.py): no magic byte or too
+# short, a schema id the registry does not know (after retries), a schema of another kind or that cannot be read,
+# a payload that does not match its schema. Dead letters with H_DLQ_SCHEMA_ID when the frame named one.
+ERR_NOT_FRAMED = _code("not_framed", SentAs.DEAD_LETTER,
+                       "registry-framed requests: no magic byte `0`, or fewer than 5 bytes (plain JSON sent to an "
+                       "Avro worker, say)")
+ERR_UNKNOWN_SCHEMA = _code("unknown_schema", SentAs.DEAD_LETTER,
+                           "registry-framed requests: the registry does not know the schema id, asked again "
+                           "`SCHEMA_REGISTRY_UNKNOWN_ID_RETRIES` times backing off")
+ERR_UNUSABLE_SCHEMA = _code("unusable_schema", SentAs.DEAD_LETTER,
+                            "registry-framed requests: the id's schema is of another kind (a JSON schema for an Avro "
+                            "worker) or cannot be parsed")
+ERR_INVALID_PAYLOAD = _code("invalid_payload", SentAs.DEAD_LETTER,
+                            "registry-framed requests: the payload does not match its schema, or is not a record")
+
 
 def new_request_id() -> str:
     """A fresh request id: 32 lowercase hex characters (a random UUID), unique without coordination."""

@@ -29,8 +29,11 @@ class StatsCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         s = self._stats
-        yield _counter("streamscore_requests", "Records consumed from the requests topic.", s.consumed)
-        replies = CounterMetricFamily("streamscore_replies", "Replies sent, by status.", labels=["status"])
+        yield _counter("streamscore_requests", "Records consumed from the requests topic; each ends as a reply, a "
+                       "dead letter, a duplicate or handed over.", s.consumed)
+        replies = CounterMetricFamily("streamscore_replies", "Replies sent, by status: ok (scored), error (an error "
+                                      "reply; streamscore_errors_total counts its code) or expired (its deadline "
+                                      "passed before it was scored).", labels=["status"])
         for status, count in (("ok", s.replied_ok), ("error", s.replied_error), ("expired", s.replied_expired)):
             replies.add_metric([status], count)
         yield replies
@@ -51,19 +54,23 @@ class StatsCollector(Collector):
         for stage, histogram in s.stage_seconds.items():
             stages.add_metric([stage], *_buckets(histogram))
         yield stages
-        errors = CounterMetricFamily("streamscore_errors", "Error replies and dead letters, by error code "
-                                     "(model_error: the model's own code raised).", labels=["code"])
+        errors = CounterMetricFamily("streamscore_errors", "Error replies and dead letters, by code: the wire "
+                                     "contract's error codes (docs/wire-contract.md; an expired reply's is "
+                                     "deadline_exceeded). A send its topic refused for good counts as reply_refused, "
+                                     "or dead_letter_refused for a dead letter (sent again cut).", labels=["code"])
         for code, count in sorted(s.error_codes.items()):
             errors.add_metric([code], count)
         yield errors
-        steps = HistogramMetricFamily("streamscore_step_seconds", "Each loop step, poll to settle, the time it "
-                                      "blocks included (a slow broker, Redis or model shows here first).")
+        steps = HistogramMetricFamily("streamscore_step_seconds", "Seconds each step of the consumer loop took, "
+                                      "poll to settle, the time it blocks included (a slow broker, Redis or model "
+                                      "shows here first).")
         steps.add_metric([], *_buckets(s.step_seconds))
         yield steps
         yield GaugeMetricFamily("streamscore_records_in_hand", "Records held at the last step: batched, waiting "
                                 "on the dedup store, being scored, sent and unacknowledged.", value=s.holding)
-        lag = GaugeMetricFamily("streamscore_consumer_lag", "Records behind the end of each assigned partition "
-                                "(refreshed at most once a second).", labels=["topic", "partition"])
+        lag = GaugeMetricFamily("streamscore_consumer_lag", "Records behind the end of each assigned partition, "
+                                "as of the last fetch (refreshed at most once a second).",
+                                labels=["topic", "partition"])
         for (topic, partition), behind in sorted(s.lag.items()):
             lag.add_metric([topic, str(partition)], behind)
         yield lag
@@ -74,15 +81,18 @@ class StatsCollector(Collector):
         for (topic, partition), codec in sorted(s.undecodable.items()):
             stopped.add_metric([topic, str(partition), codec], 1)
         yield stopped
-        paused = GaugeMetricFamily("streamscore_paused", "1 while consumption is paused for this reason.",
-                                   labels=["reason"])
+        paused = GaugeMetricFamily("streamscore_paused", "1 while consumption is paused for this reason: "
+                                   "dedup_outage (the dedup store, Redis, does not answer), registry_outage (the "
+                                   "schema registry does not answer), backlog (the requests waiting to be scored "
+                                   "reach --max-poll-records); else 0.", labels=["reason"])
         for reason in PAUSE_REASONS:
             paused.add_metric([reason], 1 if s.paused[reason] else 0)
         yield paused
-        info = GaugeMetricFamily("streamscore_model_info", "Each model entry served (1), once loaded and warmed up: "
-                                 "the model name and version its replies carry.",
+        info = GaugeMetricFamily("streamscore_model_info", "1 for each model entry served (a version: churn, then "
+                                 "churn@1 after a switch), once loaded and warmed up: the model name and version its "
+                                 "replies carry, and its device.",
                                  labels=["entry", "model", "version", "device"])
-        load = GaugeMetricFamily("streamscore_model_load_seconds", "How long loading and warming up each model "
+        load = GaugeMetricFamily("streamscore_model_load_seconds", "Seconds loading and warming up each model "
                                  "entry took.", labels=["entry"])
         memory = GaugeMetricFamily("streamscore_model_memory_bytes", "The bytes each loaded model entry's "
                                    "parameters and buffers take on its device.", labels=["entry"])
@@ -101,20 +111,21 @@ class StatsCollector(Collector):
         for name, count in sorted(s.waiting_for_model.items()):
             waiting.add_metric([name], count)
         yield waiting
-        yield _labelled_counter("streamscore_model_replies", "Replies sent, by the model name and version they carry, "
-                                "and status.", ["model", "version", "status"], s.model_replies)
-        yield _labelled_counter("streamscore_model_batches", "Batches scored, by model entry.", ["entry"],
-                                _by_one(s.entry_batches))
-        yield _labelled_counter("streamscore_model_scored", "Requests scored, by model entry.", ["entry"],
-                                _by_one(s.entry_scored))
-        yield _labelled_counter("streamscore_model_compute_seconds", "Time spent in the model, by entry.", ["entry"],
-                                _by_one(s.entry_compute_s))
+        yield _labelled_counter("streamscore_model_replies", "Replies sent, by the model name and version they carry "
+                                "(the default model's when the request named none served) and status.",
+                                ["model", "version", "status"], s.model_replies)
+        yield _labelled_counter("streamscore_model_batches", "Batches scored, by model entry (see "
+                                "streamscore_model_info).", ["entry"], _by_one(s.entry_batches))
+        yield _labelled_counter("streamscore_model_scored", "Requests scored, by model entry (see "
+                                "streamscore_model_info).", ["entry"], _by_one(s.entry_scored))
+        yield _labelled_counter("streamscore_model_compute_seconds", "Seconds the model spent scoring batches, by "
+                                "model entry (see streamscore_model_info).", ["entry"], _by_one(s.entry_compute_s))
         yield _labelled_counter("streamscore_model_reloads", "New versions loaded without a restart, by model and "
                                 "result: switched, or refused (the old version serves on; the log says why).",
                                 ["model", "result"], s.reloads)
         yield _labelled_counter("streamscore_shadow_samples", "Live requests sampled for their model's shadow "
-                                "candidate, or dropped because the shadow queue was full.", ["model", "what"],
-                                s.shadow_samples)
+                                "candidate (sampled), or dropped because the shadow queue was full (dropped).",
+                                ["model", "what"], s.shadow_samples)
         yield _labelled_counter("streamscore_shadow_pairs", "Samples scored by the candidate: agree (same labels, "
                                 "probabilities on the same side of 0.5), disagree, or error (one side failed).",
                                 ["model", "outcome"], s.shadow_pairs)
