@@ -42,7 +42,7 @@ fleet: venv  ## several models in one worker: a canary, a shadow, a deploy witho
 test: venv lint deploy-check  ## lint, then the whole test suite, integration tests on real Kafka + Redis
 	@$(WITH_SERVICES) $(PYTHON) -m pytest tests --ignore=tests/cluster
 
-test-unit: venv  ## unit and component tests only (no services, seconds)
+test-unit: venv  ## unit and component tests only (no services, ~4 min)
 	@$(PYTHON) -m pytest tests/unit tests/component
 
 # Starts the cluster unless all three nodes run, and stops it afterwards only if it started it.
