@@ -1,7 +1,7 @@
 """What the pages' generated tables share: a table between two marker lines, rewritten or checked from the command line.
 
 Used by worker/error_codes_doc.py (docs/wire-contract.md) and worker/surface/metrics_doc.py
-(docs/operations.md); worker/settings_doc.py (docs/configuration.md) is the pattern they follow.
+(docs/operations.md), and worker/settings_doc.py (docs/configuration.md).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Any
 
 from worker.core.sections import env_name
 from worker.core.settings import add_flags, flag_sections
+from worker.doc_tables import escape, replace_between, write_or_check
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 COMMAND = "python -m worker.settings_doc"
@@ -73,37 +74,20 @@ def render() -> str:
     lines = [BEGIN]
     for section, kind in flag_sections().items():
         summary = (kind.__doc__ or "").strip().splitlines()[0]
-        lines += ["", f"### `{section}`", "", _escape(summary), "",
+        lines += ["", f"### `{section}`", "", escape(summary), "",
                   "| setting | flag | environment variable | default | meaning |", "|---|---|---|---|---|"]
-        lines += [f"| `{r.setting}` | `{r.flag}` | `{r.env}` | {r.default} | {_escape(r.help)} |" for r in rows()
+        lines += [f"| `{r.setting}` | `{r.flag}` | `{r.env}` | {r.default} | {escape(r.help)} |" for r in rows()
                   if r.section == section]
     return "\n".join([*lines, "", END])
 
 
 def update(text: str) -> str:
     """``text`` with the part from BEGIN to END replaced by ``render()``. Raises ValueError without both markers."""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"the page needs the two marker lines, {BEGIN!r} and then {END!r}")
-    return text[:start] + render() + text[end + len(END):]
+    return replace_between(text, BEGIN, END, render())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description="Write docs/configuration.md's table of settings.")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the table is stale; write nothing")
-    parser.add_argument("--path", type=Path, default=DOC, help=f"the page (default: {DOC})")
-    args = parser.parse_args(argv)
-    text = args.path.read_text(encoding="utf-8")
-    fresh = update(text)
-    if args.check:
-        if fresh != text:
-            print(f"{args.path}: the settings table is stale; run `{COMMAND}`", file=sys.stderr)
-            return 1
-        return 0
-    if fresh != text:
-        args.path.write_text(fresh, encoding="utf-8")
-    print(f"{args.path}: {'written' if fresh != text else 'up to date'}", file=sys.stderr)
-    return 0
+    return write_or_check(argv, COMMAND, DOC, "the settings table", update)
 
 
 def _default(f: Field[Any]) -> Any:
@@ -116,13 +100,6 @@ def _shown(value: Any) -> str:
     text = str(value).lower() if isinstance(value, bool) else str(value)  # a Secret's str is "" or "***"
     return f"`{text}`" if text else ""
 
-
-def _escape(text: str) -> str:
-    """Markdown-safe help text: a cell ends at `|`; outside code spans, `<`, `>` and `*` are markup."""
-    parts = text.replace("|", "\\|").split("`")
-    for i in range(0, len(parts), 2):
-        parts[i] = parts[i].replace("*", "\\*").replace("<", "\\<").replace(">", "\\>")
-    return "`".join(parts)
 
 
 if __name__ == "__main__":
