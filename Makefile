@@ -5,7 +5,7 @@
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet test test-unit test-cluster conformance lint deploy-check bench bench-cluster bench-cpu chaos clean
+.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet docs test test-unit test-cluster conformance lint deploy-check bench bench-cluster bench-cpu chaos clean
 
 CHAOS_SIZE ?= full
 
@@ -39,7 +39,10 @@ demo: venv  ## the whole pipeline: worker, 20,000 requests, every reply, a summa
 fleet: venv  ## several models in one worker: a canary, a shadow, a deploy without a restart, a summary (~30 s)
 	@$(WITH_SERVICES) $(PYTHON) -m examples.fleet.run $(FLEET_ARGS)
 
-test: venv lint deploy-check  ## lint, then the whole test suite, integration tests on real Kafka + Redis
+docs: venv  ## build the documentation site into site/ (MkDocs, --strict: a broken link or anchor fails it; seconds)
+	@NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
+
+test: venv lint deploy-check docs  ## lint, the docs site, then the whole test suite, integration tests on real Kafka + Redis
 	@$(WITH_SERVICES) $(PYTHON) -m pytest tests --ignore=tests/cluster
 
 test-unit: venv  ## unit and component tests only (no services, ~4 min)

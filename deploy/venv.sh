@@ -20,7 +20,8 @@ reqs=$("$python" - "$repo/pyproject.toml" <<'PY'
 import sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 print("\n".join(project["dependencies"] + project["optional-dependencies"]["dev"]
-                + project["optional-dependencies"]["bench"] + project["optional-dependencies"]["text"]
+                + project["optional-dependencies"]["bench"] + project["optional-dependencies"]["docs"]
+                + project["optional-dependencies"]["text"]
                 + project["optional-dependencies"]["confluent"]
                 + project["optional-dependencies"]["formats"]
                 + project["optional-dependencies"]["otel"]

@@ -205,8 +205,9 @@ def _through_sentinels(url: str, options: dict[str, Any], connect_s: float, read
                           "monitor the primary under")
     for name, value in credentials.items():
         options.setdefault(name, value)  # REDIS_PASSWORD_FILE's password wins over the URL's
-    watchers = Sentinel(sentinels, socket_timeout=read_s, socket_connect_timeout=connect_s)  # type: ignore[no-untyped-call]
-    primary: redis.Redis = watchers.master_for(  # type: ignore[no-untyped-call]
+    # Untyped before redis 8.2, typed since: the ignores hold for both.
+    watchers = Sentinel(sentinels, socket_timeout=read_s, socket_connect_timeout=connect_s)  # type: ignore[no-untyped-call, unused-ignore]
+    primary: redis.Redis = watchers.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         path[0], redis_class=redis.Redis, db=int(path[1]) if len(path) == 2 else 0, **options)
     return primary
 
