@@ -64,13 +64,27 @@ RESULT_MARGIN_S = 1.0  # score() waits this much past the timeout for the reader
 
 
 class ReplyTimeout(TimeoutError):
-    """No reply arrived in time. The request may still be scored; retrying with the same id is safe."""
+    """No reply arrived in time, or the request could not be sent in time.
+
+    The request may still be scored; retrying with the same id is safe (the worker scores an id once). A
+    ``TimeoutError``, so ``except TimeoutError`` catches it too.
+    """
 
 
 @dataclass(frozen=True)
 class ClientRequest:
-    """An item of ``score_many`` with more than inputs: its own id (for safe retries), a deadline, or the model
-    (and version) to answer it (see ``ScoringClient.submit``)."""
+    """An item of ``score_many`` with more than inputs: its own id, a deadline, or the model to answer it.
+
+    Plain inputs given to ``score_many`` are the same as ``ClientRequest(inputs)``.
+
+    Attributes:
+        inputs: The request's ``inputs``: whatever JSON value the served model takes.
+        id: The request id (None: a fresh one). Give your own to retry safely: the worker scores an id once.
+        deadline_ms: Wall-clock time in epoch milliseconds after which the worker answers ``expired`` instead of
+            scoring (None: no deadline).
+        model: The served model to answer it (None: the worker's default, or its requests topic's).
+        model_version: One version of ``model`` (None: the model's canary split, if it has one, picks by the id).
+    """
 
     inputs: Any
     id: str | None = None
@@ -81,7 +95,17 @@ class ClientRequest:
 
 @dataclass(frozen=True)
 class ScoreResult:
-    """One outcome of ``score_many``: ``index`` is the item's position in the input."""
+    """One outcome of ``score_many``: a reply, or the error that ended the request.
+
+    Attributes:
+        index: The item's position in the input of ``score_many``, from 0.
+        request_id: The id the request was sent with.
+        reply: The reply as a dict (the wire contract's reply: ``id``, ``status``, ``outputs`` or ``error``,
+            ...); None when ``error`` is set. An error reply (``status`` ``error`` or ``expired``) is a reply,
+            not an ``error``.
+        error: Why no reply came: ReplyTimeout, the send's error, or ``concurrent.futures.CancelledError``
+            when the request was abandoned or the client closed; None when ``reply`` is set.
+    """
 
     index: int
     request_id: str
@@ -90,38 +114,64 @@ class ScoreResult:
 
     @property
     def ok(self) -> bool:
+        """True when a reply came and its ``status`` is ``ok``."""
         return self.reply is not None and self.reply.get("status") == "ok"
 
 
 class ScoringClient:
-    """Thread-safe. Use as a context manager, or call ``close()``.
+    """Sends scoring requests to a requests topic and hands back their replies. Thread-safe.
 
-    ``reply_topic`` defaults to the worker's default, ``<requests_topic>.replies``.
-    ``timeout_s`` is how long a request waits for its reply in all, ``retries``
-    how many times it is sent again within that time when no reply came.
-    ``security`` says how to reach a secured cluster (TLS, SASL):
-    ``KafkaSecurity.from_sources()`` reads the conventional ``KAFKA_SECURITY_*``,
-    ``KAFKA_SASL_*`` and ``KAFKA_SSL_*`` variables. The constructor first
-    checks that one broker takes the connection and the credentials (a
-    ConfigError says what was refused), then fetches the requests topic's
-    metadata for the producer and blocks until the reply consumer is
-    positioned at the end of the reply topic; raises LookupError if a topic
-    does not exist. With no broker answering it raises ServiceUnavailable: at
-    once when the connection is refused, after ``connect_timeout_s`` (10 s)
-    when a broker takes it but does not answer or the producer gets no
-    metadata for the requests topic. ``read_committed`` reads only replies of committed
-    transactions: set it when the workers run ``--delivery exactly-once``, so
-    that a reply of an aborted transaction (which the worker sends again) is
-    never taken for the answer. ``kafka_client`` is the client library:
-    kafka-python, or confluent (confluent-kafka, the ``confluent`` extra: far
-    less CPU per request); a ConfigError says when it is unknown or not
-    installed. The connection check is kafka-python's on either. ``formats``
-    (``Formats.from_sources()`` reads STREAMSCORE_REQUEST_FORMAT and the
-    SCHEMA_REGISTRY_* variables) writes registry-framed Avro, Protobuf or JSON
-    Schema requests, with ``request_schema`` (default: worker/formats/requests.py's)
-    registered under ``<requests_topic>-value`` at construction
-    (docs/formats.md). Replies are read as they come: JSON, or registry-framed
-    (a worker run with --reply-format) when ``formats`` names a registry.
+    Use as a context manager, or call ``close()``. One client owns one producer and one reply consumer; the
+    consumer reads every partition of the reply topic from its end on a background thread, without a consumer
+    group, and skips the replies to ids this client did not send, so several clients may share a reply topic.
+    A request with no reply after a share of ``timeout_s`` is sent again with the same id.
+
+    The constructor blocks: it first checks that one broker takes the connection and the credentials, then
+    fetches the requests topic's metadata for the producer, then waits until the reply consumer is positioned
+    at the end of the reply topic, so that no reply to a request sent afterwards is missed.
+
+    Args:
+        bootstrap_servers: Kafka brokers, ``host:port[,host:port...]``.
+        requests_topic: The topic the worker consumes requests from. It must exist.
+        reply_topic: The topic replies are read from, named in each request (``reply_to``); None: the worker's
+            default, ``<requests_topic>.replies``. It must exist.
+        timeout_s: How long a request waits for its reply in all, its resends included.
+        retries: How many times a request is sent again, with the same id, within ``timeout_s`` when no reply
+            came.
+        security: How to reach a secured cluster (TLS, SASL); ``KafkaSecurity.from_sources()`` reads the
+            conventional ``KAFKA_SECURITY_*``, ``KAFKA_SASL_*`` and ``KAFKA_SSL_*`` variables.
+        read_committed: Read only replies of committed transactions. Set it when the workers run
+            ``--delivery exactly-once``, so that a reply of an aborted transaction (which the worker sends
+            again) is never taken for the answer.
+        kafka_client: The client library: ``kafka-python``, or ``confluent`` (confluent-kafka, the
+            ``confluent`` extra: far less CPU per request). The connection check is kafka-python's on either.
+        connect_timeout_s: How long the constructor waits for a broker that takes the connection but does not
+            answer, or for the requests topic's metadata.
+        formats: How requests are written: the wire contract's JSON by default; ``Formats.from_sources()``
+            reads ``STREAMSCORE_REQUEST_FORMAT`` and the ``SCHEMA_REGISTRY_*`` variables for registry-framed
+            Avro, Protobuf or JSON Schema requests. Replies are read as they come: JSON, or registry-framed
+            when ``formats`` names a registry (a worker run with ``--reply-format``).
+        request_schema: With a registry format, the request schema's text, registered under
+            ``<requests_topic>-value`` at construction (None: worker/formats/requests.py's default schema).
+        properties: Kafka client properties by Java name for the producer of requests and the reader of
+            replies (``KafkaProperties`` of worker/core/kafka_properties.py).
+
+    Raises:
+        ValueError: ``timeout_s`` or ``connect_timeout_s`` is not above 0, or ``retries`` is below 0.
+        ConfigError: ``kafka_client`` is unknown or not installed, a property is refused, or the broker
+            refused the connection's security settings or credentials (the message says what was refused).
+        LookupError: The requests topic or the reply topic does not exist.
+        ServiceUnavailable: No broker answered: at once when the connection is refused, after
+            ``connect_timeout_s`` when a broker takes it but does not answer or the producer gets no metadata
+            for the requests topic.
+        WorkerError: With a registry format, what registering the request schema raises (SchemaRefused,
+            RegistryUnavailable, ...).
+
+    Attributes:
+        requests_topic: The topic requests are sent to.
+        reply_topic: The topic replies are read from.
+        timeout_s: The default whole wait of a request, resends included.
+        retries: The default number of resends of a request.
     """
 
     def __init__(self, bootstrap_servers: str, requests_topic: str, reply_topic: str | None = None, *,
@@ -181,24 +231,35 @@ class ScoringClient:
     def submit(self, inputs: Any, request_id: str | None = None, deadline_ms: int | None = None,
                timeout_s: float | None = None, *, model: str | None = None,
                model_version: str | None = None) -> Future[Reply]:
-        """Send a request without waiting (no flush); the future resolves to its reply.
+        """Send a request without waiting for its reply (and without a flush).
 
-        ``model`` names the served model to answer it (None: the worker's
-        default, or its requests topic's), ``model_version`` one version of it
-        (None: the model's canary split, if it has one, picks by the id). The
-        reply's ``model`` and ``model_version`` say which answered; a model or
-        version the worker does not serve is answered with an error reply,
-        code ``unknown_model``, listing those it serves.
+        Submitting an id that is in flight sends it again and returns the same
+        future; one given up on (its future cancelled, say) is a new request.
+        Blocks, at most for the timeout, only while the producer's buffer is
+        full or kafka-python has no metadata for the requests topic (fetched at
+        construction). Cancelling the future forgets the request: a reply that
+        comes for it later is dropped and counted in ``late_replies``.
 
-        The future raises ReplyTimeout when no reply came within the timeout
-        or the request could not be sent in that time, or the error of a failed
-        send. Submitting an id that is in flight sends it again and returns the
-        same future; one given up on (its future cancelled, say) is a new
-        request. Blocks, at most for the timeout, only while the producer's
-        buffer is full or kafka-python has no metadata for the requests topic
-        (fetched at construction). Cancelling the future forgets the request.
-        Raises RuntimeError after ``close()``, and a send refused at once (a
-        record too large) as it comes.
+        Args:
+            inputs: The request's ``inputs``: whatever JSON value the served model takes.
+            request_id: The request id (None: a fresh one). Reuse an id to retry safely.
+            deadline_ms: Epoch milliseconds after which the worker answers ``expired`` instead of scoring
+                (None: no deadline).
+            timeout_s: The whole wait for the reply, resends included (None: the client's ``timeout_s``).
+            model: The served model to answer it (None: the worker's default, or its requests topic's). A model
+                the worker does not serve is answered with an error reply, code ``unknown_model``, listing
+                those it serves.
+            model_version: One version of ``model`` (None: the model's canary split, if it has one, picks by the
+                id). The reply's ``model`` and ``model_version`` say which answered.
+
+        Returns:
+            A ``concurrent.futures.Future`` of the reply (a dict). It raises ReplyTimeout when no reply came
+                within the timeout or the request could not be sent in that time, or the error of a failed send
+                (kafka-python's ``KafkaError``, confluent-kafka's ``KafkaException``).
+
+        Raises:
+            RuntimeError: The client is closed, or its reply reader failed.
+            Exception: A send refused at once (a record too large), as the Kafka client raised it.
         """
         if self._closing.is_set():
             raise RuntimeError(f"the client is closed{self._why_closed()}")
@@ -227,10 +288,25 @@ class ScoringClient:
     def score(self, inputs: Any, request_id: str | None = None, timeout_s: float | None = None,
               deadline_ms: int | None = None, *, model: str | None = None,
               model_version: str | None = None) -> Reply:
-        """Send a request and block for its reply (a dict), at most ``timeout_s`` and a fraction of a second.
+        """Send a request and block for its reply, at most ``timeout_s`` and a fraction of a second.
 
-        ``model`` and ``model_version`` say which served model answers (see ``submit``). Raises ReplyTimeout
-        (no reply, or the request could not be sent in time), or the send's error.
+        Args:
+            inputs: The request's ``inputs``: whatever JSON value the served model takes.
+            request_id: The request id (None: a fresh one). Reuse an id to retry safely.
+            timeout_s: The whole wait for the reply, resends included (None: the client's ``timeout_s``).
+            deadline_ms: Epoch milliseconds after which the worker answers ``expired`` instead of scoring
+                (None: no deadline).
+            model: The served model to answer it (see ``submit``).
+            model_version: One version of ``model`` (see ``submit``).
+
+        Returns:
+            The reply as a dict: ``status`` ``ok`` with ``outputs``, or an error reply (``error``, ``expired``)
+                with ``error.code``; the wire contract's reply.
+
+        Raises:
+            ReplyTimeout: No reply came, or the request could not be sent, within the timeout.
+            RuntimeError: The client is closed, or its reply reader failed.
+            Exception: The send's error (kafka-python's ``KafkaError``, confluent-kafka's ``KafkaException``).
         """
         timeout_s = timeout_s or self.timeout_s
         request_id = request_id or new_request_id()
@@ -246,12 +322,24 @@ class ScoringClient:
 
     def score_many(self, items: Iterable[Any], *, max_in_flight: int = 1000,
                    timeout_s: float | None = None) -> Iterator[ScoreResult]:
-        """Score every item (inputs, or a ClientRequest), yielding results as replies come.
+        """Score every item, yielding results in the order replies come.
 
-        At most ``max_in_flight`` requests wait for replies at once; ``items``
-        is read lazily, only as fast as replies come. A timeout or failure is
-        a result with ``error`` set, never an exception, so one bad request
-        does not end the stream.
+        ``items`` is read lazily, only as fast as replies come. A timeout or
+        failure is a result with ``error`` set, never an exception, so one bad
+        request does not end the stream. Stopping the iteration early abandons
+        the requests still waiting (no more resends).
+
+        Args:
+            items: Each request's ``inputs``, or a ClientRequest for one with its own id, deadline or model.
+            max_in_flight: How many requests may wait for their replies at once.
+            timeout_s: Each request's whole wait (None: the client's ``timeout_s``).
+
+        Yields:
+            One ScoreResult per item; its ``index`` is the item's position in ``items``.
+
+        Raises:
+            ValueError: ``max_in_flight`` is below 1.
+            RuntimeError: The client is closed, or its reply reader failed.
         """
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
@@ -278,7 +366,14 @@ class ScoringClient:
         return request_id
 
     def abandon(self, request_ids: Iterable[str]) -> None:
-        """Stop waiting for these requests (no more resends) and cancel their futures, which forgets them."""
+        """Stop waiting for these requests (no more resends) and cancel their futures, which forgets them.
+
+        Ids not in flight are ignored. A reply that comes later for one of them is dropped and counted in
+        ``late_replies``.
+
+        Args:
+            request_ids: The ids of requests sent by ``submit``, ``score`` or ``score_many``.
+        """
         with self._lock:
             abandoned = [p.waiter for p in (self._inflight.get(i) for i in request_ids) if p is not None]
         for waiter in abandoned:
@@ -287,9 +382,15 @@ class ScoringClient:
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> int:
         """Stop reading replies, cancel the futures still waiting, close the Kafka clients. Idempotent.
 
-        Gives the producer what is left of ``timeout_s`` (1 s) to deliver the requests sent, then drops the
-        rest: returns how many requests were not sent (0 when the broker took all; logged as
-        ``requests_not_sent`` otherwise). Returns within about ``timeout_s`` even when no broker answers.
+        Returns within about ``timeout_s`` even when no broker answers.
+
+        Args:
+            timeout_s: How long to wait in all: the reply reader's stop, then the producer's delivery of the
+                requests sent (what is left of it); the rest is dropped.
+
+        Returns:
+            How many requests were not sent: 0 when the broker took all (logged as ``requests_not_sent``
+                otherwise), and 0 on a client already closed.
         """
         if self._closed:
             return 0

@@ -40,7 +40,12 @@ _ROUTING_FIELDS = ("model", "model_version")
 
 @dataclass(frozen=True)
 class BadLine:
-    """A line of an input file that is not a request; it is skipped and reported."""
+    """A line of an input file that is not a request; it is skipped and reported, never sent.
+
+    Attributes:
+        where: The file and line, ``path:number``.
+        reason: Why it is not a request.
+    """
 
     where: str  # file:line
     reason: str
@@ -48,6 +53,19 @@ class BadLine:
 
 @dataclass
 class SendSummary:
+    """What ``send_requests`` did.
+
+    Attributes:
+        sent: Requests the broker acknowledged.
+        failed: Requests the broker refused, or that could not be delivered.
+        skipped: The BadLine items, and requests without the ``key_field`` to key them by, in input order.
+        seconds: How long sending took, the waits for acknowledgements included.
+        partitions: Acknowledged requests per partition.
+        first_error: The first send error, when a send failed.
+        sent_at_ms: Request id to the wall-clock time (epoch ms) it was handed to the producer; empty unless
+            ``record_send_times``.
+    """
+
     sent: int = 0  # acknowledged by the broker
     failed: int = 0
     skipped: list[BadLine] = field(default_factory=list)
@@ -58,12 +76,33 @@ class SendSummary:
 
     @property
     def rate(self) -> float:
+        """Acknowledged requests per second (0.0 when no time passed)."""
         return self.sent / self.seconds if self.seconds else 0.0
 
 
 def requests_from_file(path: Path, fmt: str | None = None, key_field: str | None = None,
                        assign_ids: bool = True) -> Iterator[RequestBody | BadLine]:
-    """Requests from a JSONL or CSV file (``fmt``: jsonl or csv; default: by the file's suffix)."""
+    """Request bodies from a JSONL or CSV file, read lazily, for ``send_requests``.
+
+    JSONL: one request object per line (``inputs``, optional ``id``, ``reply_to``, ``deadline_ms``, ``model``,
+    ``model_version``). CSV: a header row, then an ``inputs`` column holding JSON (a cell that is not JSON is
+    taken as text), or else every column but those and ``key_field`` as the numbers of the input vector, in
+    column order. Blank lines are skipped.
+
+    Args:
+        path: The file.
+        fmt: ``jsonl`` or ``csv`` (None: by the suffix: ``.jsonl``, ``.ndjson``, ``.json`` or ``.csv``).
+        key_field: CSV only: a column that keys the records (see ``send_requests``), kept in the request body
+            rather than read as a number.
+        assign_ids: Give a request without an id a fresh one.
+
+    Returns:
+        An iterator of request bodies (dicts), with a BadLine in place of each line that is not a request.
+            Reading it raises OSError when the file cannot be read.
+
+    Raises:
+        ValueError: The format is unknown, or cannot be told from the suffix (Parquet is refused).
+    """
     fmt = fmt or _format_of(path)
     if fmt == "jsonl":
         return requests_from_jsonl(path, assign_ids)
@@ -166,16 +205,38 @@ def send_requests(bootstrap_servers: str, topic: str, requests: Iterable[Request
                   properties: KafkaProperties = KafkaProperties()) -> SendSummary:
     """Send each request to ``topic``; blocks until the broker acknowledged or refused every one.
 
-    The record key is the request id (``keyed``), the request's ``key_field``
-    (records with the same value go to the same partition, in order, on
-    either ``kafka_client``), or none. ``rate`` caps requests per second (for
-    load tests). BadLine items are counted as skipped. Raises the first send
-    error (KafkaError, or confluent-kafka's KafkaException) if a send failed,
-    unless ``raise_on_failure`` is False (then see ``failed``, ``first_error``). ``encode`` writes each
-    request's value (worker/formats/requests.py: JSON, or registry-framed Avro / JSON Schema). ``model`` and
-    ``model_version`` name the served model to answer the requests that name neither themselves (None: the
-    worker's default, or its topic's; a model's canary split when no version is named). ``properties``: the
-    producer's properties by Java name (``compression.type``, ``linger.ms``: worker/core/kafka_properties.py).
+    Waits for no reply: read them with ``python -m producer collect``, or send with ScoringClient.
+
+    Args:
+        bootstrap_servers: Kafka brokers, ``host:port[,host:port...]``.
+        topic: The requests topic.
+        requests: Request bodies (dicts with ``inputs`` and ``id``, optional ``reply_to``, ``deadline_ms``,
+            ``model``, ``model_version``), as ``requests_from_file`` reads them; BadLine items are counted as
+            skipped.
+        total: How many requests there are, for the progress bar (None: unknown).
+        rate: At most this many requests per second, on average (None: as fast as possible; for load tests).
+        keyed: Key each record by its request id; False: no key (unless ``key_field``).
+        key_field: Key each record by this field of its request instead: records with the same value go to the
+            same partition, in order, on either ``kafka_client``. A request without it is skipped.
+        progress: Show a progress bar on stderr.
+        record_send_times: Fill ``SendSummary.sent_at_ms``.
+        raise_on_failure: Raise the first send error if a send failed; False: see ``failed`` and
+            ``first_error`` in the summary instead.
+        security: How to reach a secured cluster (TLS, SASL).
+        kafka_client: The client library: ``kafka-python`` or ``confluent``.
+        encode: Writes each request's value: the wire contract's JSON by default, or ``request_encoder(formats,
+            topic)``'s registry-framed Avro, Protobuf or JSON Schema.
+        model: The served model to answer the requests that name neither a model nor a version themselves
+            (None: the worker's default, or its topic's).
+        model_version: The version of ``model`` for those requests (None: the model's canary split, if any).
+        properties: The producer's properties by Java name (``compression.type``, ``linger.ms``).
+
+    Returns:
+        What was sent, refused and skipped.
+
+    Raises:
+        Exception: The first send error (kafka-python's ``KafkaError``, confluent-kafka's ``KafkaException``),
+            when a send failed and ``raise_on_failure`` is True.
     """
     producer = open_publisher(kafka_client, bootstrap_servers, security, linger_ms=5, batch_bytes=BATCH_BYTES,
                               properties=properties)

@@ -15,11 +15,26 @@ from worker.kafka.metadata import wait_for_partitions
 
 def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: float = 30.0, *,
                   security: KafkaSecurity = PLAINTEXT, replication: int = 1) -> list[str]:
-    """Create each topic with its partition count and ``replication`` copies; returns those created.
+    """Create each topic with its partition count and ``replication`` copies.
 
-    Topics that exist already are left as they are. Returns once clients see
-    every created topic with all its partitions in their metadata (a topic
-    just created may not be there yet), or raises TimeoutError after ``wait_s``.
+    Topics that exist already are left as they are (their partition count is
+    not checked). Returns once clients see every created topic with all its
+    partitions in their metadata: a topic just created may not be there yet.
+
+    Args:
+        bootstrap_servers: Kafka brokers, ``host:port[,host:port...]``.
+        partitions: Topic name to its number of partitions.
+        wait_s: How long to wait for the created topics to be visible.
+        security: How to reach a secured cluster (TLS, SASL).
+        replication: The replication factor of each created topic.
+
+    Returns:
+        The names of the topics created, in the order of ``partitions``.
+
+    Raises:
+        TimeoutError: The created topics are not all visible after ``wait_s``.
+        KafkaError: The broker refused to create a topic (kafka-python's error, a replication factor above
+            the number of brokers, say).
     """
     admin = KafkaAdminClient(**client_config(bootstrap_servers, security), client_id="streamscore-admin")
     try:

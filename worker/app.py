@@ -104,8 +104,21 @@ def build_runner(settings: Settings, entry: ModelEntry | None = None) -> TorchRu
 
 
 def build_one_model(settings: Settings) -> TorchRunner:
-    """The one model score-file and inspect-model serve: the ``model`` setting's, or the configuration file's model
-    that Settings.only_model kept, its replies carrying its name and its table's ``version`` (as the stream's)."""
+    """The one model score-file and inspect-model serve, loaded and warm.
+
+    Args:
+        settings: the worker's settings (``Settings.from_sources``, or ``worker.ray_data.scoring_settings``): the
+            ``model`` setting's model, or the configuration file's model that ``Settings.only_model`` kept.
+
+    Returns:
+        The runner that ``score_table`` and ``score_file`` take; its replies carry the model's name and its
+        table's ``version``, as the stream's do.
+
+    Raises:
+        ConfigError: amp on a device it does not suit, or a poll's worth of batches that would not fit in
+            ``max_poll_interval_ms`` at the speed measured in the warm-up.
+        ModelError: a model that cannot be found, read or loaded, or that fails its warm-up batch.
+    """
     entries = settings.models.entries
     runner = build_runner(settings, entries[0] if entries else None)
     if entries:

@@ -34,10 +34,24 @@ from worker.jobs.table_scoring import score_table
 class ScoreBatches:
     """A ``map_batches`` callable class: each call scores a pyarrow batch of request rows into its reply rows.
 
-    Built once per actor: loads and warms the model of ``settings`` (``scoring_settings``), raising what
-    score-file raises for it (ConfigError, ModelError). Each call blocks while the model runs; one call at a
-    time (Ray's default for a class). Returns a pyarrow table of as many rows as the batch, in its order
-    (worker.jobs.table_scoring). ConfigError for a batch that is not pyarrow, or has no string ``id`` column.
+    Pass the class, not an instance, to ``Dataset.map_batches``, with ``fn_constructor_kwargs={"settings":
+    settings}`` and ``batch_format="pyarrow"``. Ray builds one per actor: the constructor loads and warms the
+    model, as score-file does.
+
+    Calling an instance, ``scorer(batch)``, takes a ``pyarrow.Table`` or ``RecordBatch`` of request rows, as
+    score-file reads them (``id``; ``inputs`` as JSON text, a list or a struct, or field columns; optional
+    ``deadline_ms`` and ``reply_to``), and returns a ``pyarrow.Table`` of its reply rows, one per row and in the
+    same order, with score-file's reply columns (``score_table``). It blocks while the model runs; one call at
+    a time (Ray's default for a class). It raises ConfigError for a batch that is not pyarrow (numpy and pandas
+    batches turn a null ``deadline_ms`` into NaN) or has no string ``id`` column, and what the model raises
+    (ModelError).
+
+    Args:
+        settings: What to score with, from ``scoring_settings`` on the driver.
+
+    Raises:
+        ConfigError: A setting does not fit this machine or the model (what score-file refuses).
+        ModelError: The model cannot be loaded, or fails its warmup batch.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -47,6 +61,7 @@ class ScoreBatches:
         self._batching = settings.batching
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        """The reply rows of ``batch``, one per row, in its order (see the class docstring)."""
         if not isinstance(batch, (pa.Table, pa.RecordBatch)):
             raise ConfigError(f"ScoreBatches takes pyarrow batches, got {type(batch).__module__}."
                               f"{type(batch).__name__}: pass batch_format=\"pyarrow\" to map_batches (numpy and "
@@ -60,11 +75,24 @@ class _Refusing(argparse.ArgumentParser):
 
 
 def scoring_settings(flags: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> Settings:
-    """The settings ``score-file --model ... FLAGS`` would score with: ``flags`` are score-file's setting flags
-    (``--model``, ``--model-config``, ``--weights``, ``--max-batch-size``, ``--config``, ...), over the
-    ``STREAMSCORE_*`` variables of ``environ`` (this process's by default), and of a configuration file's
-    models the one ``--model`` names, less the services' credentials (``for_actors``). ConfigError naming the
-    flag or variable for a bad or unknown one."""
+    """The settings ``score-file --model ... FLAGS`` would score with, for ``ScoreBatches``.
+
+    Read on the driver and checked at once, so that a bad setting fails before Ray starts an actor. Of a
+    configuration file's models, only the one ``--model`` names (or the file's default) is kept. The Kafka
+    security settings and the Redis URL are left out: scoring never uses them, and the settings travel pickled
+    through Ray's object store.
+
+    Args:
+        flags: score-file's setting flags (``--model``, ``--model-config``, ``--weights``,
+            ``--max-batch-size``, ``--max-batch-tokens``, ``--config``, ...), as on its command line.
+        environ: The ``STREAMSCORE_*`` variables under the flags (None: this process's environment).
+
+    Returns:
+        The settings, to pass to ``ScoreBatches`` as its ``settings``.
+
+    Raises:
+        ConfigError: A flag or variable is unknown or has a bad value (the message names it).
+    """
     parser = _Refusing(prog="scoring_settings", add_help=False)
     add_flags(parser, FILE_JOB_SECTIONS)
     args = parser.parse_args(list(flags))

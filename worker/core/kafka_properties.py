@@ -130,6 +130,7 @@ class KafkaProperties:
                 "in --config, a [kafka.producer] table"})
 
     def of(self, role: Role) -> dict[str, str]:
+        """The properties of ``role`` ("consumer" or "producer") as a dict of Java name to value, as given."""
         return dict(self.consumer if role == "consumer" else self.producer)
 
     def value(self, role: Role, name: str) -> Any:

@@ -63,7 +63,36 @@ def _option(default: Any, env: str, help: str) -> Any:
 
 @dataclass(frozen=True)
 class KafkaSecurity:
-    """Transport security and authentication towards the brokers. Raises ConfigError when inconsistent."""
+    """Transport security and authentication towards the brokers: TLS, mutual TLS, SASL.
+
+    The default is PLAINTEXT (no TLS, no authentication). Build one from the conventional environment variables
+    with ``from_sources()``, or give the fields. ``repr`` and logs never show the password: it is held in a
+    ``Secret``. Construction checks that the fields fit together and that the named files exist and are readable.
+
+    Attributes:
+        protocol: ``PLAINTEXT``, ``SSL`` (TLS; mutual TLS with a client certificate), ``SASL_PLAINTEXT`` or
+            ``SASL_SSL`` (``KAFKA_SECURITY_PROTOCOL``); case does not matter.
+        sasl_mechanism: With ``SASL_*``: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``
+            (``KAFKA_SASL_MECHANISM``).
+        sasl_username: The SASL user, for PLAIN and SCRAM (``KAFKA_SASL_USERNAME``).
+        sasl_password: The SASL password, as a ``Secret`` (``KAFKA_SASL_PASSWORD``); prefer
+            ``sasl_password_file``.
+        sasl_password_file: A file holding the SASL password, read whenever a client connects, a trailing
+            newline ignored (``KAFKA_SASL_PASSWORD_FILE``).
+        sasl_oauth_token_file: OAUTHBEARER: a file holding the access token (a JWT), read again whenever it
+            changes (``KAFKA_SASL_OAUTH_TOKEN_FILE``).
+        ssl_cafile: A PEM file of the CAs that signed the brokers' certificates; empty: the system's trusted CAs
+            (``KAFKA_SSL_CAFILE``).
+        ssl_certfile: Mutual TLS: this client's certificate, PEM (``KAFKA_SSL_CERTFILE``).
+        ssl_keyfile: Mutual TLS: the certificate's private key, PEM, unencrypted (``KAFKA_SSL_KEYFILE``).
+        ssl_check_hostname: Check that each broker's certificate names the host connected to
+            (``KAFKA_SSL_CHECK_HOSTNAME``); False only to diagnose, never in production.
+
+    Raises:
+        ConfigError: The fields do not fit together (SASL settings without a SASL protocol, a mechanism without
+            its credentials, TLS files without TLS, a key without its certificate), or a named file does not
+            exist or is not readable. The message names the variable to fix.
+    """
 
     protocol: str = _option("PLAINTEXT", "KAFKA_SECURITY_PROTOCOL", "PLAINTEXT, SSL (TLS; mutual TLS with a client "
                             "certificate), SASL_PLAINTEXT or SASL_SSL (default: PLAINTEXT)")
@@ -93,10 +122,12 @@ class KafkaSecurity:
 
     @property
     def uses_ssl(self) -> bool:
+        """The connection is TLS: ``SSL`` or ``SASL_SSL``."""
         return self.protocol in ("SSL", "SASL_SSL")
 
     @property
     def uses_sasl(self) -> bool:
+        """The client authenticates with SASL: ``SASL_PLAINTEXT`` or ``SASL_SSL``."""
         return self.protocol.startswith("SASL_")
 
     def password(self) -> str:
@@ -118,7 +149,19 @@ class KafkaSecurity:
     @classmethod
     def from_sources(cls, args: argparse.Namespace | None = None,
                      environ: Mapping[str, str] | None = None) -> KafkaSecurity:
-        """Defaults, overridden by environment variables, overridden by flags (``add_security_flags``)."""
+        """Defaults, overridden by environment variables, overridden by flags (``add_security_flags``).
+
+        Args:
+            args: Parsed command-line flags (``--kafka-security-protocol``, ...); None: none.
+            environ: The variables (None: this process's environment).
+
+        Returns:
+            The security settings.
+
+        Raises:
+            ConfigError: A ``KAFKA_SASL_*``, ``KAFKA_SSL_*`` or ``KAFKA_SECURITY_*`` variable is unknown (a typo),
+                a value is malformed, or the settings do not fit together.
+        """
         environ = os.environ if environ is None else environ
         refuse_unknown(environ, OWN_PREFIXES, [f.metadata["env"] for f in fields(KafkaSecurity)], "Kafka security")
         values: dict[str, Any] = {}

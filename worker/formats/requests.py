@@ -70,11 +70,25 @@ DEFAULT_SCHEMAS = {"avro": DEFAULT_AVRO_SCHEMA, "json-schema": DEFAULT_JSON_SCHE
 
 
 def request_encoder(formats: Formats, topic: str, schema: str | None = None, register: bool = True) -> RequestEncode:
-    """How to write requests to ``topic``, in its format (``formats.format_of``). For a framed one, registers
-    ``schema`` (default: DEFAULT_SCHEMAS) under its subject now, or only looks it up (``register``
-    False). Raises ConfigError, SchemaRefused,
-    SchemaNotFound (looked up and absent), RegistryUnavailable. The encoder raises ConfigError for a request
-    that names a model when the Avro schema has no field for it (Avro would leave it out unsaid)."""
+    """How to write requests to ``topic``, in its format (``formats.format_of``).
+
+    Args:
+        formats: the request formats and the schema registry.
+        topic: the requests topic written to.
+        schema: the schema of a registry-framed format (default: the built-in one of that format).
+        register: register ``schema`` under its subject now; False: only look it up (read-only credentials).
+
+    Returns:
+        A function with ``encode_request``'s parameters (inputs, request id, ``reply_to``, ``deadline_ms``,
+        ``model``, ``model_version``) that returns the record value's bytes. It raises ConfigError for a request that
+        names a model when the Avro schema has no field for it (Avro would leave it out unsaid).
+
+    Raises:
+        ConfigError: the format's extra is not installed, or the settings do not fit together.
+        SchemaRefused: the registry refused the schema.
+        SchemaNotFound: looked up (``register`` False) and not registered.
+        RegistryUnavailable: the registry does not answer.
+    """
     request_format = formats.format_of(topic)
     if request_format == "json":
         return encode_request

@@ -65,17 +65,37 @@ class _FileAnswers:
 def score_file(runner: ModelRunner, source: Path, target: Path, batching: BatchingSettings, progress: bool = True,
                chunk_rows: int = 10_000, *, stop: Callable[[], bool] = lambda: False,
                clock: Clock | None = None) -> FileSummary:
-    """Score every request of ``source`` into ``target`` with the limits of ``batching``.
+    """Score every request of ``source`` into ``target``: ``python -m worker score-file``'s job.
 
-    Formats follow the suffixes (worker.jobs.tables); ``chunk_rows`` Parquet
-    rows are read, and written as one row group, at a time. A request whose
-    ``deadline_ms`` has passed on ``clock`` (the system's by default) when
-    its batch is scored is answered ``expired``, as the stream does. Blocks until
-    done, or until ``stop()`` is true: it is asked before each request and
-    each batch, and once more before the outputs are published. Raises
-    ScoringStopped then; ConfigError for what ``check_files`` refuses or a
-    token budget the model cannot cost; OSError for file problems. Whatever
-    it raises, the outputs are left as they were.
+    Each output line or row is the reply the streaming worker would publish
+    for the request in the same place, in input order. Requests without a
+    readable id go to ``<target>.deadletter.jsonl`` (``dead_letter_path``);
+    with none, an earlier run's dead-letter file there is removed. Both
+    outputs are written beside their paths and renamed onto them once every
+    request is answered: whatever this raises, the outputs are left as they
+    were. Blocks until done, or until ``stop()`` is true.
+
+    Args:
+        runner: The loaded model: ``build_one_model(settings)`` builds the one score-file would.
+        source: The requests: a ``.jsonl`` (or ``.ndjson``) or ``.parquet`` file, by its suffix.
+        target: Where the replies go: a ``.jsonl`` (or ``.ndjson``) or ``.parquet`` file, by its suffix.
+        batching: The batching settings (``settings.batching``): the stream's batch size and token limits
+            hold here too.
+        progress: Show a progress bar on stderr (for JSONL, this costs a pass over the file to count it).
+        chunk_rows: Parquet rows read, and written as one row group, at a time.
+        stop: Asked before each request and each batch, and once more before the outputs are published: when
+            it returns True, the run stops.
+        clock: The clock a request's ``deadline_ms`` is compared with when its batch is scored (None: the
+            system's); a passed deadline is answered ``expired``, as the stream does.
+
+    Returns:
+        How many requests were read and answered, by status.
+
+    Raises:
+        ScoringStopped: ``stop()`` returned True; no output was written.
+        ConfigError: What ``check_files`` refuses, or a token budget the model cannot cost.
+        ModelError: What the runner raises, as it is.
+        OSError: A file cannot be read or written.
     """
     check_files(source, target, chunk_rows)
     known = progress or file_format(source) == "parquet"  # a JSONL total costs a pass over the file
@@ -122,10 +142,20 @@ def score_records(runner: ModelRunner, records: Iterable[tuple[int, RawRecord]],
 
 
 def check_files(source: Path, target: Path, chunk_rows: int = 10_000) -> None:
-    """ConfigError for files ``score_file`` would refuse, before either is touched: an unknown suffix, a
-    ``chunk_rows`` below 1, an output (or its dead-letter file) that is the input, an output directory that
-    does not exist, a Parquet input that is not Parquet or has no string ``id`` column. Cheap: reads no
-    request (a Parquet footer only)."""
+    """Refuse the files ``score_file`` would refuse, before either is touched (and before a model loads).
+
+    Cheap: reads no request (of a Parquet input, its footer only).
+
+    Args:
+        source: The requests file, as ``score_file`` takes it.
+        target: The replies file, as ``score_file`` takes it.
+        chunk_rows: As ``score_file`` takes it.
+
+    Raises:
+        ConfigError: An unknown suffix, a ``chunk_rows`` below 1, an output (or its dead-letter file) that is
+            the input, an output directory that does not exist, or a Parquet input that is not Parquet or has
+            no string ``id`` column.
+    """
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     for path in (source, target):

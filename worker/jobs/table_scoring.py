@@ -37,12 +37,31 @@ TABLE_REPLY_SCHEMA = REPLY_SCHEMA.set(0, pa.field("id", pa.string(), nullable=Tr
 
 def score_table(runner: ModelRunner, batching: BatchingSettings, requests: pa.Table | pa.RecordBatch,
                 clock: Clock | None = None) -> pa.Table:
-    """The reply rows of ``requests``, one per row and in its order, scored by ``runner`` under ``batching``.
+    """The reply rows of a table of request rows, one per row and in its order: score-file's pass, in memory.
 
-    The model batches are the stream's (``max_batch_size``, ``max_batch_tokens``), cut within this table
-    only; a ``deadline_ms`` passed on ``clock`` (the system's) when its batch is scored is answered
-    ``expired``. Blocks while the model runs. ConfigError when ``requests`` has no string ``id`` column (as
-    score-file refuses such a file); what the runner raises (ModelError) as it is.
+    Each row is decoded as score-file decodes a Parquet row, and scored in the
+    stream's model batches (``max_batch_size``, ``max_batch_tokens``), cut
+    within this table only. A row without a usable id (null, empty, too long,
+    a request that is not JSON) keeps its place as a reply row with status
+    ``dead_letter``, its ``id`` cell as it was and no ``outputs``: no row is
+    dropped. Blocks while the model runs. Needs no Ray: ``ScoreBatches`` calls
+    it for each Ray Data batch.
+
+    Args:
+        runner: The loaded model: ``build_one_model(settings)`` builds the one score-file would.
+        batching: The batching settings (``settings.batching``).
+        requests: Request rows: ``id``; ``inputs`` as JSON text, a list or a struct, or else one column per
+            field of ``inputs``; optional ``deadline_ms`` and ``reply_to``.
+        clock: The clock a request's ``deadline_ms`` is compared with when its batch is scored (None: the
+            system's); a passed deadline is answered ``expired``.
+
+    Returns:
+        The reply rows (``TABLE_REPLY_SCHEMA``): ``id``, ``status``, ``outputs`` as JSON text, ``error_code``,
+            ``error_message``, ``model``, ``model_version``.
+
+    Raises:
+        ConfigError: ``requests`` has no string ``id`` column (as score-file refuses such a file).
+        ModelError: What the runner raises, as it is.
     """
     require_id_column("a batch of request rows", requests.schema, "scoring", "the batch's")
     answers = _ReplyColumns(requests.column("id").to_pylist(), runner.name, runner.version)

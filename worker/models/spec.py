@@ -51,24 +51,48 @@ MAX_MAGNITUDE = 1e30
 
 @dataclass(frozen=True)
 class ModelInput:
-    """One collated batch: the positional and keyword arguments of the model's ``forward``."""
+    """One collated batch: the positional and keyword arguments of the model's ``forward``.
+
+    What ``Servable.collate`` returns when ``forward`` takes more than one tensor. Each tensor's first
+    dimension is the batch.
+
+    Attributes:
+        args: The positional arguments, in order.
+        kwargs: The keyword arguments, by name.
+    """
 
     args: tuple[torch.Tensor, ...] = ()
     kwargs: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
     def of(cls, batch: torch.Tensor | ModelInput) -> ModelInput:
-        """A collated batch as arguments: one tensor is the only positional argument."""
+        """A collated batch as arguments: one tensor is the only positional argument.
+
+        Args:
+            batch: What ``collate`` returned.
+
+        Returns:
+            ``batch`` itself when it is a ModelInput, else a ModelInput with ``batch`` as its only argument.
+        """
         return batch if isinstance(batch, ModelInput) else cls((batch,))
 
     def to(self, device: torch.device, non_blocking: bool = False, pin: bool = False) -> ModelInput:
-        """Every tensor on ``device``; ``pin`` copies through page-locked host memory first (CUDA only)."""
+        """Every tensor on ``device``.
+
+        Args:
+            device: Where the tensors go.
+            non_blocking: Copy without waiting, where torch can (from page-locked memory to CUDA).
+            pin: Copy each tensor into page-locked host memory first (CUDA only).
+
+        Returns:
+            A new ModelInput; this one is unchanged.
+        """
         def move(tensor: torch.Tensor) -> torch.Tensor:
             return (tensor.pin_memory() if pin else tensor).to(device, non_blocking=non_blocking)
         return ModelInput(tuple(move(t) for t in self.args), {k: move(t) for k, t in self.kwargs.items()})
 
     def shapes(self) -> list[str]:
-        """Each argument's shape and dtype, for messages."""
+        """Each argument's shape and dtype, for messages: ``(64, 16) float32``, keyword ones as ``name=...``."""
         def shape(tensor: torch.Tensor) -> str:
             return f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}"
         return [shape(t) for t in self.args] + [f"{name}={shape(t)}" for name, t in self.kwargs.items()]
@@ -293,7 +317,20 @@ class SequenceInputs:
 
 @dataclass(frozen=True)
 class Outputs:
-    """How an output row becomes a reply's ``outputs``: as it is, named, or labelled."""
+    """How an output row becomes a reply's ``outputs``: as it is, named, or labelled.
+
+    What a model config's ``[outputs]`` declares; a Servable may use one for its ``split``. Give ``names`` or
+    ``labels``, not both (a model config that gives both is refused); with neither, each item's ``outputs`` is
+    its output row as a list.
+
+    Attributes:
+        names: Names for the last dimension of each row: ``("churn_probability",)`` makes
+            ``{"churn_probability": 0.8}``.
+        labels: Class labels, one per value of a row: the reply is ``{"label": ..., "scores": {label: score}}``,
+            ``label`` the one with the highest score, ``scores`` highest first.
+        softmax: With ``labels``, turn each row of logits into probabilities first.
+        top_k: With ``labels``, keep only the ``top_k`` highest scores (None: all).
+    """
 
     names: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
@@ -301,6 +338,18 @@ class Outputs:
     top_k: int | None = None
 
     def split(self, output: Any) -> list[Any]:
+        """One reply ``outputs`` per row of ``output``, in order: ``Servable.split`` for a single-tensor output.
+
+        Args:
+            output: The model's output for a batch: one tensor whose first dimension is the batch.
+
+        Returns:
+            One value per row: a dict by ``names``, a label and its scores by ``labels``, or else the row as it
+                is (a number, or a list of them, nested as the tensor is).
+
+        Raises:
+            ModelError: ``output`` is not a tensor, or its rows do not have one value per name or label.
+        """
         if not isinstance(output, torch.Tensor):
             raise ModelError(f"the model returned {type(output).__name__}; a declared output spec needs one tensor")
         rows = output.reshape(output.shape[0], -1) if (self.names or self.labels) else output
@@ -325,6 +374,7 @@ class Outputs:
                              f"declares {wanted}")
 
     def describe(self) -> dict[str, Any]:
+        """The spec as ``inspect-model`` shows it: as a model config's ``outputs`` declares it, or ``{"as": ...}``."""
         if self.names:
             return {"names": list(self.names)}
         if self.labels:
