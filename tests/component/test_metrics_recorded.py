@@ -1,10 +1,12 @@
 """What the loop records for the metrics and probes, driven through the fake harness."""
 
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.component.harness import INPUTS, Harness
 from tests.component.test_dedup_outage import flaky_harness
+from tests.component.test_poison import VALUES, faulty_harness
 from tests.component.test_shutdown import slow_harness
 from worker.core.stats import ServedModel
 from worker.surface.metrics import metrics_registry
@@ -19,6 +21,13 @@ def sample(h: Harness, name: str, **labels: str) -> float:
             if s.name == name and s.labels == labels:
                 return s.value
     raise AssertionError(f"no sample {name}{labels} in:\n{text}")
+
+
+def counted_errors(h: Harness) -> dict[str, float]:
+    """streamscore_errors_total by code, from a scrape; codes counted and then taken back (0) left out."""
+    text = generate_latest(metrics_registry(h.worker.stats)).decode()
+    return {s.labels["code"]: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "streamscore_errors_total" and s.value}
 
 
 def test_batches_and_stages_are_recorded_per_batch_and_per_request():
@@ -113,3 +122,54 @@ def test_the_loop_notes_the_time_of_each_poll():
     assert h.worker.stats.last_iteration is None
     h.worker.step()  # an idle poll: the fake clock moves by its timeout
     assert h.worker.stats.last_iteration == h.clock.monotonic()
+
+
+# A reply its topic refuses for good goes down the ladder (worker/core/refusals.py): what finally leaves is
+# counted once, with the code it carries; what the topic refused is not counted (at-least-once: an aborted
+# transaction's sends are counted again, see the exactly-once test below).
+BIG = {"values": VALUES, "pad": 5000}  # scored ok, a reply of about 5 kB
+FAILS = {"values": VALUES, "fail_in": "forward"}  # the error reply model_error
+REFUSED_REPLY_CASES = {
+    # case: (inputs, reply topic max bytes, reply topic denied, dead-letter topic max bytes,
+    #        errors by code, (replies ok, replies error, dead letters))
+    "refused as too large: the error reply reply_too_large instead": (
+        BIG, 2000, False, None, {"reply_too_large": 1}, (0, 1, 0)),
+    "its reply_too_large refused too: the dead letter reply_refused": (
+        BIG, 200, False, None, {"reply_refused": 1}, (0, 0, 1)),
+    "denied: the dead letter reply_refused": (
+        BIG, None, True, None, {"reply_refused": 1}, (0, 0, 1)),
+    "an error reply denied: the dead letter reply_refused, not its model_error too": (
+        FAILS, None, True, None, {"reply_refused": 1}, (0, 0, 1)),
+    "denied, its dead letter refused too: sent again cut": (
+        BIG, None, True, 4500, {"reply_refused": 1, "dead_letter_refused": 1}, (0, 0, 1)),
+}
+
+
+@pytest.mark.parametrize(("inputs", "reply_max", "denied", "dlq_max", "errors", "sent"),
+                         list(REFUSED_REPLY_CASES.values()), ids=list(REFUSED_REPLY_CASES))
+def test_a_reply_its_topic_refuses_counts_once_as_what_replaced_it(inputs, reply_max, denied, dlq_max, errors,
+                                                                    sent):
+    h = faulty_harness()
+    if reply_max is not None:
+        h.sink.max_bytes["private"] = reply_max
+    if denied:
+        h.sink.denied_topics.add("private")
+    if dlq_max is not None:
+        h.sink.max_bytes["requests.dlq"] = dlq_max
+    h.source.produce({"id": "r", "inputs": inputs, "reply_to": "private"})
+    h.steps(10)
+    assert h.source.committed == {("requests", 0): 1}
+    assert counted_errors(h) == errors
+    assert (sample(h, "streamscore_replies_total", status="ok"), sample(h, "streamscore_replies_total", status="error"),
+            sample(h, "streamscore_dead_letters_total")) == sent
+
+
+def test_a_reply_refused_as_too_large_counts_once_as_reply_too_large_exactly_once_too():
+    h = faulty_harness(exactly_once=True)
+    h.sink.max_bytes["private"] = 2000
+    h.source.produce({"id": "big", "inputs": BIG, "reply_to": "private"})
+    h.steps(10)
+    (reply,) = [s.json() for s in h.sink.to("private")]
+    assert reply["error"]["code"] == "reply_too_large"
+    assert counted_errors(h) == {"reply_too_large": 1}
+

@@ -101,6 +101,12 @@ def encode_sendable(reply: Reply, encode: ReplyEncode = encode_reply) -> tuple[R
     return smaller, encode(smaller)
 
 
+def refused_as_too_large(reply: Reply, why: str) -> Reply:
+    """The error reply reply_too_large sent in place of ``reply``, which its topic refused as too large."""
+    return replace(reply, status="error", outputs=None, error_code=ERR_REPLY_TOO_LARGE,
+                   error_message=f"the reply was not delivered: {why} (larger than the topic's max.message.bytes)")
+
+
 def stage_timings(batch: list[Request], scored: Scored, submitted_ms: int) -> list[Timings]:
     """Each request's queue wait (produced to batched), batch wait (polled to scored) and its batch's compute,
     in ms."""
@@ -138,8 +144,8 @@ class Responder:
     def reject(self, record: InvalidRecord, claimed: bool = False) -> None:
         """An error reply when the record named its id, else a dead letter with its original bytes.
         ``claimed``: its id was claimed, and the reply releases the claim."""
-        self._stats.error_codes[record.code] += 1
         if record.request_id is None:
+            self._stats.error_codes[record.code] += 1
             if self._tracer is not None:
                 self._tracer.unscored("dead letter", None, record.traceparent, self._dead_letter_topic, record.code)
             refused = self._refusals.get(record.position) if self._refusals else None
@@ -189,8 +195,6 @@ class Responder:
 
     def _reply(self, request: Request, status: Status, outcome: Outcome, timings: Timings,
                batch_size: int) -> Reply:
-        if status != "ok":
-            self._stats.error_codes[outcome.error_code or status] += 1
         route = request.route or self._default
         return reply_to_request(request, status, outcome, route.model, route.version, timings, batch_size)
 
@@ -215,11 +219,12 @@ class Responder:
                 left.append(delivery)
                 continue
             position, done, sent = delivery.tag.position, delivery.tag.done, delivery.tag.sent
+            step = self._step(position, sent)
             refused = self._refused(position, sent, why, together)
             if not resend:
                 left.append(delivery)
                 continue
-            self._uncount(sent)
+            self._uncount(sent, step)
             if isinstance(sent, Reply):
                 self._send_at(refused, sent, done is not None)
             else:
@@ -231,7 +236,7 @@ class Responder:
     def _refused(self, position: Position, sent: Reply | InvalidRecord, why: str, together: bool) -> Refused:
         """Remember the refusal of what was sent for ``position``; returns where the record stands now."""
         before = self._refusals.get(position)
-        step = before.step if before else (REPLY if isinstance(sent, Reply) else DEAD_LETTER)
+        step = self._step(position, sent)
         topic = self._topic_of(sent, step)
         first_why = before.why if before else f"{topic} refused it for good: {why}"
         if together and not (before and before.alone):
@@ -246,12 +251,21 @@ class Responder:
                     f"({CUT_DEAD_LETTER_BYTES} bytes, keyed) of {position.token()}: {why}. Check the topic of "
                     "--dead-letter-topic: the worker's write permission (ACL), its max.message.bytes, its "
                     "cleanup.policy; exiting so that the record is consumed again")
-            self._stats.error_codes[ERR_REPLY_REFUSED if isinstance(sent, Reply) else "dead_letter_refused"] += 1
+            # Counted as what goes instead: at ERROR_REPLY, the error reply reply_too_large counts itself when sent.
+            if refused.step == DEAD_LETTER:  # a reply becomes the dead letter reply_refused
+                self._stats.error_codes[ERR_REPLY_REFUSED] += 1
+            elif refused.step > DEAD_LETTER:  # a dead letter goes again, cut
+                self._stats.error_codes["dead_letter_refused"] += 1
             log.warning("send_refused", source=position.token(), topic=topic, error=why,
                         next_try=_STEPS[refused.step],
                         advice=_ADVICE.get(why, "check the topic's configuration and the worker's ACLs"))
         self._refusals.remember(position, refused)
         return refused
+
+    def _step(self, position: Position, sent: Reply | InvalidRecord) -> int:
+        """The step of the ladder the record's last send was at."""
+        before = self._refusals.get(position)
+        return before.step if before else (REPLY if isinstance(sent, Reply) else DEAD_LETTER)
 
     def _topic_of(self, sent: Reply | InvalidRecord, step: int) -> str:
         if isinstance(sent, Reply) and step <= ERROR_REPLY:
@@ -273,10 +287,7 @@ class Responder:
         elif refused.step == REPLY:
             self._emit(reply, claimed, reply)
         elif refused.step == ERROR_REPLY:
-            smaller = replace(reply, status="error", outputs=None, error_code=ERR_REPLY_TOO_LARGE,
-                              error_message=f"the reply was not delivered: {refused.why} (larger than the "
-                                            "topic's max.message.bytes)")
-            self._emit(smaller, claimed, reply)
+            self._emit(refused_as_too_large(reply, refused.why), claimed, reply)
         else:
             _, value, _ = self._encode(reply)  # it was encoded once already, before its topic refused it
             record = InvalidRecord(reply.position, ERR_REPLY_REFUSED, f"the reply was not delivered: {refused.why}",
@@ -300,9 +311,7 @@ class Responder:
 
     def _emit(self, reply: Reply, claimed: bool, sent: Reply) -> None:
         reply, (key, value, headers) = encode_sendable(reply, self._encode)
-        if reply.error_code in (ERR_REPLY_TOO_LARGE, ERR_REPLY_UNENCODABLE):
-            self._stats.error_codes[reply.error_code] += 1
-        self._stats.record_reply(reply.model, reply.model_version, reply.status)
+        self._count(reply)
         # Only a scored answer is remembered; an error or expiry releases the
         # claim so that a corrected retry with the same id is scored.
         done = Completed(reply.id, value if reply.status == "ok" else None) if claimed else None
@@ -320,12 +329,22 @@ class Responder:
             key, value, headers = encode_dead_letter(record)
         self._sink.send(self._dead_letter_topic, key, value, headers, SendTag(record.position, done, sent))
 
-    def _uncount(self, sent: Reply | InvalidRecord) -> None:
-        """Take back what a refused send counted: its replacement counts itself."""
-        if isinstance(sent, InvalidRecord):
+    def _count(self, reply: Reply, count: int = 1) -> None:
+        """Count a reply sent, by status and, unless ok, by the error code it carries (``count`` -1: take back
+        one its topic refused). Every reply is counted here, once, as it was sent."""
+        self._stats.record_reply(reply.model, reply.model_version, reply.status, count)
+        if reply.status != "ok":
+            self._stats.error_codes[reply.error_code or reply.status] += count
+
+    def _uncount(self, sent: Reply | InvalidRecord, step: int) -> None:
+        """Take back what a refused send, made at ``step`` of the ladder, counted: its replacement counts
+        itself. A dead letter's code stays counted (a refused one counts dead_letter_refused on top)."""
+        if isinstance(sent, InvalidRecord) or step >= DEAD_LETTER:
             self._stats.dead_lettered -= 1
+        elif step == ERROR_REPLY:
+            self._count(refused_as_too_large(sent, ""), -1)
         else:
-            self._stats.record_reply(sent.model, sent.model_version, sent.status, -1)
+            self._count(encode_sendable(sent, self._encode)[0], -1)  # what _emit counted: it may have replaced it
 
 
 _STEPS = {ERROR_REPLY: "error reply reply_too_large", DEAD_LETTER: "dead letter",

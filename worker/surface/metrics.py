@@ -56,8 +56,10 @@ class StatsCollector(Collector):
         yield stages
         errors = CounterMetricFamily("streamscore_errors", "Error replies and dead letters, by code: the wire "
                                      "contract's error codes (docs/wire-contract.md; an expired reply's is "
-                                     "deadline_exceeded). A send its topic refused for good counts as reply_refused, "
-                                     "or dead_letter_refused for a dead letter (sent again cut).", labels=["code"])
+                                     "deadline_exceeded). A reply its topic refused for good counts as what was sent "
+                                     "instead: reply_too_large (refused as too large) or reply_refused (the dead "
+                                     "letter); a dead letter refused counts once more, as dead_letter_refused (sent "
+                                     "again cut).", labels=["code"])
         for code, count in sorted(s.error_codes.items()):
             errors.add_metric([code], count)
         yield errors
