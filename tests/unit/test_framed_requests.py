@@ -3,7 +3,9 @@ what is answered, what is dead-lettered and why, what waits while the registry i
 
 from __future__ import annotations
 
+import re
 import socket
+from pathlib import Path
 
 import orjson
 import pytest
@@ -12,6 +14,7 @@ from tests.fakes import FakeClock, routes_of
 from worker.core.errors import RegistryUnavailable, SchemaNotFound, SchemaRefused
 from worker.core.framing import frame
 from worker.core.messages import InvalidRecord, Position, RawRecord, Request
+from worker.core.wire import ERROR_CODES, SentAs
 from worker.formats import codecs
 from worker.formats.registry_client import RegistryClient
 from worker.formats.requests import DEFAULT_AVRO_SCHEMA
@@ -53,8 +56,8 @@ def record(value, offset=0, key=None, partition=0):
     return RawRecord(Position("requests", partition, offset), key, value, [], 0, 0.0)
 
 
-def decoder(registry, retries=2, renames=None):
-    return FramedRequests(registry, routes_of(lambda inputs: inputs), 1 << 20, renames or {}, retries)
+def decoder(registry, retries=2, renames=None, max_record_bytes=1 << 20):
+    return FramedRequests(registry, routes_of(lambda inputs: inputs), max_record_bytes, renames or {}, retries)
 
 
 def outcomes(decoded):
@@ -92,6 +95,37 @@ def test_what_cannot_be_decoded_is_a_dead_letter_with_its_schema_id_and_reason()
 def test_a_decoded_request_is_checked_as_json_is():
     decoded = decoder(StandInRegistry()).decode([record(avro("", [1.0]), key=b"from-key")], 0.0)
     assert outcomes(decoded) == [("invalid_id", None, "from-key")]  # an error reply, keyed by the record's key
+
+
+# What each failure of a framed record gets: an error reply to the id its key names (None: no key id, a dead
+# letter), or a dead letter whatever the key. docs/formats.md, "What is dead-lettered", says the same.
+ANSWERED = "error reply, or dead letter when the key is no request id"
+DEAD_LETTERED = "dead letter, even when the key is a request id"
+FAILURES = {
+    "empty_value": (None, ANSWERED),
+    "record_too_large": (b"\x00" * 101, ANSWERED),  # over the 100 bytes allowed below, framed or not
+    "not_framed": (b'{"id": "x", "inputs": []}', DEAD_LETTERED),
+    "unknown_schema": (frame(99, b"\x00"), DEAD_LETTERED),
+    "unusable_schema": (frame(PROTO_ID, b"\x00"), DEAD_LETTERED),
+    "invalid_payload": (frame(AVRO_ID, b"\xff\xff\xff"), DEAD_LETTERED),
+}
+
+
+@pytest.mark.parametrize("code", FAILURES)
+def test_a_failure_before_the_frame_is_answered_by_the_key_and_one_of_decoding_is_dead_lettered(code):
+    value, gets = FAILURES[code]
+    framed = decoder(StandInRegistry(), retries=0, max_record_bytes=100)  # retries=0: an unknown id is refused at once
+    keyed, keyless = framed.decode([record(value, 0, key=b"k-1"), record(value, 1)], 0.0)
+    answered_to = "k-1" if gets == ANSWERED else None
+    assert outcomes([keyed, keyless]) == [(code, keyed[1].schema_id, answered_to), (code, keyed[1].schema_id, None)]
+    assert ERROR_CODES[code].sent_as == (SentAs.EITHER if gets == ANSWERED else SentAs.DEAD_LETTER)
+
+
+def test_the_formats_page_says_what_each_failure_gets():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text(encoding="utf-8")
+    section = page.split("\n## What is dead-lettered\n", 1)[1].split("\n## ", 1)[0]
+    rows = {m[1]: m[2] for m in re.finditer(r"^\| `(\w+)` \| .* \| ([^|]+) \|$", section, re.MULTILINE)}
+    assert rows == {code: gets for code, (_, gets) in FAILURES.items()}
 
 
 def test_an_unknown_schema_id_is_asked_again_backing_off_then_dead_lettered():

@@ -1,5 +1,5 @@
-"""docs/operations.md's table of metrics is the one `python -m worker.surface.metrics_doc` writes from what
-``/metrics`` serves."""
+"""docs/operations.md's table of metrics, and docs/fleet.md's of the per-model ones, are the ones
+`python -m worker.surface.metrics_doc` writes from what ``/metrics`` serves."""
 
 from __future__ import annotations
 
@@ -10,7 +10,20 @@ from tests.fakes import FakeClock
 from worker.core.stats import WorkerStats
 from worker.surface import metrics_doc
 from worker.surface.http import HttpSurface
-from worker.surface.metrics_doc import BEGIN, COMMAND, DOC, END, every_family_stats, main, render, rows, update
+from worker.surface.metrics_doc import (
+    BEGIN,
+    COMMAND,
+    DOC,
+    END,
+    FLEET_BEGIN,
+    FLEET_DOC,
+    FLEET_END,
+    every_family_stats,
+    main,
+    render,
+    rows,
+    update,
+)
 
 
 def served(stats: WorkerStats) -> dict[str, tuple[str, set[str]]]:
@@ -27,6 +40,23 @@ def served(stats: WorkerStats) -> dict[str, tuple[str, set[str]]]:
 def test_the_committed_table_is_the_one_the_script_writes():
     text = DOC.read_text(encoding="utf-8")
     assert update(text) == text, f"docs/operations.md is stale: run `{COMMAND}` and commit the result"
+
+
+def test_the_fleet_pages_table_is_the_one_the_script_writes():
+    text = FLEET_DOC.read_text(encoding="utf-8")
+    assert FLEET_BEGIN in text
+    assert update(text) == text, f"docs/fleet.md is stale: run `{COMMAND}` and commit the result"
+
+
+def test_the_fleet_table_has_the_per_model_rows_of_the_whole_table_and_no_others():
+    whole = [line for line in render().splitlines() if line.startswith("| `")]
+    fleet = [line for line in render(per_model=True).splitlines() if line.startswith("| `")]
+    assert set(fleet) < set(whole)
+    names = [line.split("`")[1] for line in fleet]
+    assert names[0] == "streamscore_model_info" and "streamscore_requests_waiting_for_model" in names
+    assert "streamscore_shadow_compute_delta_seconds" in names and "streamscore_model_reloads_total" in names
+    assert "streamscore_requests_total" not in names and "streamscore_errors_total" not in names
+    assert len(names) >= 14  # 14 when this was written
 
 
 def test_every_family_the_surface_serves_has_a_row_with_its_type_and_labels():
@@ -81,6 +111,14 @@ def test_help_text_is_the_meaning_and_cannot_break_the_table():
 def test_a_page_without_the_markers_is_refused():
     with pytest.raises(ValueError, match="marker"):
         update("# Operations\n")
+
+
+def test_a_page_with_the_per_model_markers_gets_the_per_model_table_only(tmp_path):
+    page = tmp_path / "fleet.md"
+    page.write_text(f"# Fleet\n\n{FLEET_BEGIN}\n| stale |\n{FLEET_END}\n", encoding="utf-8")
+    assert main(["--path", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "| `streamscore_shadow_pairs_total` |" in text and "streamscore_errors_total" not in text
 
 
 def test_check_reports_a_stale_page_and_writing_fixes_it(tmp_path, capsys):

@@ -1,7 +1,8 @@
-"""The table of metrics in docs/operations.md, written from what ``/metrics`` serves so that it cannot drift.
+"""The tables of metrics in docs/operations.md (every one) and docs/fleet.md (the per-model ones), written from
+what ``/metrics`` serves so that they cannot drift.
 
-    python -m worker.surface.metrics_doc           # rewrite the table in docs/operations.md
-    python -m worker.surface.metrics_doc --check   # exit 1, changing nothing, if the table there is stale
+    python -m worker.surface.metrics_doc           # rewrite the tables in both pages
+    python -m worker.surface.metrics_doc --check   # exit 1, changing nothing, if a table there is stale
 
 One row per ``streamscore_*`` family of the HTTP surface's registry
 (``metrics_registry``: the StatsCollector of worker/surface/metrics.py; the
@@ -11,8 +12,9 @@ type (a histogram's bucket bounds too), the label names, and the help text.
 Families are collected from a WorkerStats filled so that every family has a
 sample (label names are read off the samples; a family with none is refused);
 where a fresh WorkerStats already exports a label's values (``status`` of
-``streamscore_replies``, say), they are listed. Only the lines between BEGIN and
-END are written; the prose around them is edited by hand.
+``streamscore_replies``, say), they are listed. docs/fleet.md has the rows of
+the families named PER_MODEL. Only the lines between a table's two markers are
+written; the prose around them is edited by hand.
 """
 
 from __future__ import annotations
@@ -28,10 +30,15 @@ from worker.doc_tables import escape, replace_between, write_or_check
 from worker.surface.metrics import metrics_registry
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+FLEET_DOC = DOC.with_name("fleet.md")
 COMMAND = "python -m worker.surface.metrics_doc"
 PREFIX = "streamscore_"
 BEGIN = f"<!-- BEGIN metrics table: written by `{COMMAND}` from worker/surface/metrics.py; do not edit -->"
 END = "<!-- END metrics table -->"
+FLEET_BEGIN = f"<!-- BEGIN per-model metrics: written by `{COMMAND}` from worker/surface/metrics.py; do not edit -->"
+FLEET_END = "<!-- END per-model metrics -->"
+# docs/fleet.md's families, by how their names begin: per model entry, loads on first use, shadow scoring.
+PER_MODEL = ("streamscore_model_", "streamscore_requests_waiting_for_model", "streamscore_shadow_")
 
 
 @dataclass(frozen=True)
@@ -81,24 +88,34 @@ def rows() -> list[Row]:
     return table
 
 
-def render() -> str:
-    """The table, markers included."""
-    lines = [BEGIN, "", "| metric | type | labels | what |", "|---|---|---|---|"]
-    for r in rows():
+def render(per_model: bool = False) -> str:
+    """The table, markers included: every family, or (``per_model``) docs/fleet.md's, those named PER_MODEL."""
+    table = [r for r in rows() if r.name.startswith(PER_MODEL)] if per_model else rows()
+    begin, end = (FLEET_BEGIN, FLEET_END) if per_model else (BEGIN, END)
+    lines = [begin, "", "| metric | type | labels | what |", "|---|---|---|---|"]
+    for r in table:
         kind = f"{r.type} (buckets {', '.join(r.buckets)})" if r.buckets else r.type
         labels = ", ".join(f"`{name}`" + (f": {', '.join(r.label_values[name])}" if name in r.label_values else "")
                            for name in r.labels)
         lines.append(f"| `{r.name}` | {kind} | {escape(labels)} | {escape(r.help)} |")
-    return "\n".join([*lines, "", END])
+    return "\n".join([*lines, "", end])
 
 
 def update(text: str) -> str:
-    """``text`` with the part from BEGIN to END replaced by ``render()``. Raises ValueError without both markers."""
-    return replace_between(text, BEGIN, END, render())
+    """``text`` with each table whose BEGIN marker it holds, the whole one or the per-model one, replaced by
+    ``render``'s. Raises ValueError when it holds neither, or a BEGIN without its END."""
+    tables = [(begin, end, per_model) for begin, end, per_model in ((BEGIN, END, False), (FLEET_BEGIN, FLEET_END, True))
+              if begin in text]
+    if not tables:
+        raise ValueError(f"the page needs the two marker lines of a metrics table: {BEGIN!r} and then {END!r}, or "
+                         f"{FLEET_BEGIN!r} and then {FLEET_END!r}")
+    for begin, end, per_model in tables:
+        text = replace_between(text, begin, end, render(per_model))
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
-    return write_or_check(argv, COMMAND, DOC, "the metrics table", update)
+    return write_or_check(argv, COMMAND, (DOC, FLEET_DOC), "the metrics tables", update)
 
 
 def _label_values(family: Metric) -> dict[str, tuple[str, ...]]:
