@@ -1,7 +1,7 @@
 """A dedup store's primary killed under load, the same way behind Sentinel and on a Redis Cluster: requests sent at
 a steady rate, the primary SIGKILLed a few seconds in, every reply read back. What it cost (how long the failover
 took, the longest gap in replies, the ids answered twice, the done marks that died with the primary) is printed
-(``-s``) for docs/operations.md, and bounded by the tests."""
+(``-s``) for docs/scaling.md, and bounded by the tests."""
 
 from __future__ import annotations
 

@@ -706,7 +706,7 @@ def test_a_layout_tree_is_read_as_paths(tmp_path: Path):
 def test_a_link_named_after_a_page_leads_to_it(tmp_path: Path):
     page = tmp_path / "page.md"
     docs = "../" * len(tmp_path.relative_to(tmp_path.anchor).parts) + str(REPO.relative_to(REPO.anchor)) + "/docs"
-    page.write_text(f"# Page\n\n[Configuration]({docs}/configuration.md) [Operations]({docs}/operations.md#scaling)"
+    page.write_text(f"# Page\n\n[Configuration]({docs}/configuration.md) [Operations]({docs}/operations.md#logs)"
                     f"\n[Operations]({docs}/configuration.md) [the run]({docs}/configuration.md)\n"
                     "[Operations](#operations-of-this-page)\n\n## Operations of this page\n", encoding="utf-8")
     assert pointer_misses(page) == [f"page.md:4: [Operations]({docs}/configuration.md) leads to "

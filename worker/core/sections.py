@@ -114,7 +114,7 @@ class DedupSettings:
     redis_url: str = _setting(
         "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS, "
         "redis+sentinel://host:port[,host:port...]/service[/db] through Sentinels (follows a failover; "
-        "docs/operations.md), redis+cluster://host:port[,host:port...] a Redis Cluster; memory:// keeps it in "
+        "docs/scaling.md), redis+cluster://host:port[,host:port...] a Redis Cluster; memory:// keeps it in "
         "this process (one worker only)")
     redis_password_file: str = _setting(
         "", "file holding the Redis password (of the URL's ACL user, or the default user): a mounted secret, "
@@ -127,7 +127,7 @@ class DedupSettings:
     dedup_min_replicas: int = _setting(0, "wait until this many Redis replicas have a batch's done marks (WAIT) "
                                        "before its offsets may be committed, so that a failover loses none; "
                                        "fewer pauses consumption as a Redis outage does. 0: do not wait "
-                                       "(docs/operations.md)")
+                                       "(docs/scaling.md)")
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "dedup_ttl_s", "dedup_lease_ms")
