@@ -9,6 +9,7 @@ one line how it went. Ray is imported only here, when the command runs.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import shutil
@@ -123,7 +124,11 @@ def _report(rows: int, counts: Counter[str], took_s: float, wall_s: float, args:
 
 
 def _check(args: argparse.Namespace) -> tuple[list[str], int]:
-    """The dataset's files, as paths, and its rows; ConfigError naming the flag or path that cannot do."""
+    """The dataset's files, as paths, and its rows; ConfigError naming the flag or path that cannot do, or the
+    extra that is not installed."""
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError("score-ray runs on Ray Data, which is not installed: pip install 'streamscore[ray]' "
+                          "(docs/install.md)")
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency {args.concurrency}: the number of actors must be at least 1")
     if args.chunk_rows < 1:
