@@ -148,7 +148,7 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
         with exit_if_signalled_while_starting():
             worker = build_worker(settings, stop_requested, stats)
         log.info("worker_started", settings=repr(settings))
-        signal.signal(signal.SIGHUP, lambda _signum, _frame: worker.reload())  # new model versions: docs/models.md
+        signal.signal(signal.SIGHUP, lambda _signum, _frame: worker.reload())  # new model versions: docs/fleet.md
         unfinished = worker.run()
     finally:
         if surface is not None:

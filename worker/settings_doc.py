@@ -8,8 +8,9 @@ formats group of worker/core/formats.py), headed by the section's name and its
 docstring's first line; one row per setting of ``python -m worker run``: each
 field of the section and of its nested groups (the Kafka security settings,
 worker/core/security.py), with the flag ``add_flags`` gives it, the environment
-variable it is read from, its default and its help text. Only the lines between BEGIN and END are written; the prose
-around them is edited by hand.
+variable it is read from, its default and its help text. Then, between COMMANDS_BEGIN and COMMANDS_END, one table
+per other command (``score-file``, ``backfill``, ...) of the flags that are its own, not settings. Only the lines
+between the markers are written; the prose around them is edited by hand.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 COMMAND = "python -m worker.settings_doc"
 BEGIN = f"<!-- BEGIN settings table: written by `{COMMAND}` from worker/core/settings.py; do not edit -->"
 END = "<!-- END settings table -->"
+COMMANDS_BEGIN = f"<!-- BEGIN command flags: written by `{COMMAND}` from worker/cli.py; do not edit -->"
+COMMANDS_END = "<!-- END command flags -->"
 
 
 @dataclass(frozen=True)
@@ -81,9 +84,37 @@ def render() -> str:
     return "\n".join([*lines, "", END])
 
 
+def command_flags() -> dict[str, list[argparse.Action]]:
+    """Each command but ``run``, with the flags and arguments it has beyond the settings, in its --help's order."""
+    from worker.cli import _parser
+
+    settings = argparse.ArgumentParser(add_help=False)
+    add_flags(settings)
+    shared = {option for action in settings._actions for option in action.option_strings} | {"-h", "--help"}
+    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return {name: [a for a in parser._actions if not shared & set(a.option_strings)]
+            for name, parser in commands.items() if name != "run"}
+
+
+def render_commands() -> str:
+    """The tables of the other commands' own flags, markers included."""
+    lines = [COMMANDS_BEGIN]
+    for name, actions in command_flags().items():
+        lines += ["", f"### `{name}`", "", "| flag or argument | default | meaning |", "|---|---|---|"]
+        for action in actions:
+            shown = ", ".join(action.option_strings) or str(action.metavar or action.dest).upper()
+            default = "" if action.default in (None, False, argparse.SUPPRESS) or not action.option_strings else (
+                f"`{action.default}`")
+            meaning = " ".join((action.help or "").replace("%(default)s", str(action.default)).split())
+            lines.append(f"| `{shown}` | {default} | {escape(meaning)} |")
+    return "\n".join([*lines, "", COMMANDS_END])
+
+
 def update(text: str) -> str:
-    """``text`` with the part from BEGIN to END replaced by ``render()``. Raises ValueError without both markers."""
-    return replace_between(text, BEGIN, END, render())
+    """``text`` with the settings tables and the command tables replaced by ``render()`` and
+    ``render_commands()``. Raises ValueError without the markers."""
+    return replace_between(replace_between(text, BEGIN, END, render()), COMMANDS_BEGIN, COMMANDS_END,
+                           render_commands())
 
 
 def main(argv: list[str] | None = None) -> int:

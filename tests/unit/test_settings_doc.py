@@ -6,10 +6,11 @@ import argparse
 
 import pytest
 
+from worker import settings_doc
 from worker.core.errors import ConfigError
 from worker.core.sections import setting_fields
 from worker.core.settings import Settings, add_flags
-from worker.settings_doc import BEGIN, COMMAND, DOC, END, main, render, rows, update
+from worker.settings_doc import BEGIN, COMMAND, COMMANDS_BEGIN, COMMANDS_END, DOC, END, main, render, rows, update
 
 
 def test_the_committed_table_is_the_one_the_script_writes():
@@ -76,9 +77,20 @@ def test_a_page_without_the_markers_is_refused():
 
 def test_check_reports_a_stale_page_and_writing_fixes_it(tmp_path, capsys):
     page = tmp_path / "configuration.md"
-    page.write_text(f"# Configuration\n\n{BEGIN}\n| stale |\n{END}\n\nAfter.\n", encoding="utf-8")
+    page.write_text(f"# Configuration\n\n{BEGIN}\n| stale |\n{END}\n\n{COMMANDS_BEGIN}\n{COMMANDS_END}\n\nAfter.\n",
+                    encoding="utf-8")
     assert main(["--check", "--path", str(page)]) == 1
     assert "stale" in capsys.readouterr().err
     assert main(["--path", str(page)]) == 0
     assert main(["--check", "--path", str(page)]) == 0
-    assert page.read_text(encoding="utf-8").endswith(f"{END}\n\nAfter.\n")
+    assert page.read_text(encoding="utf-8").endswith(f"{COMMANDS_END}\n\nAfter.\n")
+
+
+def test_each_command_flag_of_its_own_has_a_row_under_its_command():
+    page = DOC.read_text(encoding="utf-8")
+    for command, actions in settings_doc.command_flags().items():
+        section = page.split(f"### `{command}`\n", 1)[1].split("\n### ", 1)[0]
+        for action in actions:
+            shown = ", ".join(action.option_strings) or (action.metavar or action.dest).upper()
+            assert f"| `{shown}` |" in section, f"{command}'s {shown} has no row"
+    assert "--shard" in settings_doc.render_commands() and "--from-time" in settings_doc.render_commands()

@@ -174,7 +174,7 @@ class ModelSettings:
                                  "candidate; more are dropped and counted, never delaying a live reply")
     model_watch_s: float = _setting(5.0, "with --config: how often the files each model is made of are looked at; "
                                     "one that changed is loaded, checked and switched in without a restart "
-                                    "(docs/models.md); 0: only on SIGHUP")
+                                    "(docs/fleet.md); 0: only on SIGHUP")
     max_loaded_models: int = _setting(0, "with --config: how many of its models may be in memory at once; the "
                                       "others are loaded on first use, letting go of the least recently used idle "
                                       "one (docs/fleet.md); 0: no limit, every model loaded at start")
