@@ -31,7 +31,6 @@ from worker.core.routes import Routes
 from worker.core.settings import (
     BatchingSettings,
     DedupSettings,
-    DeliverySettings,
     KafkaSettings,
     OperationsSettings,
     Settings,
@@ -50,16 +49,15 @@ from worker.jobs.backfill import BackfillJob, ReplyTopicSink
 from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
 from worker.kafka.broker_facts import BrokerAdmin, read_broker_facts
-from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.group_lag import GroupLag
 from worker.kafka.preflight import check_kafka
+from worker.kafka.transport import Transport, transport_for
 from worker.models import load_model
 from worker.models.runner import TorchRunner, free_memory, pick_device, return_large_blocks
 from worker.models.versions import refusal
 from worker.ports import (
     DedupStore,
     ModelRunner,
-    PartitionReader,
     ReplyEncode,
     RequestDecoder,
     Scorer,
@@ -340,139 +338,36 @@ def start_surface(operations: OperationsSettings, stats: WorkerStats,
     return surface
 
 
-# The Kafka adapters: each client's modules are imported only when ``kafka_client`` names it, so that
-# neither client loads the other's library (confluent-kafka is an extra; kafka-python stays the default).
-
-
-def _no_broker(kafka: KafkaSettings, exc: Exception) -> ServiceUnavailable | ConfigError:
-    """What a client's constructor raised: the client refusing its configuration (a user's client property out of
-    its range, say), or no broker answering."""
-    code = exc.args[0] if exc.args else None
-    if type(exc).__name__ == "KafkaConfigurationError" or getattr(code, "name", lambda: "")() == "_INVALID_ARG":
-        return ConfigError(f"the {kafka.kafka_client} client refused its configuration: {exc}; check the Kafka "
-                           "client properties (--consumer-property, --producer-property, docs/interop.md)")
-    return ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
-                              f"{kafka.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})")
+def _transport(kafka: KafkaSettings) -> Transport:
+    """The Kafka client library's Transport, as ``kafka_client`` names it: the one place this root looks at the
+    client (worker/kafka/transport.py imports only the chosen library)."""
+    return transport_for(kafka.kafka_client)
 
 
 def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[SendTag], Transactions | None]:
     """The request source (started: subscribed to the requests topic), the reply sink and, for exactly-once,
-    the transactions over both, on the client library that ``kafka_client`` names.
+    the transactions over both, on the chosen client library.
 
     Raises ServiceUnavailable when no broker answers, LookupError when the requests topic does not exist.
     """
-    kafka, delivery = settings.kafka, settings.delivery
-    bounds = step_bounds(kafka, settings.operations)
-    model_topics = tuple(settings.models.topics())
-    if kafka.kafka_client == "confluent":
-        return _confluent_kafka(kafka, delivery, bounds, clock, model_topics)
-    return _kafka_python_kafka(kafka, delivery, bounds, clock, model_topics)
-
-
-def _kafka_python_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: SystemClock,
-                        model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
-    from kafka.errors import KafkaError
-
-    from worker.kafka.kafka_python.connection import producer_properties
-    from worker.kafka.kafka_python.sink import KafkaSink
-    from worker.kafka.kafka_python.source import KafkaSource
-    from worker.kafka.kafka_python.transactions import TransactionalSink
-
-    transactions: ExactlyOnce[SendTag] | None = None
-    block_ms = int(bounds.send_block_s * 1000)
-    try:
-        source = KafkaSource(kafka, clock, read_committed=kafka.read_committed, metadata_s=bounds.metadata_s,
-                             model_topics=model_topics)
-        sink: KafkaSink[SendTag]
-        if delivery.exactly_once:
-            transactional: TransactionalSink[SendTag] = TransactionalSink(
-                kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id,
-                security=kafka.kafka_security, transaction_s=bounds.transaction_s, max_block_ms=block_ms,
-                **producer_properties(kafka))
-            sink, transactions = transactional, ExactlyOnce(transactional, source)
-            log.info("exactly_once", transactional_id=delivery.transactional_id)
-        else:
-            sink = KafkaSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security,
-                             max_block_ms=block_ms, **producer_properties(kafka))
-    except KafkaError as exc:
-        raise _no_broker(kafka, exc) from exc
-    source.start()
-    return source, sink, transactions
-
-
-def _confluent_kafka(kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: SystemClock,
-                     model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
-    from confluent_kafka import KafkaException
-
-    from worker.kafka.confluent.connection import producer_properties
-    from worker.kafka.confluent.sink import ConfluentSink
-    from worker.kafka.confluent.source import ConfluentSource
-    from worker.kafka.confluent.transactions import TransactionalSink as ConfluentTransactionalSink
-
-    transactions: ExactlyOnce[SendTag] | None = None
-    try:
-        source = ConfluentSource(kafka, clock, read_committed=kafka.read_committed, metadata_s=bounds.metadata_s,
-                                 model_topics=model_topics)
-        sink: ConfluentSink[SendTag]
-        if delivery.exactly_once:
-            transactional: ConfluentTransactionalSink[SendTag] = ConfluentTransactionalSink(
-                kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id,
-                security=kafka.kafka_security, max_block_s=bounds.send_block_s,
-                transaction_s=bounds.transaction_s, **producer_properties(kafka))
-            sink, transactions = transactional, ExactlyOnce(transactional, source)
-            log.info("exactly_once", transactional_id=delivery.transactional_id, kafka_client="confluent")
-        else:
-            sink = ConfluentSink(kafka.kafka_bootstrap_servers, kafka.client_id,
-                                 security=kafka.kafka_security, max_block_s=bounds.send_block_s,
-                                 **producer_properties(kafka))
-        source.start()
-    except KafkaException as exc:
-        raise _no_broker(kafka, exc) from exc
-    return source, sink, transactions
+    kafka = settings.kafka
+    return _transport(kafka).stream(kafka, settings.delivery, step_bounds(kafka, settings.operations), clock,
+                                    tuple(settings.models.topics()))
 
 
 def build_bounded_source(kafka: KafkaSettings, clock: SystemClock, time_range: TimeRange, *,
                          keep_deadlines: bool = False,
                          on_progress: Callable[[int], None] | None = None) -> BoundedSource:
-    """A backfill's bounded source over ``time_range`` (not started), on the client library that
-    ``kafka_client`` names. Raises ServiceUnavailable when no broker answers."""
-    reader: PartitionReader
-    if kafka.kafka_client == "confluent":
-        from worker.kafka.confluent.bounded_source import ConfluentPartitionReader
-
-        reader = ConfluentPartitionReader(kafka, clock)
-    else:
-        from kafka.errors import KafkaError
-
-        from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
-
-        try:
-            reader = KafkaPartitionReader(kafka, clock)
-        except KafkaError as exc:
-            raise _no_broker(kafka, exc) from exc
-    return BoundedSource(reader, kafka.requests_topic, kafka.group, time_range, keep_deadlines=keep_deadlines,
-                         on_progress=on_progress)
+    """A backfill's bounded source over ``time_range`` (not started), on the chosen client library. Raises
+    ServiceUnavailable when no broker answers."""
+    return BoundedSource(_transport(kafka).partition_reader(kafka, clock), kafka.requests_topic, kafka.group,
+                         time_range, keep_deadlines=keep_deadlines, on_progress=on_progress)
 
 
 def build_reply_sink(kafka: KafkaSettings) -> Sink[Any]:
-    """A plain (not transactional) sink on the client library that ``kafka_client`` names: of replies (tagged
-    SendTag), or of shadow records (tagged with their request id)."""
-    if kafka.kafka_client == "confluent":
-        from worker.kafka.confluent.connection import producer_properties as confluent_properties
-        from worker.kafka.confluent.sink import ConfluentSink
-
-        return ConfluentSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security,
-                             **confluent_properties(kafka))
-    from kafka.errors import KafkaError
-
-    from worker.kafka.kafka_python.connection import producer_properties
-    from worker.kafka.kafka_python.sink import KafkaSink
-
-    try:
-        return KafkaSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security,
-                         **producer_properties(kafka))
-    except KafkaError as exc:
-        raise _no_broker(kafka, exc) from exc
+    """A plain (not transactional) sink on the chosen client library: of replies (tagged SendTag), or of shadow
+    records (tagged with their request id)."""
+    return _transport(kafka).sink(kafka)
 
 
 def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
@@ -518,18 +413,9 @@ def _paced(job: BackfillJob, source: BoundedSource, clock: SystemClock) -> Paced
 
 def _group_lag(kafka: KafkaSettings, clock: SystemClock, group: str) -> GroupLag:
     """Another group's lag on the requests topic, read by a partition reader in that group."""
-    if kafka.kafka_client == "confluent":
-        from confluent_kafka import KafkaException
-
-        from worker.kafka.confluent.bounded_source import ConfluentPartitionReader
-
-        return GroupLag(ConfluentPartitionReader(kafka, clock, group=group), kafka.requests_topic, group,
-                        (KafkaException,))
-    from kafka.errors import KafkaError
-
-    from worker.kafka.kafka_python.bounded_source import KafkaPartitionReader
-
-    return GroupLag(KafkaPartitionReader(kafka, clock, group=group), kafka.requests_topic, group, (KafkaError,))
+    transport = _transport(kafka)
+    return GroupLag(transport.partition_reader(kafka, clock, group=group), kafka.requests_topic, group,
+                    transport.errors)
 
 
 def check_broker_fit(kafka: KafkaSettings, shadow: bool = False, model_topics: tuple[str, ...] = ()) -> None:
@@ -550,13 +436,7 @@ def check_broker_fit(kafka: KafkaSettings, shadow: bool = False, model_topics: t
 
 
 def _broker_admin(kafka: KafkaSettings) -> BrokerAdmin:
-    if kafka.kafka_client == "confluent":
-        from worker.kafka.confluent.broker_facts import ConfluentAdmin
-
-        return ConfluentAdmin(kafka.kafka_bootstrap_servers, kafka.kafka_security)
-    from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
-
-    return KafkaPythonAdmin(kafka.kafka_bootstrap_servers, kafka.kafka_security)
+    return _transport(kafka).admin(kafka)
 
 
 def build_tracer(settings: Settings, environ: Mapping[str, str],

@@ -1,4 +1,5 @@
-"""Kafka adapters: the request source, the reply sink, transactions, the backfill's partition reader.
+"""Kafka adapters: the request source, the reply sink, transactions, the backfill's partition reader, each
+client's set of them behind one Transport (transport.py), looked up by name.
 
 The modules here call no client library: what both clients share (the
 transactional send and commit policy, the sinks' send and settle, rebalance

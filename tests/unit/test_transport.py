@@ -1,0 +1,54 @@
+"""The Transport table (worker/kafka/transport.py): one row a client, each naming a module whose TRANSPORT
+builds every client the worker uses; the composition root looks the client up there, and nowhere else."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.core.settings import KAFKA_CLIENTS, Settings
+from worker.kafka.transport import TRANSPORTS, Transport, no_broker, transport_for
+
+REPO = Path(__file__).resolve().parents[2]
+METHODS = [name for name, _ in inspect.getmembers(Transport, inspect.isfunction) if not name.startswith("_")]
+
+
+def test_every_client_the_settings_offer_has_a_row():
+    assert set(TRANSPORTS) == set(KAFKA_CLIENTS)
+
+
+@pytest.mark.parametrize("client", sorted(TRANSPORTS))
+def test_each_row_names_a_transport_with_every_method_of_the_protocol(client):
+    if client == "confluent":
+        pytest.importorskip("confluent_kafka")
+    transport = transport_for(client)
+    assert set(METHODS) == {"admin", "partition_reader", "sink", "stream"}
+    for name in METHODS:
+        ours = inspect.signature(getattr(Transport, name)).parameters
+        theirs = inspect.signature(getattr(transport, name)).parameters
+        assert list(theirs) == [p for p in ours if p != "self"], f"{client}: {name} takes other parameters"
+    assert all(issubclass(error, Exception) for error in transport.errors) and transport.errors
+    assert importlib.import_module(TRANSPORTS[client]).TRANSPORT is transport
+
+
+def test_an_unknown_client_is_refused_naming_the_ones_there_are():
+    with pytest.raises(ConfigError, match="kafka-python, confluent"):
+        transport_for("aiokafka")
+
+
+def test_a_refused_configuration_is_a_setting_to_fix_and_anything_else_a_broker_that_does_not_answer():
+    kafka = Settings.from_values(kafka_bootstrap_servers="127.0.0.1:1").kafka
+    assert isinstance(no_broker(kafka, ValueError("linger.ms out of range"), refused=True), ConfigError)
+    unavailable = no_broker(kafka, OSError("connection refused"), refused=False)
+    assert isinstance(unavailable, ServiceUnavailable) and "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1" in str(unavailable)
+
+
+def test_the_composition_root_looks_the_client_up_once():
+    source = (REPO / "worker" / "app.py").read_text(encoding="utf-8")
+    assert len(re.findall(r"\bkafka_client\b", re.sub(r'"""[\s\S]*?"""', "", source))) == 1
+    assert "confluent" not in source and "kafka_python" not in source

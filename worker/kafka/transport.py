@@ -1,0 +1,74 @@
+"""The worker's one seam onto a Kafka client library: a Transport builds every client the worker and its jobs
+use (the stream's source, reply sink and transactions; a plain sink; the backfill's partition reader; the
+admin that reads the broker's facts) and says which of its library's exceptions mean that the broker did not
+answer.
+
+``TRANSPORTS`` names each client's Transport by module, one row a client; ``transport_for`` imports the one
+chosen, so that neither client loads the other's library (confluent-kafka is an extra). worker/app.py asks
+once and never branches on the client again.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+from worker.core.bounds import StepBounds
+from worker.core.clock import Clock
+from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.core.sections import DeliverySettings, KafkaSettings
+from worker.kafka.broker_facts import BrokerAdmin
+from worker.ports import PartitionReader, SendTag, Sink, Source, Transactions
+
+# kafka_client -> the module whose TRANSPORT builds that client's parts.
+TRANSPORTS: dict[str, str] = {
+    "kafka-python": "worker.kafka.kafka_python.transport",
+    "confluent": "worker.kafka.confluent.transport",
+}
+
+
+class Transport(Protocol):
+    """Every Kafka client the worker uses, on one client library. Each method raises ServiceUnavailable when
+    no broker answers and ConfigError when the library refuses its configuration (``no_broker``)."""
+
+    errors: tuple[type[Exception], ...]  # what the library's calls raise when the broker does not answer
+
+    def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
+               model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
+        """The request source, started (subscribed to the requests topic and ``model_topics``), the reply sink
+        and, for exactly-once, the transactions over both. Raises LookupError when the requests topic does not
+        exist."""
+        ...
+
+    def sink(self, kafka: KafkaSettings) -> Sink[Any]:
+        """A plain (not transactional) sink: of replies (tagged SendTag), or of shadow records."""
+        ...
+
+    def partition_reader(self, kafka: KafkaSettings, clock: Clock, group: str | None = None) -> PartitionReader:
+        """A reader of the requests topic's partitions in ``group`` (default: ``kafka.group``) that never
+        subscribes."""
+        ...
+
+    def admin(self, kafka: KafkaSettings) -> BrokerAdmin:
+        """What reads the broker's facts (its settings, topics and group protocols) at start."""
+        ...
+
+
+def transport_for(kafka_client: str) -> Transport:
+    """The Transport of ``kafka_client``, its library imported now. Raises ConfigError for a name not in
+    TRANSPORTS."""
+    if kafka_client not in TRANSPORTS:
+        raise ConfigError(f"kafka_client={kafka_client!r}: choose one of {', '.join(TRANSPORTS)}")
+    transport: Transport = importlib.import_module(TRANSPORTS[kafka_client]).TRANSPORT
+    return transport
+
+
+def no_broker(kafka: KafkaSettings, exc: Exception, refused: bool) -> ServiceUnavailable | ConfigError:
+    """What a client's constructor raised, as the worker says it: the client refusing its configuration
+    (``refused``, as its Transport tells: a user's client property out of its range, say), or no broker
+    answering."""
+    if refused:
+        return ConfigError(f"the {kafka.kafka_client} client refused its configuration: {exc}; check the Kafka "
+                           "client properties (--consumer-property, --producer-property, docs/interop.md)")
+    return ServiceUnavailable(f"no Kafka broker answers at KAFKA_BOOTSTRAP_SERVERS="
+                              f"{kafka.kafka_bootstrap_servers} ({type(exc).__name__}: {exc})")
