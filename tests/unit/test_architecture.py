@@ -20,6 +20,9 @@ module tree under tmp_path, so that none of them can pass by checking nothing):
 - the producer imports of the worker its core, its Kafka connection code and its registry formats
   only (``worker.core``, ``worker.kafka``, ``worker.formats``), never ``worker.models`` (torch),
   ``worker.stream`` or ``worker.jobs``;
+- every part of the worker (each package, and each module at its top) imports of the worker and the producer
+  only the parts the table PARTS allows it; a module in no part of the table fails the test, and
+  docs/architecture.md shows the same table (``render_parts``);
 - no import cycle between modules.
 """
 
@@ -44,6 +47,38 @@ ADAPTERS = ("worker.kafka", "worker.dedup", "worker.models", "worker.formats", "
 ENTRY_POINTS = ("worker.app", "worker.cli", "worker.__main__")
 PRODUCER = "producer"
 PRODUCER_MAY_USE = (CORE, "worker.kafka", "worker.formats")
+ANY = ("worker", "producer")
+
+# What each part may import of the worker and the producer (besides itself), most depended-on first. The
+# composition root and the entry points may import any part; nothing imports them but one another.
+PARTS: dict[str, tuple[str, ...]] = {
+    "worker.core": (),
+    "worker.doc_tables": (),
+    "worker.logs": (),
+    "worker.ports": (CORE,),
+    "worker.signals": (CORE,),
+    "worker.stream": (CORE, PORTS),
+    "worker.kafka": (CORE, PORTS),
+    "worker.dedup": (CORE, PORTS),
+    "worker.formats": (CORE, PORTS),
+    "worker.tracing": (CORE, PORTS),
+    "worker.models": (CORE, PORTS),
+    "worker.surface": (CORE, "worker.doc_tables"),
+    "worker.compare": (CORE, "worker.kafka"),
+    "worker.jobs": (CORE, PORTS, STREAM, "worker.signals"),
+    "worker.supervisor": (CORE,),
+    PRODUCER: PRODUCER_MAY_USE,
+    "worker.app": ANY,
+    "worker.cli": ANY,
+    "worker.__main__": ANY,
+    "worker.inspect_model": ANY,
+    "worker.ray_data": ANY,
+    "worker.score_file_command": ANY,
+    "worker.score_ray_command": ANY,
+    "worker.settings_doc": ANY,
+    "worker.error_codes_doc": ANY,
+    "worker": (),  # the package's own module (its version), not its subpackages
+}
 
 
 @dataclass(frozen=True)
@@ -147,6 +182,34 @@ def producer_uses_core_and_kafka(imports: list[Import]) -> list[Import]:
             and not within(i.target, *PRODUCER_MAY_USE)]
 
 
+def part_of(module: str) -> str | None:
+    """The part of PARTS that ``module`` belongs to: the longest that names it or a package above it."""
+    named = [part for part in PARTS if module == part or (part != "worker" and within(module, part))]
+    return max(named, key=len) if named else None
+
+
+def parts_import_what_the_table_allows(imports: list[Import]) -> list[Import]:
+    """Imports of the worker or the producer that the importing module's part may not make, and those of a
+    module that is in no part."""
+    broken = []
+    for i in imports:
+        part = part_of(i.module)
+        own = part if part != "worker" else "worker.__init__"
+        if part is None or (within(i.target, *ANY) and not within(i.target, own, *PARTS[part])):
+            broken.append(i)
+    return broken
+
+
+def render_parts() -> str:
+    """PARTS as the Markdown table docs/architecture.md shows."""
+    rows = ["| part | may import |", "|---|---|"]
+    for part, allowed in PARTS.items():
+        if part != "worker":
+            shown = "any part" if allowed == ANY else ", ".join(f"`{a}`" for a in allowed) or "none"
+            rows.append(f"| `{part}` | {shown} |")
+    return "\n".join(rows)
+
+
 def cycles(imports: list[Import]) -> list[list[str]]:
     """The import cycles between the modules scanned (a package counts as its ``__init__``), each once."""
     scanned = {i.module for i in imports}
@@ -203,7 +266,7 @@ def _strongly_connected(nodes: set[str], edges: dict[str, set[str]]) -> list[set
 
 
 RULES = [core_is_pure, ports_use_core_only, stream_uses_core_and_ports, adapters_import_no_jobs,
-         jobs_import_no_entry_point, producer_uses_core_and_kafka]
+         jobs_import_no_entry_point, producer_uses_core_and_kafka, parts_import_what_the_table_allows]
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +278,11 @@ def repo_imports() -> list[Import]:
 def test_the_code_keeps_the_rule(repo_imports: list[Import], rule) -> None:
     broken = rule(repo_imports)
     assert not broken, "\n".join(map(str, broken))
+
+
+def test_the_architecture_page_shows_the_table_of_parts() -> None:
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert render_parts() in page, f"docs/architecture.md should show this table:\n{render_parts()}"
 
 
 def test_no_module_is_part_of_an_import_cycle(repo_imports: list[Import]) -> None:
@@ -262,6 +330,13 @@ def tree(tmp_path: Path, files: dict[str, str]) -> list[Import]:
                                     "worker/models/__init__.py": ""}),
     (producer_uses_core_and_kafka, {"producer/client.py": "from worker.stream.loop import Worker\n",
                                     "worker/stream/loop.py": ""}),
+    (parts_import_what_the_table_allows, {"worker/models/versions.py": "from worker.stream.served import E\n",
+                                          "worker/stream/served.py": ""}),
+    (parts_import_what_the_table_allows, {"worker/compare/report.py": "def f():\n    import worker.stream\n"}),
+    (parts_import_what_the_table_allows, {"worker/surface/metrics.py": "from worker.kafka import x\n",
+                                          "worker/kafka/x.py": ""}),
+    (parts_import_what_the_table_allows, {"worker/newpart/thing.py": "from worker.core import wire\n",
+                                          "worker/core/wire.py": ""}),  # a part the table lacks
 ])
 def test_a_rule_fails_on_an_import_that_breaks_it(tmp_path: Path, rule, files: dict[str, str]) -> None:
     assert rule(tree(tmp_path, files))

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Protocol
 
 from worker.models.runner import TorchRunner
 from worker.ports import ModelRunner
-from worker.stream.served import LoadedEntry
 
 SAMPLE_BATCH = 8  # requests of the model's own sample inputs the new version must score
 
 
-def refusal(old: LoadedEntry, new: LoadedEntry) -> str | None:
+class Version(Protocol):
+    """A version of a model, loaded: what the stream's LoadedEntry is to these checks."""
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def runner(self) -> ModelRunner: ...
+
+
+def refusal(old: Version, new: Version) -> str | None:
     """Why ``new`` may not take ``old``'s requests, or None: its version must differ (replies must tell them
     apart), its declared inputs and outputs must be the old one's (its clients send and read those), and it must
     score a sample batch, with outputs of the same shape as the old one's."""
