@@ -69,12 +69,64 @@ def test_variables_and_flags_override_the_file(tmp_path):
     ("[models.a]\nmodel = 'churn'\ncanary = 'b'\n[models.b]\nmodel = 'churn'", "canary and canary_weight go together"),
     ("[models.'a b']\nmodel = 'churn'", "a model's name is 1-128 letters"),
     ("max_batch_size = ", "is not valid TOML"),
+    ("[kafka_security]\nsasl_password = 'hunter2'", "a secret does not go in the configuration file"),
+    ("[kafka_security]\nprotocl = 'SSL'", "[kafka_security] has no key 'protocl'"),
+    ("[kafka_security]\nprotocol = 'TLS'", "KAFKA_SECURITY_PROTOCOL must be one of"),
+    ("kafka_security = 'SSL'", "kafka_security must be a table"),
+    ("request_format = 'xml'", "request_format"),
+    ("registry_timeout_ms = '5'", "registry_timeout_ms must be a int"),
 ])
 def test_anything_wrong_is_refused_naming_the_file_and_the_key(tmp_path, text, said):
     path = config(tmp_path, text)
     with pytest.raises(ConfigError, match="worker.toml") as refused:
         Settings.from_sources(None, {"STREAMSCORE_CONFIG": path})
     assert said in str(refused.value)
+
+
+SECURED = """
+request_format = "avro"
+registry_url = "http://registry:8081"
+registry_user = "scorer"
+registry_password_file = "secrets/registry"
+
+[kafka_security]
+protocol = "SASL_SSL"
+sasl_mechanism = "SCRAM-SHA-512"
+sasl_username = "scorer"
+sasl_password_file = "secrets/kafka"
+ssl_check_hostname = false
+"""
+
+
+def test_the_file_sets_the_security_and_format_settings_too_its_secrets_by_file(tmp_path):
+    (tmp_path / "secrets").mkdir()
+    for name in ("registry", "kafka"):
+        (tmp_path / "secrets" / name).write_text("s3cret\n")
+    path = config(tmp_path, SECURED)
+
+    settings = Settings.from_sources(None, {"STREAMSCORE_CONFIG": path})
+
+    security = settings.kafka.kafka_security
+    assert (security.protocol, security.sasl_mechanism, security.sasl_username) == (
+        "SASL_SSL", "SCRAM-SHA-512", "scorer")
+    assert security.sasl_password_file == str(tmp_path / "secrets" / "kafka")  # beside the file
+    assert security.ssl_check_hostname is False
+    assert settings.formats.request_format == "avro"
+    assert settings.formats.registry_password_file == str(tmp_path / "secrets" / "registry")
+
+
+def test_variables_and_flags_override_the_files_security_and_format_settings(tmp_path):
+    (tmp_path / "secrets").mkdir()
+    for name in ("registry", "kafka"):
+        (tmp_path / "secrets" / name).write_text("s3cret\n")
+    path = config(tmp_path, SECURED)
+
+    settings = Settings.from_sources(None, {"STREAMSCORE_CONFIG": path, "KAFKA_SASL_USERNAME": "other",
+                                            "STREAMSCORE_REQUEST_FORMAT": "json"})
+
+    assert settings.kafka.kafka_security.sasl_username == "other"
+    assert settings.kafka.kafka_security.protocol == "SASL_SSL"
+    assert settings.formats.request_format == "json"
 
 
 def test_a_missing_file_names_the_setting():

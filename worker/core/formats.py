@@ -116,12 +116,13 @@ class Formats:
         return {ours.strip(): theirs.strip() for ours, theirs in pairs}
 
     @classmethod
-    def from_sources(cls, args: argparse.Namespace | None = None,
-                     environ: Mapping[str, str] | None = None) -> Formats:
-        """Defaults, overridden by environment variables, overridden by flags (``add_format_flags``)."""
+    def from_sources(cls, args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None,
+                     file: Mapping[str, Any] | None = None) -> Formats:
+        """Defaults, overridden by the configuration file's values (``file``, by field name, typed:
+        ``ConfigFile.formats``), overridden by environment variables, overridden by flags (``add_format_flags``)."""
         environ = os.environ if environ is None else environ
         refuse_unknown(environ, OWN_PREFIX, env_names(), "schema registry")
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = dict(file or {})
         for f in fields(cls):
             env = f.metadata["env"]
             if environ.get(env):

@@ -26,9 +26,12 @@ requests give in their ``model`` field (or header)::
 
 Each entry needs its ``model``; its other unset keys take the top-level value of that setting (``device``,
 ``max_batch_size`` ...). Without a ``[models]`` table the worker serves the
-one model of the ``model`` setting, as it always did. Secrets stay out of
-this file: the Kafka security and schema registry settings are read from
-their variables and flags only. Raises ConfigError naming the file and key.
+one model of the ``model`` setting, as it always did. The Kafka security
+settings go in a ``[kafka_security]`` table (``protocol = "SASL_SSL"``,
+``ssl_cafile = "ca.pem"``), the request format and schema registry ones at
+the top (``request_format = "avro"``); a secret only by the file that holds it
+(``sasl_password_file``, ``registry_password_file``), never its value. Raises
+ConfigError naming the file and key.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from worker.core.errors import ConfigError
+from worker.core.formats import Formats
 from worker.core.kafka_properties import KafkaProperties
 from worker.core.sections import BatchingSettings, ModelSettings, setting_fields
+from worker.core.security import KafkaSecurity
 
 S = TypeVar("S", ModelSettings, BatchingSettings)
 ENTRY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -148,10 +153,13 @@ class ModelTable:
 
 @dataclass(frozen=True)
 class ConfigFile:
-    """A configuration file read: its top-level settings by name, and its model table."""
+    """A configuration file read: its top-level settings by name, and its model table; its Kafka security and
+    format settings by field name, for KafkaSecurity.from_sources and Formats.from_sources."""
 
     settings: dict[str, Any] = field(default_factory=dict)
     models: ModelTable = field(default_factory=ModelTable)
+    security: dict[str, Any] = field(default_factory=dict)
+    formats: dict[str, Any] = field(default_factory=dict)
 
 
 def read_config_file(path: str) -> ConfigFile:
@@ -165,19 +173,28 @@ def read_config_file(path: str) -> ConfigFile:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"the configuration file {path} is not valid TOML: {exc}") from None
     kinds = {f.name: type(f.default) for f in setting_fields()}
+    format_kinds = {f.name: type(f.default) for f in dataclasses.fields(Formats)}
     settings: dict[str, Any] = {}
+    formats: dict[str, Any] = {}
+    security: dict[str, Any] = {}
     for key, value in document.items():
         if key in ("models", "default_model"):
             continue
         if key == "kafka":
             settings["kafka_properties"] = KafkaProperties.from_tables(path, value)
-            continue
-        if key not in kinds:
+        elif key == "kafka_security":
+            security = _security(path, where, value)
+        elif key in format_kinds:
+            formats[key] = _typed(path, key, value, format_kinds[key])
+            if key in FORMAT_FILES and value:
+                formats[key] = _beside(where, value)
+        elif key in kinds:
+            settings[key] = _typed(path, key, value, kinds[key])
+        else:
             raise ConfigError(f"{path}: unknown key {key!r}; the top-level keys are settings named as the flags "
                               "are (max_batch_size for --max-batch-size; see `python -m worker run --help`), plus "
-                              "default_model, [models.NAME] tables and [kafka.consumer] / [kafka.producer] "
-                              "client properties")
-        settings[key] = _typed(path, key, value, kinds[key])
+                              "default_model, [models.NAME] tables, [kafka.consumer] / [kafka.producer] "
+                              "client properties and a [kafka_security] table")
     for key in ("model_config", "weights"):
         if settings.get(key):
             settings[key] = _beside(where, settings[key])
@@ -191,9 +208,32 @@ def read_config_file(path: str) -> ConfigFile:
         raise ConfigError(f"{path}: models must be tables, [models.NAME], one per model")
     entries = tuple(_entry(path, where, name, table, kinds) for name, table in tables.items())
     try:
-        return ConfigFile(settings, ModelTable(entries, default_model, path))
+        return ConfigFile(settings, ModelTable(entries, default_model, path), security, formats)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+FORMAT_FILES = ("registry_password_file", "registry_ca_file")
+SECURITY_FILES = ("sasl_password_file", "sasl_oauth_token_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile")
+
+
+def _security(path: str, where: Path, table: Any) -> dict[str, Any]:
+    """The [kafka_security] table's settings by KafkaSecurity field name, their files found beside the config."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: kafka_security must be a table, [kafka_security]")
+    kinds = {f.name: type(f.default) for f in dataclasses.fields(KafkaSecurity)}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "sasl_password":
+            raise ConfigError(f"{path}: [kafka_security] sasl_password: a secret does not go in the configuration "
+                              "file; name the file that holds it, sasl_password_file = \"...\"")
+        if key not in kinds:
+            raise ConfigError(f"{path}: [kafka_security] has no key {key!r}; its keys: "
+                              f"{', '.join(name for name in kinds if name != 'sasl_password')}")
+        values[key] = _typed(path, f"kafka_security.{key}", value, kinds[key])
+        if key in SECURITY_FILES and value:
+            values[key] = _beside(where, value)
+    return values
 
 
 def _entry(path: str, where: Path, name: str, table: Any, kinds: dict[str, type]) -> ModelEntry:

@@ -147,13 +147,15 @@ class KafkaSecurity:
         return f"{self.protocol} with {self.sasl_mechanism}{who}"
 
     @classmethod
-    def from_sources(cls, args: argparse.Namespace | None = None,
-                     environ: Mapping[str, str] | None = None) -> KafkaSecurity:
-        """Defaults, overridden by environment variables, overridden by flags (``add_security_flags``).
+    def from_sources(cls, args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None,
+                     file: Mapping[str, Any] | None = None) -> KafkaSecurity:
+        """Defaults, overridden by the configuration file's ``[kafka_security]`` table, overridden by environment
+        variables, overridden by flags (``add_security_flags``).
 
         Args:
             args: Parsed command-line flags (``--kafka-security-protocol``, ...); None: none.
             environ: The variables (None: this process's environment).
+            file: The configuration file's values by field name, typed (``ConfigFile.security``); None: none.
 
         Returns:
             The security settings.
@@ -164,7 +166,7 @@ class KafkaSecurity:
         """
         environ = os.environ if environ is None else environ
         refuse_unknown(environ, OWN_PREFIXES, [f.metadata["env"] for f in fields(KafkaSecurity)], "Kafka security")
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = dict(file or {})
         for f in fields(cls):
             env = f.metadata["env"]
             if environ.get(env):

@@ -27,7 +27,7 @@ from typing import Any, get_type_hints
 from worker.core.errors import ConfigError
 from worker.core.formats import Formats, add_format_flags, env_names
 from worker.core.kafka_properties import ENV_PREFIXES, KafkaProperties, add_property_flags
-from worker.core.model_table import ModelTable, read_config_file
+from worker.core.model_table import ConfigFile, ModelTable, read_config_file
 from worker.core.sections import (
     ENV_PREFIX,
     KAFKA_CLIENTS,
@@ -104,10 +104,13 @@ class Settings:
         values: dict[str, Any] = {}
         config_path = (getattr(args, "config", None) if args is not None else None) or environ.get(CONFIG_ENV)
         models = ModelTable()
+        config = ConfigFile()
         if config_path:
             config = read_config_file(config_path)
             try:  # the file's own values, checked alone first: a bad one is said to be the file's
                 cls.from_values(config.models, **config.settings)
+                KafkaSecurity(**config.security)
+                Formats(**config.formats)
             except ConfigError as exc:
                 raise ConfigError(f"{config_path}: {exc}") from None
             values.update(config.settings)
@@ -118,10 +121,10 @@ class Settings:
                     and name not in env_names() and name != CONFIG_ENV and not name.startswith(
                         tuple(ENV_PREFIXES.values())):
                 raise ConfigError(f"unknown setting {name}; see `python -m worker run --help` for the valid ones")
-        values["kafka_security"] = KafkaSecurity.from_sources(args, environ)
+        values["kafka_security"] = KafkaSecurity.from_sources(args, environ, config.security)
         values["kafka_properties"] = values.get("kafka_properties", KafkaProperties()).overridden_by(
             KafkaProperties.from_sources(args, environ))
-        formats = Formats.from_sources(args, environ)
+        formats = Formats.from_sources(args, environ, config.formats)
         for f in setting_fields():
             env = env_name(f.name)
             raw = environ.get(env)
