@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from kafka.errors import KafkaConfigurationError, KafkaTimeoutError
 
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.settings import KAFKA_CLIENTS, Settings
@@ -27,7 +28,7 @@ def test_each_row_names_a_transport_with_every_method_of_the_protocol(client):
     if client == "confluent":
         pytest.importorskip("confluent_kafka")
     transport = transport_for(client)
-    assert set(METHODS) == {"admin", "partition_reader", "sink", "stream"}
+    assert set(METHODS) == {"admin", "built", "partition_reader", "refused", "sink", "stream"}
     for name in METHODS:
         ours = inspect.signature(getattr(Transport, name)).parameters
         theirs = inspect.signature(getattr(transport, name)).parameters
@@ -52,3 +53,30 @@ def test_the_composition_root_looks_the_client_up_once():
     source = (REPO / "worker" / "app.py").read_text(encoding="utf-8")
     assert len(re.findall(r"\bkafka_client\b", re.sub(r'"""[\s\S]*?"""', "", source))) == 1
     assert "confluent" not in source and "kafka_python" not in source
+
+
+def test_each_transport_tells_its_librarys_refused_configuration_from_a_broker_that_does_not_answer():
+    kafka_python = transport_for("kafka-python")
+    assert kafka_python.refused(KafkaConfigurationError("linger_ms"))
+    assert not kafka_python.refused(KafkaTimeoutError())
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    confluent = transport_for("confluent")
+    assert confluent.refused(confluent_kafka.KafkaException(confluent_kafka.KafkaError(
+        confluent_kafka.KafkaError._INVALID_ARG)))
+    assert not confluent.refused(confluent_kafka.KafkaException(confluent_kafka.KafkaError(
+        confluent_kafka.KafkaError._TRANSPORT)))
+
+
+def test_a_clients_error_while_it_is_built_is_said_as_the_workers():
+    kafka = Settings.from_values(kafka_bootstrap_servers="127.0.0.1:1").kafka
+    transport = transport_for("kafka-python")
+    def refuse() -> None:
+        raise KafkaConfigurationError("linger_ms must be >= 0")
+
+    def no_answer() -> None:
+        raise KafkaTimeoutError()
+
+    with pytest.raises(ConfigError, match="refused its configuration"):
+        transport.built(kafka, refuse)
+    with pytest.raises(ServiceUnavailable, match="no Kafka broker answers"):
+        transport.built(kafka, no_answer)

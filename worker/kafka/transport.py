@@ -11,7 +11,8 @@ once and never branches on the client again.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from worker.core.bounds import StepBounds
 from worker.core.clock import Clock
@@ -19,6 +20,8 @@ from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.sections import DeliverySettings, KafkaSettings
 from worker.kafka.broker_facts import BrokerAdmin
 from worker.ports import PartitionReader, SendTag, Sink, Source, Transactions
+
+T = TypeVar("T")
 
 # kafka_client -> the module whose TRANSPORT builds that client's parts.
 TRANSPORTS: dict[str, str] = {
@@ -32,6 +35,14 @@ class Transport(Protocol):
     no broker answers and ConfigError when the library refuses its configuration (``no_broker``)."""
 
     errors: tuple[type[Exception], ...]  # what the library's calls raise when the broker does not answer
+
+    def refused(self, exc: Exception) -> bool:
+        """Whether ``exc``, one of ``errors``, is the library refusing its configuration."""
+        ...
+
+    def built(self, kafka: KafkaSettings, build: Callable[[], T]) -> T:
+        """``build()``, its library's errors raised as ServiceUnavailable or ConfigError (``no_broker``)."""
+        ...
 
     def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
                model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
@@ -61,6 +72,24 @@ def transport_for(kafka_client: str) -> Transport:
         raise ConfigError(f"kafka_client={kafka_client!r}: choose one of {', '.join(TRANSPORTS)}")
     transport: Transport = importlib.import_module(TRANSPORTS[kafka_client]).TRANSPORT
     return transport
+
+
+class Building:
+    """What each client's Transport shares: its library's exceptions, raised while a client is built, said as
+    the worker's (``no_broker``)."""
+
+    errors: tuple[type[Exception], ...] = ()
+
+    def refused(self, exc: Exception) -> bool:
+        """Whether ``exc`` is the library refusing its configuration (else: no broker answered)."""
+        return False
+
+    def built(self, kafka: KafkaSettings, build: Callable[[], T]) -> T:
+        """``build()``, its library's errors raised as ServiceUnavailable or ConfigError."""
+        try:
+            return build()
+        except self.errors as exc:
+            raise no_broker(kafka, exc, self.refused(exc)) from exc
 
 
 def no_broker(kafka: KafkaSettings, exc: Exception, refused: bool) -> ServiceUnavailable | ConfigError:

@@ -17,58 +17,49 @@ from worker.kafka.confluent.sink import ConfluentSink
 from worker.kafka.confluent.source import ConfluentSource
 from worker.kafka.confluent.transactions import TransactionalSink
 from worker.kafka.exactly_once import ExactlyOnce
-from worker.kafka.transport import no_broker
+from worker.kafka.transport import Building
 from worker.ports import PartitionReader, SendTag, Sink, Source, Transactions
 
 log = structlog.get_logger(__name__)
 
 
-class ConfluentTransport:
-    errors: tuple[type[Exception], ...] = (KafkaException,)
+class ConfluentTransport(Building):
+    errors = (KafkaException,)
+
+    def refused(self, exc: Exception) -> bool:
+        error = exc.args[0] if exc.args else None
+        return isinstance(error, KafkaError) and error.code() == KafkaError._INVALID_ARG
 
     def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
                model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
+        source = self.built(kafka, lambda: ConfluentSource(kafka, clock, read_committed=kafka.read_committed,
+                                                           metadata_s=bounds.metadata_s, model_topics=model_topics))
         transactions: ExactlyOnce[SendTag] | None = None
-        try:
-            source = ConfluentSource(kafka, clock, read_committed=kafka.read_committed,
-                                     metadata_s=bounds.metadata_s, model_topics=model_topics)
-            sink: ConfluentSink[SendTag]
-            if delivery.exactly_once:
-                transactional: TransactionalSink[SendTag] = TransactionalSink(
-                    kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id,
-                    security=kafka.kafka_security, max_block_s=bounds.send_block_s,
-                    transaction_s=bounds.transaction_s, **producer_properties(kafka))
-                sink, transactions = transactional, ExactlyOnce(transactional, source)
-                log.info("exactly_once", transactional_id=delivery.transactional_id, kafka_client="confluent")
-            else:
-                sink = ConfluentSink(kafka.kafka_bootstrap_servers, kafka.client_id,
-                                     security=kafka.kafka_security, max_block_s=bounds.send_block_s,
-                                     **producer_properties(kafka))
-            source.start()
-        except KafkaException as exc:
-            raise _no_broker(kafka, exc) from exc
+        sink: ConfluentSink[SendTag]
+        if delivery.exactly_once:
+            transactional: TransactionalSink[SendTag] = self.built(kafka, lambda: TransactionalSink(
+                kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id,
+                security=kafka.kafka_security, max_block_s=bounds.send_block_s, transaction_s=bounds.transaction_s,
+                **producer_properties(kafka)))
+            sink, transactions = transactional, ExactlyOnce(transactional, source)
+            log.info("exactly_once", transactional_id=delivery.transactional_id, kafka_client="confluent")
+        else:
+            sink = self.built(kafka, lambda: ConfluentSink(kafka.kafka_bootstrap_servers, kafka.client_id,
+                                                           security=kafka.kafka_security,
+                                                           max_block_s=bounds.send_block_s,
+                                                           **producer_properties(kafka)))
+        self.built(kafka, source.start)
         return source, sink, transactions
 
     def sink(self, kafka: KafkaSettings) -> Sink[Any]:
-        try:
-            return ConfluentSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security,
-                                 **producer_properties(kafka))
-        except KafkaException as exc:
-            raise _no_broker(kafka, exc) from exc
+        return self.built(kafka, lambda: ConfluentSink(kafka.kafka_bootstrap_servers, kafka.client_id,
+                                                       security=kafka.kafka_security, **producer_properties(kafka)))
 
     def partition_reader(self, kafka: KafkaSettings, clock: Clock, group: str | None = None) -> PartitionReader:
-        try:
-            return ConfluentPartitionReader(kafka, clock, group=group)
-        except KafkaException as exc:
-            raise _no_broker(kafka, exc) from exc
+        return self.built(kafka, lambda: ConfluentPartitionReader(kafka, clock, group=group))
 
     def admin(self, kafka: KafkaSettings) -> ConfluentAdmin:
         return ConfluentAdmin(kafka.kafka_bootstrap_servers, kafka.kafka_security)
-
-
-def _no_broker(kafka: KafkaSettings, exc: KafkaException) -> Exception:
-    error = exc.args[0] if exc.args else None
-    return no_broker(kafka, exc, refused=isinstance(error, KafkaError) and error.code() == KafkaError._INVALID_ARG)
 
 
 TRANSPORT = ConfluentTransport()

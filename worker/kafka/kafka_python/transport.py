@@ -17,57 +17,45 @@ from worker.kafka.kafka_python.connection import producer_properties
 from worker.kafka.kafka_python.sink import KafkaSink
 from worker.kafka.kafka_python.source import KafkaSource
 from worker.kafka.kafka_python.transactions import TransactionalSink
-from worker.kafka.transport import no_broker
+from worker.kafka.transport import Building
 from worker.ports import PartitionReader, SendTag, Sink, Source, Transactions
 
 log = structlog.get_logger(__name__)
 
 
-class KafkaPythonTransport:
-    errors: tuple[type[Exception], ...] = (KafkaError,)
+class KafkaPythonTransport(Building):
+    errors = (KafkaError,)
+
+    def refused(self, exc: Exception) -> bool:
+        return isinstance(exc, KafkaConfigurationError)
 
     def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
                model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
-        transactions: ExactlyOnce[SendTag] | None = None
+        source = self.built(kafka, lambda: KafkaSource(kafka, clock, read_committed=kafka.read_committed,
+                                                       metadata_s=bounds.metadata_s, model_topics=model_topics))
         block_ms = int(bounds.send_block_s * 1000)
-        try:
-            source = KafkaSource(kafka, clock, read_committed=kafka.read_committed, metadata_s=bounds.metadata_s,
-                                 model_topics=model_topics)
-            sink: KafkaSink[SendTag]
-            if delivery.exactly_once:
-                transactional: TransactionalSink[SendTag] = TransactionalSink(
-                    kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id,
-                    security=kafka.kafka_security, transaction_s=bounds.transaction_s, max_block_ms=block_ms,
-                    **producer_properties(kafka))
-                sink, transactions = transactional, ExactlyOnce(transactional, source)
-                log.info("exactly_once", transactional_id=delivery.transactional_id)
-            else:
-                sink = KafkaSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security,
-                                 max_block_ms=block_ms, **producer_properties(kafka))
-        except KafkaError as exc:
-            raise _no_broker(kafka, exc) from exc
+        if not delivery.exactly_once:
+            sink: KafkaSink[SendTag] = self.built(kafka, lambda: KafkaSink(
+                kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security, max_block_ms=block_ms,
+                **producer_properties(kafka)))
+            source.start()
+            return source, sink, None
+        transactional: TransactionalSink[SendTag] = self.built(kafka, lambda: TransactionalSink(
+            kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id, security=kafka.kafka_security,
+            transaction_s=bounds.transaction_s, max_block_ms=block_ms, **producer_properties(kafka)))
+        log.info("exactly_once", transactional_id=delivery.transactional_id)
         source.start()
-        return source, sink, transactions
+        return source, transactional, ExactlyOnce(transactional, source)
 
     def sink(self, kafka: KafkaSettings) -> Sink[Any]:
-        try:
-            return KafkaSink(kafka.kafka_bootstrap_servers, kafka.client_id, security=kafka.kafka_security,
-                             **producer_properties(kafka))
-        except KafkaError as exc:
-            raise _no_broker(kafka, exc) from exc
+        return self.built(kafka, lambda: KafkaSink(kafka.kafka_bootstrap_servers, kafka.client_id,
+                                                   security=kafka.kafka_security, **producer_properties(kafka)))
 
     def partition_reader(self, kafka: KafkaSettings, clock: Clock, group: str | None = None) -> PartitionReader:
-        try:
-            return KafkaPartitionReader(kafka, clock, group=group)
-        except KafkaError as exc:
-            raise _no_broker(kafka, exc) from exc
+        return self.built(kafka, lambda: KafkaPartitionReader(kafka, clock, group=group))
 
     def admin(self, kafka: KafkaSettings) -> KafkaPythonAdmin:
         return KafkaPythonAdmin(kafka.kafka_bootstrap_servers, kafka.kafka_security)
-
-
-def _no_broker(kafka: KafkaSettings, exc: KafkaError) -> Exception:
-    return no_broker(kafka, exc, refused=isinstance(exc, KafkaConfigurationError))
 
 
 TRANSPORT = KafkaPythonTransport()
