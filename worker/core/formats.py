@@ -43,7 +43,9 @@ def _option(default: Any, env: str, help: str, flag: str | None = None) -> Any:
 class Formats:
     """The request format and the schema registry (docs/formats.md).
 
-    Raises ConfigError when inconsistent; never shows a secret (it holds the password's file name only)."""
+    Each field is a setting of the section ``formats`` of docs/configuration.md, which gives its variable, flag,
+    default and meaning; ``from_sources()`` reads them as the worker does. Raises ConfigError when inconsistent;
+    never shows a secret (it holds the password's file name only)."""
 
     request_format: str = _option(
         "json", "STREAMSCORE_REQUEST_FORMAT", "how request values are written: json (the wire contract's JSON), "
