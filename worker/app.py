@@ -7,6 +7,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -70,6 +71,7 @@ from worker.ports import (
 from worker.stream.framed import FramedRequests
 from worker.stream.json_requests import JsonRequests
 from worker.stream.loop import Worker
+from worker.stream.parts import Extras, assemble
 from worker.stream.reloads import Reloads
 from worker.stream.residency import ModelLoads
 from worker.stream.scoring import InlineScorer, ThreadScorer
@@ -495,26 +497,26 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     log.info("step_bounds", worst_step_s=round(bounds.worst_step_s(settings.delivery.exactly_once), 2),
              settle_s=bounds.settle_s, send_block_s=bounds.send_block_s, metadata_s=bounds.metadata_s,
              store_call_s=round(bounds.store_call_s, 2), transaction_s=bounds.transaction_s)
-    worker = _worker(settings, source, sink, dedup, models, clock, stop_requested=stop_requested,
-                     transactions=transactions, stats=stats, reloads=build_reloads(settings, models, stats),
-                     shadow=build_shadow(settings, models, stats, clock),
-                     tracer=build_tracer(settings, os.environ, tracer_provider),
-                     encode_reply=build_reply_encoder(settings, models))
+    extras = Extras(transactions=transactions, reloads=build_reloads(settings, models, stats),
+                    shadow=build_shadow(settings, models, stats, clock),
+                    tracer=build_tracer(settings, os.environ, tracer_provider),
+                    encode_reply=build_reply_encoder(settings, models))
+    worker = _worker(settings, source, sink, dedup, models, clock, stop_requested, stats, extras)
     freeze_start_up_heap()
     return worker
 
 
 def _worker(settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels,
-            clock: SystemClock, stop_requested: StopRequest | None, transactions: Transactions | None = None,
-            stats: WorkerStats | None = None, reloads: Reloads | None = None, shadow: Shadow | None = None,
-            tracer: Tracer | None = None, encode_reply: ReplyEncode | None = None) -> Worker:
-    """The loop over these parts, given the sections it reads, its models where ``model_thread`` says (and their
-    loads on first use under a memory budget), and its requests' decoder."""
-    return Worker(source, sink, dedup, models, build_decoder(settings, models.routes), clock, kafka=settings.kafka,
-                  batching=settings.batching, delivery=settings.delivery, operations=settings.operations,
-                  stop_requested=stop_requested, transactions=transactions,
-                  scorer=build_scorer(settings, models.runners, clock), stats=stats, reloads=reloads,
-                  shadow=shadow, loads=build_loads(settings, models), tracer=tracer, encode_reply=encode_reply)
+            clock: SystemClock, stop_requested: StopRequest | None, stats: WorkerStats | None = None,
+            extras: Extras = Extras()) -> Worker:
+    """The loop over these parts and ``extras``, given the sections it reads, its models where ``model_thread``
+    says (and their loads on first use under a memory budget), and its requests' decoder."""
+    stats = stats if stats is not None else WorkerStats()
+    extras = replace(extras, scorer=build_scorer(settings, models.runners, clock), loads=build_loads(settings, models))
+    parts = assemble(source, sink, dedup, models, build_decoder(settings, models.routes), clock, stats, settings.kafka,
+                     settings.delivery, settings.operations, extras)
+    return Worker(parts, clock, stats, kafka=settings.kafka, batching=settings.batching,
+                  operations=settings.operations, stop_requested=stop_requested)
 
 
 def freeze_start_up_heap() -> None:

@@ -17,12 +17,14 @@ from tests.component.fakes import FakeExactlyOnce, FakeSink, FakeSource, FakeTra
 from tests.fakes import FakeClock
 from worker.core.clock import Clock
 from worker.core.settings import Settings
+from worker.core.stats import WorkerStats
 from worker.dedup.memory import InMemoryDedupStore
 from worker.models import load_model
 from worker.models.runner import TorchRunner
 from worker.ports import DedupStore, ModelRunner, Scorer
 from worker.stream.json_requests import JsonRequests
 from worker.stream.loop import Worker
+from worker.stream.parts import Extras, assemble
 from worker.stream.residency import ModelLoads
 from worker.stream.served import ServedModels
 
@@ -68,10 +70,12 @@ class Harness:
         s = self.settings
         models = self.models or ServedModels.single(self.runner, s.batching)
         scorer = self._scorer(models.runners, self.clock) if self._scorer else None
-        return Worker(self.source, self.sink, dedup or self.dedup, models, JsonRequests(models.routes,
-                      s.batching.max_record_bytes), self.clock,
-                      kafka=s.kafka, batching=s.batching, delivery=s.delivery, operations=s.operations,
-                      transactions=self.transactions, scorer=scorer, reloads=self.reloads, loads=self.loads)
+        stats = WorkerStats()
+        parts = assemble(self.source, self.sink, dedup or self.dedup, models,
+                         JsonRequests(models.routes, s.batching.max_record_bytes), self.clock, stats, s.kafka,
+                         s.delivery, s.operations,
+                         Extras(transactions=self.transactions, scorer=scorer, reloads=self.reloads, loads=self.loads))
+        return Worker(parts, self.clock, stats, kafka=s.kafka, batching=s.batching, operations=s.operations)
 
     def steps(self, count: int = 5) -> None:
         for _ in range(count):

@@ -20,17 +20,13 @@ store sees a retry, not a duplicate). Not thread-safe.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import structlog
 
 from worker.core.clock import Clock
-from worker.core.model_batchers import ModelBatchers
-from worker.core.offsets import OffsetTracker
 from worker.core.shutdown import Deadline
-from worker.ports import DedupStore, LoopSteps, Scorer, SendTag, Sink, Source
-from worker.stream.admission import Admission
-from worker.stream.membership import SETTLE_S, Membership
+from worker.ports import LoopSteps
+from worker.stream.membership import SETTLE_S
+from worker.stream.parts import LoopParts
 
 log = structlog.get_logger(__name__)
 
@@ -39,27 +35,13 @@ SCORER_WAIT_S = 1.0  # longest single wait on the scorer (the deadline may be ne
 REBALANCE_TRIES = 3
 
 
-@dataclass(frozen=True, slots=True)
-class StreamParts:
-    """The parts of the stream that the drain finishes and closes: the loop's (stream/loop.py)."""
-
-    source: Source
-    sink: Sink[SendTag]
-    dedup: DedupStore
-    scorer: Scorer
-    batchers: ModelBatchers
-    admission: Admission
-    membership: Membership
-    offsets: OffsetTracker
-
-
 class Drain:
-    """Runs the steps above once, over ``parts``; ``loop`` scores, answers and settles as in a step."""
+    """Runs the steps above once, over the loop's ``parts``; ``loop`` scores, answers and settles as in a step."""
 
-    def __init__(self, timeout_s: float, clock: Clock, parts: StreamParts, loop: LoopSteps) -> None:
+    def __init__(self, timeout_s: float, clock: Clock, parts: LoopParts, loop: LoopSteps) -> None:
         self._timeout_s, self._clock, self._loop = timeout_s, clock, loop
         self._source, self._sink, self._dedup, self._scorer = parts.source, parts.sink, parts.dedup, parts.scorer
-        self._batchers, self._admission = parts.batchers, parts.admission
+        self._batchers, self._admission = parts.models.batchers, parts.admission
         self._membership, self._offsets = parts.membership, parts.offsets
         self.deadline: Deadline | None = None
         self.cut = False  # the deadline stopped steps 1-5 before they were done

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import structlog
 
-from worker.core.errors import WorkerError
+from worker.core.errors import ConfigError, WorkerError
 from worker.core.model_table import FILE_SUFFIXES, ModelEntry, ModelTable, read_config_file
 from worker.core.stats import WorkerStats
-from worker.stream.served import LoadedEntry
+from worker.stream.served import LoadedEntry, ServedModels
 
 log = structlog.get_logger(__name__)
 
@@ -165,3 +165,16 @@ def stamp(entry: ModelEntry) -> Stamp:
             continue
         stamps.append((path, status.st_mtime_ns, status.st_size))
     return tuple(stamps)
+
+
+def switch_in(plan: Plan, models: ServedModels, stats: WorkerStats) -> None:
+    """Between two steps: switch ``models`` to ``plan``; one they refuse is logged, and they stay as they were."""
+    try:
+        models.switch(plan.table, plan.loaded)
+    except ConfigError as exc:
+        log.warning("model_reload_refused", reason=str(exc), serving="the models as they were")
+        return
+    stats.serve(models.served(), models.routes.reply_names())
+    for loaded in plan.loaded:
+        stats.record_switch(loaded.name)
+        log.info("model_version_switched", model=loaded.name, version=loaded.version)

@@ -1,0 +1,44 @@
+"""What the stream loop does beside its work each step: warn before the group would drop it, refresh the lag
+snapshot for the metrics, and log its counters now and then."""
+
+from __future__ import annotations
+
+import structlog
+
+from worker.core.clock import Clock
+from worker.core.sections import KafkaSettings, OperationsSettings
+from worker.core.stats import WorkerStats
+from worker.ports import Source
+
+log = structlog.get_logger(__name__)
+
+LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
+
+
+class Upkeep:
+    def __init__(self, source: Source, stats: WorkerStats, clock: Clock, kafka: KafkaSettings,
+                 operations: OperationsSettings) -> None:
+        self._source, self._stats, self._clock = source, stats, clock
+        self._max_poll_interval_ms, self._stats_interval_s = kafka.max_poll_interval_ms, operations.stats_interval_s
+        self._last_stats = now = clock.monotonic()
+        self._lag_at = now - LAG_REFRESH_S
+
+    def warn_if_slow(self, last_poll: float) -> None:
+        """Say so when the time since the last poll nears max.poll.interval.ms (the group would drop us)."""
+        since_poll_ms = (self._clock.monotonic() - last_poll) * 1000
+        if since_poll_ms > self._max_poll_interval_ms / 2:
+            log.warning("slow_step", since_last_poll_ms=round(since_poll_ms),
+                        max_poll_interval_ms=self._max_poll_interval_ms,
+                        advice="lower max_poll_records or max_batch_size, or raise max_poll_interval_ms")
+
+    def after_step(self) -> None:
+        """Replace the lag snapshot, at most once per LAG_REFRESH_S (the source answers from what it knows), and
+        log the counters every stats_interval_s."""
+        now = self._clock.monotonic()
+        if now - self._lag_at >= LAG_REFRESH_S:
+            self._lag_at = now
+            self._stats.lag = self._source.lag()
+            self._stats.undecodable = self._source.undecodable()
+        if self._stats_interval_s and now - self._last_stats >= self._stats_interval_s:
+            self._last_stats = now
+            log.info("worker_stats", **self._stats.snapshot())
