@@ -2,6 +2,8 @@
 # Each creates .venv/ on first use (torch is large: minutes the first time on a
 # machine, seconds afterwards) and starts local Kafka + Redis when needed.
 
+# The interpreter .venv/ is built on: PYTHON from the environment (PYTHON=python3.12 make venv), else python3.
+INTERPRETER := $(if $(filter environment,$(origin PYTHON)),$(PYTHON),python3)
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
@@ -12,8 +14,8 @@ CHAOS_SIZE ?= full
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-venv:  ## create .venv/ (dependencies cached per machine)
-	@bash deploy/venv.sh
+venv:  ## create .venv/ (dependencies cached per machine; PYTHON=... picks the interpreter)
+	@PYTHON=$(INTERPRETER) bash deploy/venv.sh
 
 up: venv  ## create .venv/, start local Kafka + Redis + the schema registry and print their addresses
 	@deploy/local/services.sh up
