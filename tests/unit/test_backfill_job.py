@@ -81,7 +81,7 @@ def test_every_reply_goes_to_the_backfill_reply_topic_and_dead_letters_keep_thei
 
 
 def test_a_backfill_may_run_over_the_confluent_client(monkeypatch):
-    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: object())
+    monkeypatch.setattr("worker.core.clients.find_spec", lambda name: object())
     args = parse(["--requests-topic", "requests", "--reply-topic", "bf", "--kafka-client", "confluent", *RANGE])
     settings, _ = backfill_settings(args, ENV)
     assert settings.kafka.kafka_client == "confluent"

@@ -43,7 +43,7 @@ def test_without_the_brokers_figures_kafkas_defaults_stand_in_and_the_message_sa
 
 
 def test_with_the_consumer_group_protocol_the_broker_sets_the_session_timeout_itself(monkeypatch):
-    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: object())  # installed or not, here
+    monkeypatch.setattr("worker.core.clients.find_spec", lambda name: object())  # installed or not, here
     consumer = settings(STREAMSCORE_KAFKA_CLIENT="confluent", STREAMSCORE_KAFKA_GROUP_PROTOCOL="consumer")
     check_session_timeout(consumer, SessionTimeouts(60_000, 60_000, from_broker=True))  # 45000 is not sent
 

@@ -55,9 +55,10 @@ def test_a_value_outside_its_choices_is_refused_with_the_message_it_always_had(s
 
 
 def test_every_choice_setting_is_a_literal_and_each_of_its_values_is_accepted():
+    """(kafka_client's choices are the rows of worker/core/clients.py's table: tests/unit/test_transport.py.)"""
     literal = {name: get_args(hint) for section in SECTIONS for name, hint in get_type_hints(section).items()
                if get_origin(hint) is Literal}
-    assert set(literal) == {"kafka_client", "kafka_group_protocol", "auto_offset_reset", "assignor", "amp",
+    assert set(literal) == {"kafka_group_protocol", "auto_offset_reset", "assignor", "amp",
                             "model_thread", "delivery", "log_format", "log_level", "reply_compression"}
     for name, choices in literal.items():
         if name in ("kafka_client", "kafka_group_protocol"):

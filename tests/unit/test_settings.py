@@ -110,7 +110,7 @@ def test_exactly_once_derives_a_transactional_id_per_worker():
 
 
 def test_the_confluent_client_without_its_package_says_to_install_the_extra(monkeypatch):
-    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: None)
+    monkeypatch.setattr("worker.core.clients.find_spec", lambda name: None if name == "confluent_kafka" else object())
     with pytest.raises(ConfigError, match=r"kafka_client=confluent \(--kafka-client, STREAMSCORE_KAFKA_CLIENT\) "
                        r"needs the confluent-kafka package.*install the `confluent` extra"):
         Settings.from_sources(parse(["--kafka-client", "confluent"]), {})
@@ -118,7 +118,7 @@ def test_the_confluent_client_without_its_package_says_to_install_the_extra(monk
 
 
 def test_librdkafka_wants_max_poll_interval_at_least_the_session_timeout(monkeypatch):
-    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: object())
+    monkeypatch.setattr("worker.core.clients.find_spec", lambda name: object())
     short = ["--max-poll-interval-ms", "5000", "--session-timeout-ms", "6000"]
     assert Settings.from_sources(parse(short), {}).kafka.max_poll_interval_ms == 5000  # kafka-python takes it
     with pytest.raises(ConfigError, match=r"max_poll_interval_ms \(5000\) must be at least session_timeout_ms"):
@@ -131,7 +131,7 @@ def test_librdkafka_wants_max_poll_interval_at_least_the_session_timeout(monkeyp
 ])
 def test_the_consumer_group_protocol_takes_the_assignor_and_session_timeout_from_the_broker(monkeypatch, flags,
                                                                                             named):
-    monkeypatch.setattr("worker.core.sections.find_spec", lambda name: object())  # installed or not, here
+    monkeypatch.setattr("worker.core.clients.find_spec", lambda name: object())  # installed or not, here
     consumer = ["--kafka-client", "confluent", "--kafka-group-protocol", "consumer"]
     assert Settings.from_sources(parse(consumer), {}).kafka.kafka_group_protocol == "consumer"
     with pytest.raises(ConfigError, match=named):

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import Field, dataclass, field, fields
-from importlib.util import find_spec
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit, urlunsplit
 
+from worker.core.clients import check_kafka_client
 from worker.core.errors import ConfigError
 from worker.core.kafka_properties import DEFAULT_ISOLATION, KafkaProperties
 from worker.core.security import KafkaSecurity
@@ -24,7 +24,6 @@ ENV_PREFIX = "STREAMSCORE_"
 PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": "REDIS_URL",
              "redis_password_file": "REDIS_PASSWORD_FILE", "redis_ca_file": "REDIS_CA_FILE"}
 
-KafkaClient = Literal["kafka-python", "confluent"]
 GroupProtocol = Literal["classic", "consumer"]
 OffsetReset = Literal["earliest", "latest"]
 Assignor = Literal["range", "roundrobin", "cooperative-sticky"]
@@ -36,7 +35,6 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 Codec = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 
 AMP_MODES: tuple[Amp, ...] = get_args(Amp)
-KAFKA_CLIENTS: tuple[KafkaClient, ...] = get_args(KafkaClient)
 GROUP_PROTOCOLS: tuple[GroupProtocol, ...] = get_args(GroupProtocol)
 # The largest max_batch_size. Everything about a batch happens at once: its requests are held in memory (each up to
 # max_record_bytes), their ids claimed in one Redis pipeline, their replies produced together, and no reply leaves
@@ -58,7 +56,7 @@ class KafkaSettings:
     kafka_bootstrap_servers: str = _setting(
         "", "Kafka brokers, host:port[,host:port]; `make up` prints the local one", flag="--bootstrap-servers")
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity, metadata={"nested": True})
-    kafka_client: KafkaClient = _setting(
+    kafka_client: str = _setting(
         "kafka-python", "the Kafka client library: kafka-python, or confluent (confluent-kafka over librdkafka: "
         "far less CPU per record; install the `confluent` extra)")
     kafka_group_protocol: GroupProtocol = _setting(
@@ -321,16 +319,6 @@ def redact_url(url: str) -> str:
     if not at or ":" not in credentials:
         return url
     return urlunsplit(parts._replace(netloc=f"{credentials.partition(':')[0]}:***@{hosts}"))
-
-
-def check_kafka_client(name: str) -> None:
-    """Refuse a Kafka client library that is not one of KAFKA_CLIENTS, or not installed (the worker's and the
-    producer side's ``--kafka-client``). Raises ConfigError naming the fix."""
-    _check_choice("kafka_client", name, KAFKA_CLIENTS)
-    if name == "confluent" and find_spec("confluent_kafka") is None:
-        raise ConfigError("kafka_client=confluent (--kafka-client, STREAMSCORE_KAFKA_CLIENT) needs the confluent-kafka "
-                          "package, which is not installed: install the `confluent` extra "
-                          "(pip install 'streamscore[confluent]'), or use --kafka-client kafka-python")
 
 
 def check_amp(amp: str, device_type: str) -> None:

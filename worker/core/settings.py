@@ -24,13 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
+from worker.core.clients import KAFKA_CLIENTS, check_kafka_client
 from worker.core.errors import ConfigError
 from worker.core.formats import Formats, add_format_flags, env_names
 from worker.core.kafka_properties import ENV_PREFIXES, KafkaProperties, add_property_flags
 from worker.core.model_table import ConfigFile, ModelTable, read_config_file
 from worker.core.sections import (
     ENV_PREFIX,
-    KAFKA_CLIENTS,
     SECTIONS,
     BatchingSettings,
     DedupSettings,
@@ -39,7 +39,6 @@ from worker.core.sections import (
     ModelSettings,
     OperationsSettings,
     check_amp,
-    check_kafka_client,
     env_name,
     redact_url,
     setting_fields,

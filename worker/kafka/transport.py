@@ -3,9 +3,9 @@ use (the stream's source, reply sink and transactions; a plain sink; the backfil
 admin that reads the broker's facts) and says which of its library's exceptions mean that the broker did not
 answer.
 
-``TRANSPORTS`` names each client's Transport by module, one row a client; ``transport_for`` imports the one
-chosen, so that neither client loads the other's library (confluent-kafka is an extra). worker/app.py asks
-once and never branches on the client again.
+worker/core/clients.py names each client's Transport by module, one row a client; ``transport_for`` imports
+the one chosen, so that neither client loads the other's library (confluent-kafka is an extra). worker/app.py
+asks once and never branches on the client again.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from worker.core.bounds import StepBounds
+from worker.core.clients import check_kafka_client
 from worker.core.clock import Clock
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.sections import DeliverySettings, KafkaSettings
@@ -22,12 +23,6 @@ from worker.kafka.broker_facts import BrokerAdmin
 from worker.ports import PartitionReader, SendTag, Sink, Source, Transactions
 
 T = TypeVar("T")
-
-# kafka_client -> the module whose TRANSPORT builds that client's parts.
-TRANSPORTS: dict[str, str] = {
-    "kafka-python": "worker.kafka.kafka_python.transport",
-    "confluent": "worker.kafka.confluent.transport",
-}
 
 
 class Transport(Protocol):
@@ -67,10 +62,8 @@ class Transport(Protocol):
 
 def transport_for(kafka_client: str) -> Transport:
     """The Transport of ``kafka_client``, its library imported now. Raises ConfigError for a name not in
-    TRANSPORTS."""
-    if kafka_client not in TRANSPORTS:
-        raise ConfigError(f"kafka_client={kafka_client!r}: choose one of {', '.join(TRANSPORTS)}")
-    transport: Transport = importlib.import_module(TRANSPORTS[kafka_client]).TRANSPORT
+    worker/core/clients.py's table, or a client whose library is not installed."""
+    transport: Transport = importlib.import_module(check_kafka_client(kafka_client).transport).TRANSPORT
     return transport
 
 
