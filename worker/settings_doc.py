@@ -3,25 +3,28 @@
     python -m worker.settings_doc           # rewrite the table in docs/configuration.md
     python -m worker.settings_doc --check   # exit 1, changing nothing, if the table there is stale
 
-One table per section of ``Settings`` (worker/core/sections.py, and the
-formats group of worker/core/formats.py), headed by the section's name and its
-docstring's first line; one row per setting of ``python -m worker run``: each
-field of the section and of its nested groups (the Kafka security settings,
-worker/core/security.py), with the flag ``add_flags`` gives it, the environment
-variable it is read from, its default and its help text. Then, between COMMANDS_BEGIN and COMMANDS_END, one table
-per other command (``score-file``, ``backfill``, ...) of the flags that are its own, not settings. Only the lines
-between the markers are written; the prose around them is edited by hand.
+One table per section of ``Settings``, headed by the section's name and its
+docstring's first line; one row per setting declared in the registry
+(worker/core/registry.py: each section's, the Kafka security settings, the
+formats group), with its key (what the configuration file calls it), its flag,
+its variable, its default, whether a ``[models.NAME]`` table may set it, and its
+help text; then the client properties (worker/core/kafka_properties.py).
+Then, between COMMANDS_BEGIN and COMMANDS_END, one table per other command
+(``score-file``, ``backfill``, ...) of the flags that are its own, not
+settings. Only the lines between the markers are written; the prose around
+them is edited by hand.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import MISSING, Field, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from worker.core.sections import env_name
+from worker.core.kafka_properties import KafkaProperties
+from worker.core.sections import SETTINGS
 from worker.core.settings import add_flags, flag_sections
 from worker.doc_tables import escape, replace_between, write_or_check
 
@@ -36,40 +39,22 @@ COMMANDS_END = "<!-- END command flags -->"
 @dataclass(frozen=True)
 class Row:
     section: str  # the Settings field that holds it: kafka, dedup, ...
-    setting: str
+    setting: str  # its key: the configuration file's name for it
     flag: str
     env: str
     default: str
+    per_model: bool  # a [models.NAME] table may set it
     help: str
 
 
 def rows() -> list[Row]:
-    """Every setting, section by section, in the order of the dataclasses. Raises KeyError for a field that has
-    no flag."""
-    parser = argparse.ArgumentParser(add_help=False)
-    add_flags(parser)
-    actions = [a for a in parser._actions if a.option_strings]
-    by_dest = {a.dest: a.option_strings[0] for a in actions}
-    by_metavar = {a.metavar: a.option_strings[0] for a in actions if isinstance(a.metavar, str)}
-    table: list[Row] = []
-    for section, kind in flag_sections().items():
-        if all("env" in f.metadata for f in fields(kind)):  # formats: a group naming its own variables, whole
-            table += _group_rows(section, "", kind, by_metavar)
-            continue
-        for f in fields(kind):
-            if f.metadata.get("nested"):
-                table += _group_rows(section, f"{f.name}.", _default(f), by_metavar)
-                continue
-            table.append(Row(section, f.name, by_dest[f.name], env_name(f.name), _shown(_default(f)),
-                             f.metadata["help"]))
-    return table
-
-
-def _group_rows(section: str, prefix: str, group: Any, by_metavar: dict[str, str]) -> list[Row]:
-    """The rows of a group that names its own variables (kafka_security, formats; kafka_properties names its flags
-    too); its flags are named after them."""
-    return [Row(section, prefix + sub.name, sub.metadata.get("flag") or by_metavar[sub.metadata["env"]],
-                sub.metadata["env"], _shown(_default(sub)), sub.metadata["help"]) for sub in fields(group)]
+    """Every setting, section by section, in the order of the registry; the client properties after Kafka's."""
+    table = [Row(s.group.section, s.key, s.flag, s.env, _shown(s.default), s.declared.per_model,
+                 s.help + (" Never in the configuration file." if s.declared.secret else "")) for s in SETTINGS]
+    properties = [Row("kafka", f"kafka_properties.{f.name}", f.metadata["flag"], f.metadata["env"], "", False,
+                      f.metadata["help"]) for f in fields(KafkaProperties)]
+    last_kafka = max(i for i, row in enumerate(table) if row.section == "kafka")
+    return table[:last_kafka + 1] + properties + table[last_kafka + 1:]
 
 
 def render() -> str:
@@ -78,9 +63,10 @@ def render() -> str:
     for section, kind in flag_sections().items():
         summary = (kind.__doc__ or "").strip().splitlines()[0]
         lines += ["", f"### `{section}`", "", escape(summary), "",
-                  "| setting | flag | environment variable | default | meaning |", "|---|---|---|---|---|"]
-        lines += [f"| `{r.setting}` | `{r.flag}` | `{r.env}` | {r.default} | {escape(r.help)} |" for r in rows()
-                  if r.section == section]
+                  "| setting | flag | environment variable | default | per model | meaning |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| `{r.setting}` | `{r.flag}` | `{r.env}` | {r.default} | {'yes' if r.per_model else ''} | "
+                  f"{escape(r.help)} |" for r in rows() if r.section == section]
     return "\n".join([*lines, "", END])
 
 
@@ -119,10 +105,6 @@ def update(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     return write_or_check(argv, COMMAND, DOC, "the settings table", update)
-
-
-def _default(f: Field[Any]) -> Any:
-    return f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
 
 
 def _shown(value: Any) -> str:

@@ -18,14 +18,15 @@ from worker.core.errors import ConfigError
 from worker.core.formats import Formats
 from worker.core.sections import (
     SECTIONS,
+    SETTINGS,
     BatchingSettings,
     DedupSettings,
     DeliverySettings,
     KafkaSettings,
     ModelSettings,
     OperationsSettings,
-    setting_fields,
 )
+from worker.core.security import KafkaSecurity
 from worker.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +78,8 @@ def test_device_stays_a_pattern_checked_string():
 def test_setting_names_are_unique_across_sections():
     names = [f.name for section in SECTIONS for f in fields(section)]
     assert len(names) == len(set(names))
-    assert len(setting_fields()) == len(names) - 2  # all but kafka_security and kafka_properties: groups of their own
+    # all but kafka_security and kafka_properties (groups of their own), and the Kafka security and formats settings
+    assert len(SETTINGS) == len(names) - 2 + len(fields(KafkaSecurity)) + len(fields(Formats))
     # The formats section (worker/core/formats.py) names its own variables, but its settings are routed by name too.
     assert not {f.name for f in fields(Formats)} & set(names)
 

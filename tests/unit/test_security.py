@@ -81,7 +81,7 @@ def test_mutual_tls_takes_a_certificate_and_its_key(files):
     ({"KAFKA_SASL_MECHANISM": "OAUTHBEARER"}, "OAUTHBEARER needs KAFKA_SASL_OAUTH_TOKEN_FILE"),
     ({"KAFKA_SASL_OAUTH_TOKEN_FILE": "{token}"}, "only used with KAFKA_SASL_MECHANISM=OAUTHBEARER"),
     ({"KAFKA_SSL_CHECK_HOSTNAME": "maybe"}, "KAFKA_SSL_CHECK_HOSTNAME='maybe' is not a valid boolean"),
-    ({"KAFKA_SSL_CA_FILE": "x"}, "unknown Kafka security setting KAFKA_SSL_CA_FILE; did you mean KAFKA_SSL_CAFILE?"),
+    ({"KAFKA_SSL_CA_FILE": "x"}, "unknown setting KAFKA_SSL_CA_FILE; did you mean KAFKA_SSL_CAFILE?"),
 ])
 def test_a_bad_security_setting_is_refused_naming_it(files, change, named):
     env = scram(files)

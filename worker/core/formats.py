@@ -18,25 +18,18 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from worker.core.environ import refuse_unknown
+from worker.core import registry
 from worker.core.errors import ConfigError
+from worker.core.registry import Group, setting
 
 REQUEST_FORMATS = ("json", "avro", "protobuf", "json-schema")
 SUBJECT_STRATEGIES = ("topic", "record", "topic-record")
 SCHEMA_MODES = ("register", "lookup")
-# Unknown variables with this prefix are typos of ours; the two STREAMSCORE_ ones are read here, not by Settings.
-OWN_PREFIX = "SCHEMA_REGISTRY_"
 # The request fields a schema may call otherwise (--request-fields id=requestId,inputs=features).
 REQUEST_FIELDS = ("id", "inputs", "reply_to", "deadline_ms")
-
-
-def _option(default: Any, env: str, help: str, flag: str | None = None) -> Any:
-    return field(default=default, metadata={"env": env, "help": help,
-                                            "flag": flag or "--" + env.lower().replace("_", "-")})
 
 
 @dataclass(frozen=True)
@@ -47,46 +40,43 @@ class Formats:
     default and meaning; ``from_sources()`` reads them as the worker does. Raises ConfigError when inconsistent;
     never shows a secret (it holds the password's file name only)."""
 
-    request_format: str = _option(
-        "json", "STREAMSCORE_REQUEST_FORMAT", "how request values are written: json (the wire contract's JSON), "
-        "avro, protobuf or json-schema (Confluent wire format: magic byte 0, a 4-byte schema id, the payload; the "
-        "schema is fetched from SCHEMA_REGISTRY_URL by id); per requests topic as TOPIC=FORMAT items after the "
-        "default, e.g. json,orders=avro. See docs/formats.md", flag="--request-format")
-    reply_format: str = _option(
-        "json", "STREAMSCORE_REPLY_FORMAT", "how reply values are written: json (the wire contract's JSON), avro, "
-        "protobuf or json-schema (Confluent wire format, a schema per model made from its outputs and registered "
-        "at start). See docs/formats.md", flag="--reply-format")
-    subject_strategy: str = _option(
-        "topic", "STREAMSCORE_SUBJECT_STRATEGY", "the subject a schema is registered (or looked up) under, the "
-        "worker's reply schemas and the producer side's request schemas alike: topic (<topic>-value; one schema "
-        "per topic, so one model per reply topic), record (the record's name, streamscore.ChurnReply) or "
-        "topic-record (<topic>-<record name>)", flag="--subject-strategy")
-    reply_schema_mode: str = _option(
-        "register", "STREAMSCORE_REPLY_SCHEMA_MODE", "register the reply schemas at start, or lookup: only find "
-        "them registered already (read-only registry credentials)", flag="--reply-schema-mode")
-    request_fields: str = _option(
-        "", "STREAMSCORE_REQUEST_FIELDS", "registry-framed requests: the schema's names for the request fields, "
-        "e.g. id=requestId,inputs=features (default: id, inputs, reply_to, deadline_ms as they are)",
-        flag="--request-fields")
-    registry_url: str = _option(
-        "", "SCHEMA_REGISTRY_URL", "the schema registry's Confluent-compatible API, e.g. "
-        "http://127.0.0.1:18081/apis/ccompat/v7 (`make up` prints the local one); needed by avro, protobuf and "
-        "json-schema")
-    registry_user: str = _option("", "SCHEMA_REGISTRY_USER", "basic auth user towards the registry")
-    registry_password_file: str = _option(
-        "", "SCHEMA_REGISTRY_PASSWORD_FILE", "file holding the basic auth password (a mounted secret), read when "
-        "the registry client starts, a trailing newline ignored")
-    registry_ca_file: str = _option(
-        "", "SCHEMA_REGISTRY_CA_FILE", "https:// registry: PEM file of the CA that signed its certificate "
-        "(default: the system's trusted CAs)")
-    registry_timeout_ms: int = _option(
-        2000, "SCHEMA_REGISTRY_TIMEOUT_MS", "longest wait for one registry call; a registry that does not answer "
-        "pauses consumption, as a Redis outage does, until it does")
-    registry_cache_size: int = _option(1000, "SCHEMA_REGISTRY_CACHE_SIZE", "schemas kept by id (least recently "
-                                       "used dropped first)")
-    unknown_schema_retries: int = _option(
-        3, "SCHEMA_REGISTRY_UNKNOWN_ID_RETRIES", "a schema id the registry does not know is asked again this many "
-        "times (backing off, 0.5 s doubling) before its records are dead-lettered unknown_schema")
+    request_format: str = setting(
+        "json", "how request values are written: json (the wire contract's JSON), avro, protobuf or json-schema "
+        "(Confluent wire format: magic byte 0, a 4-byte schema id, the payload; the schema is fetched from "
+        "SCHEMA_REGISTRY_URL by id); per requests topic as TOPIC=FORMAT items after the default, e.g. "
+        "json,orders=avro. See docs/formats.md")
+    reply_format: str = setting(
+        "json", "how reply values are written: json (the wire contract's JSON), avro, protobuf or json-schema "
+        "(Confluent wire format, a schema per model made from its outputs and registered at start). See "
+        "docs/formats.md")
+    subject_strategy: str = setting(
+        "topic", "the subject a schema is registered (or looked up) under, the worker's reply schemas and the "
+        "producer side's request schemas alike: topic (<topic>-value; one schema per topic, so one model per reply "
+        "topic), record (the record's name, streamscore.ChurnReply) or topic-record (<topic>-<record name>)")
+    reply_schema_mode: str = setting(
+        "register", "register the reply schemas at start, or lookup: only find them registered already (read-only "
+        "registry credentials)")
+    request_fields: str = setting(
+        "", "registry-framed requests: the schema's names for the request fields, e.g. "
+        "id=requestId,inputs=features (default: id, inputs, reply_to, deadline_ms as they are)")
+    registry_url: str = setting(
+        "", "the schema registry's Confluent-compatible API, e.g. http://127.0.0.1:18081/apis/ccompat/v7 (`make up` "
+        "prints the local one); needed by avro, protobuf and json-schema", env="SCHEMA_REGISTRY_URL")
+    registry_user: str = setting("", "basic auth user towards the registry", env="SCHEMA_REGISTRY_USER")
+    registry_password_file: str = setting(
+        "", "file holding the basic auth password (a mounted secret), read when the registry client starts, a "
+        "trailing newline ignored", env="SCHEMA_REGISTRY_PASSWORD_FILE", path=True)
+    registry_ca_file: str = setting(
+        "", "https:// registry: PEM file of the CA that signed its certificate (default: the system's trusted CAs)",
+        env="SCHEMA_REGISTRY_CA_FILE", path=True)
+    registry_timeout_ms: int = setting(
+        2000, "longest wait for one registry call; a registry that does not answer pauses consumption, as a Redis "
+        "outage does, until it does", env="SCHEMA_REGISTRY_TIMEOUT_MS")
+    registry_cache_size: int = setting(1000, "schemas kept by id (least recently used dropped first)",
+                                       env="SCHEMA_REGISTRY_CACHE_SIZE")
+    unknown_schema_retries: int = setting(
+        3, "a schema id the registry does not know is asked again this many times (backing off, 0.5 s doubling) "
+        "before its records are dead-lettered unknown_schema", env="SCHEMA_REGISTRY_UNKNOWN_ID_RETRIES")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "request_format", self.request_format.lower())
@@ -118,43 +108,20 @@ class Formats:
         return {ours.strip(): theirs.strip() for ours, theirs in pairs}
 
     @classmethod
-    def from_sources(cls, args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None,
-                     file: Mapping[str, Any] | None = None) -> Formats:
-        """Defaults, overridden by the configuration file's values (``file``, by field name, typed:
-        ``ConfigFile.formats``), overridden by environment variables, overridden by flags (``add_format_flags``)."""
+    def from_sources(cls, args: argparse.Namespace | None = None,
+                     environ: Mapping[str, str] | None = None) -> Formats:
+        """Defaults, overridden by environment variables, overridden by flags (``add_format_flags``); the worker
+        reads a configuration file's values under them too (``Settings.from_sources``)."""
         environ = os.environ if environ is None else environ
-        refuse_unknown(environ, OWN_PREFIX, env_names(), "schema registry")
-        values: dict[str, Any] = dict(file or {})
-        for f in fields(cls):
-            env = f.metadata["env"]
-            if environ.get(env):
-                values[f.name] = _convert(env, environ[env], type(f.default))
-            flagged = getattr(args, "formats_" + f.name, None) if args is not None else None
-            if flagged is not None:
-                values[f.name] = flagged
-        return cls(**values)
-
-
-def env_names() -> frozenset[str]:
-    """Every variable this group reads (Settings must not call the STREAMSCORE_ ones unknown)."""
-    return frozenset(f.metadata["env"] for f in fields(Formats))
+        settings = registry.declared(FORMATS)
+        registry.refuse_unknown(environ, settings)
+        given = {**registry.from_environment(settings, environ), **registry.from_arguments(settings, args)}
+        return cls(**registry.by_group(settings, given).get(cls, {}))
 
 
 def add_format_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per setting (``--request-format``, ``--schema-registry-url``, ...); defaults stay None."""
-    group = parser.add_argument_group("request format and schema registry (docs/formats.md)")
-    for f in fields(Formats):
-        env = f.metadata["env"]
-        kind = type(f.default)
-        group.add_argument(f.metadata["flag"], dest="formats_" + f.name, metavar=env, type=kind,
-                           help=f.metadata["help"])
-
-
-def _convert(env: str, raw: str, kind: type) -> Any:
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ConfigError(f"{env}={raw!r} is not a valid {kind.__name__}") from None
+    registry.add_flags(parser, registry.declared(FORMATS))
 
 
 def _split(spec: str) -> tuple[str, dict[str, str]]:
@@ -213,4 +180,7 @@ def _validate(s: Formats) -> None:
              f"{', '.join(REQUEST_FIELDS)}")
 
 
+# The format settings as a group (worker/core/registry.py): keys at the top of the configuration file.
+FORMATS = Group("formats", Formats, "request format and schema registry (docs/formats.md)",
+                owns=("SCHEMA_REGISTRY_",))
 JSON = Formats()

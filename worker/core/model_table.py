@@ -43,17 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from worker.core import registry
 from worker.core.errors import ConfigError
-from worker.core.formats import Formats
 from worker.core.kafka_properties import KafkaProperties
-from worker.core.sections import BatchingSettings, ModelSettings, setting_fields
-from worker.core.security import KafkaSecurity
+from worker.core.sections import SETTINGS, BatchingSettings, ModelSettings, per_model
 
 S = TypeVar("S", ModelSettings, BatchingSettings)
 ENTRY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 FILE_SUFFIXES = (".pt2", ".pt", ".ts", ".pth")  # a ``model`` value ending so is a file, found beside the config
-MODEL_KEYS = ("model", "model_config", "weights", "allow_pickle", "device", "amp")
-BATCHING_KEYS = ("max_batch_size", "max_wait_ms", "max_batch_tokens", "latency_target_ms")
+MODEL_KEYS = per_model(ModelSettings)  # the settings a model's table may set (declared per_model)
+BATCHING_KEYS = per_model(BatchingSettings)
 ENTRY_KEYS = (*MODEL_KEYS, *BATCHING_KEYS, "version", "topic", "canary", "canary_weight", "shadow",
               "shadow_fraction")
 
@@ -153,13 +152,12 @@ class ModelTable:
 
 @dataclass(frozen=True)
 class ConfigFile:
-    """A configuration file read: its top-level settings by name, and its model table; its Kafka security and
-    format settings by field name, for KafkaSecurity.from_sources and Formats.from_sources."""
+    """A configuration file read: its settings by key (``max_batch_size``, ``kafka_security.protocol``: the
+    registry's keys, worker/core/registry.py), its client properties, and its model table."""
 
-    settings: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+    properties: KafkaProperties = field(default_factory=KafkaProperties)
     models: ModelTable = field(default_factory=ModelTable)
-    security: dict[str, Any] = field(default_factory=dict)
-    formats: dict[str, Any] = field(default_factory=dict)
 
 
 def read_config_file(path: str) -> ConfigFile:
@@ -172,85 +170,62 @@ def read_config_file(path: str) -> ConfigFile:
                           f"{exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"the configuration file {path} is not valid TOML: {exc}") from None
-    kinds = {f.name: type(f.default) for f in setting_fields()}
-    format_kinds = {f.name: type(f.default) for f in dataclasses.fields(Formats)}
-    settings: dict[str, Any] = {}
-    formats: dict[str, Any] = {}
-    security: dict[str, Any] = {}
+    tables = {s.group.table for s in SETTINGS if s.group.table}
+    values = registry.from_file(SETTINGS, document, path, where.parent)
+    properties = KafkaProperties()
     for key, value in document.items():
-        if key in ("models", "default_model"):
-            continue
         if key == "kafka":
-            settings["kafka_properties"] = KafkaProperties.from_tables(path, value)
-        elif key == "kafka_security":
-            security = _security(path, where, value)
-        elif key in format_kinds:
-            formats[key] = _typed(path, key, value, format_kinds[key])
-            if key in FORMAT_FILES and value:
-                formats[key] = _beside(where, value)
-        elif key in kinds:
-            settings[key] = _typed(path, key, value, kinds[key])
-        else:
+            properties = KafkaProperties.from_tables(path, value)
+        elif key in tables:
+            values.update(_table(path, where, key, value))
+        elif key not in values and key not in ("models", "default_model"):
             raise ConfigError(f"{path}: unknown key {key!r}; the top-level keys are settings named as the flags "
                               "are (max_batch_size for --max-batch-size; see `python -m worker run --help`), plus "
                               "default_model, [models.NAME] tables, [kafka.consumer] / [kafka.producer] "
-                              "client properties and a [kafka_security] table")
-    for key in ("model_config", "weights"):
-        if settings.get(key):
-            settings[key] = _beside(where, settings[key])
-    if isinstance(settings.get("model"), str) and settings["model"].endswith(FILE_SUFFIXES):
-        settings["model"] = _beside(where, settings["model"])
+                              f"client properties and the {', '.join(f'[{table}]' for table in sorted(tables))} "
+                              "table")
+    if isinstance(values.get("model"), str) and values["model"].endswith(FILE_SUFFIXES):
+        values["model"] = _beside(where, values["model"])
     default_model = document.get("default_model", "")
     if not isinstance(default_model, str):
         raise ConfigError(f"{path}: default_model must be a string, got {default_model!r}")
-    tables = document.get("models", {})
-    if not isinstance(tables, dict):
+    models = document.get("models", {})
+    if not isinstance(models, dict):
         raise ConfigError(f"{path}: models must be tables, [models.NAME], one per model")
-    entries = tuple(_entry(path, where, name, table, kinds) for name, table in tables.items())
+    entries = tuple(_entry(path, where, name, table) for name, table in models.items())
     try:
-        return ConfigFile(settings, ModelTable(entries, default_model, path), security, formats)
+        return ConfigFile(values, properties, ModelTable(entries, default_model, path))
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
 
-FORMAT_FILES = ("registry_password_file", "registry_ca_file")
-SECURITY_FILES = ("sasl_password_file", "sasl_oauth_token_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile")
-
-
-def _security(path: str, where: Path, table: Any) -> dict[str, Any]:
-    """The [kafka_security] table's settings by KafkaSecurity field name, their files found beside the config."""
+def _table(path: str, where: Path, name: str, table: Any) -> dict[str, Any]:
+    """The settings of the table ``[name]`` (``[kafka_security]``), by key."""
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: kafka_security must be a table, [kafka_security]")
-    kinds = {f.name: type(f.default) for f in dataclasses.fields(KafkaSecurity)}
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key == "sasl_password":
-            raise ConfigError(f"{path}: [kafka_security] sasl_password: a secret does not go in the configuration "
-                              "file; name the file that holds it, sasl_password_file = \"...\"")
-        if key not in kinds:
-            raise ConfigError(f"{path}: [kafka_security] has no key {key!r}; its keys: "
-                              f"{', '.join(name for name in kinds if name != 'sasl_password')}")
-        values[key] = _typed(path, f"kafka_security.{key}", value, kinds[key])
-        if key in SECURITY_FILES and value:
-            values[key] = _beside(where, value)
+        raise ConfigError(f"{path}: {name} must be a table, [{name}]")
+    mine = [s for s in SETTINGS if s.group.table == name]
+    values = registry.from_file(mine, table, path, where.parent, name)
+    for key in table:
+        if f"{name}.{key}" not in values:
+            raise ConfigError(f"{path}: [{name}] has no key {key!r}; its keys: "
+                              f"{', '.join(s.name for s in mine if not s.declared.secret)}")
     return values
 
 
-def _entry(path: str, where: Path, name: str, table: Any, kinds: dict[str, type]) -> ModelEntry:
+def _entry(path: str, where: Path, name: str, table: Any) -> ModelEntry:
     if not ENTRY_NAME.match(name):
         raise ConfigError(f"{path}: [models.{name}]: a model's name is 1-128 letters, digits, '.', '_' or '-' "
                           "(what requests give in their model field)")
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: models.{name} must be a table ([models.{name}])")
-    overrides: list[tuple[str, Any]] = []
-    for key, value in table.items():
+    for key in table:
         if key not in ENTRY_KEYS:
             raise ConfigError(f"{path}: [models.{name}] has no key {key!r}; a model's keys: {', '.join(ENTRY_KEYS)}")
-        if key in kinds:
-            value = _typed(path, f"models.{name}.{key}", value, kinds[key])
-            if key in ("model_config", "weights") and value or key == "model" and value.endswith(FILE_SUFFIXES):
-                value = _beside(where, value)
-            overrides.append((key, value))
+    settings = {s.name: s for s in SETTINGS if s.declared.per_model}
+    overrides = [(key, settings[key].from_toml(value, f"{path}: [models.{name}]", where.parent))
+                 for key, value in table.items() if key in settings]
+    overrides = [(key, _beside(where, value) if key == "model" and value.endswith(FILE_SUFFIXES) else value)
+                 for key, value in overrides]
     version, canary, shadow = table.get("version", ""), table.get("canary", ""), table.get("shadow", "")
     topic = table.get("topic", "")
     weight, fraction = table.get("canary_weight", 0.0), table.get("shadow_fraction", 0.0)
@@ -269,15 +244,6 @@ def _entry(path: str, where: Path, name: str, table: Any, kinds: dict[str, type]
     if bool(canary) != ("canary_weight" in table):
         raise ConfigError(f"{path}: [models.{name}] canary and canary_weight go together: give both or neither")
     return ModelEntry(name, tuple(overrides), version, topic, canary, float(weight), shadow, float(fraction))
-
-
-def _typed(path: str, key: str, value: Any, kind: type) -> Any:
-    """``value`` when TOML gave it the setting's type (an integer where a float is asked is taken)."""
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if type(value) is not kind:
-        raise ConfigError(f"{path}: {key} must be a {kind.__name__}, got {value!r}")
-    return value
 
 
 def _beside(config: Path, value: str) -> str:

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import Field, dataclass, field, fields
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from dataclasses import dataclass, field, fields
+from typing import Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit, urlunsplit
 
 from worker.core.clients import check_kafka_client
 from worker.core.errors import ConfigError
+from worker.core.formats import FORMATS
 from worker.core.kafka_properties import DEFAULT_ISOLATION, KafkaProperties
-from worker.core.security import KafkaSecurity
-
-ENV_PREFIX = "STREAMSCORE_"
-PLAIN_ENV = {"kafka_bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS", "redis_url": "REDIS_URL",
-             "redis_password_file": "REDIS_PASSWORD_FILE", "redis_ca_file": "REDIS_CA_FILE"}
+from worker.core.registry import Group, Setting, declared, setting
+from worker.core.security import SECURITY, KafkaSecurity
 
 GroupProtocol = Literal["classic", "consumer"]
 OffsetReset = Literal["earliest", "latest"]
@@ -45,37 +43,34 @@ MAX_TRANSACTION_INTERVAL_MS = 10_000  # exactly-once: longest commit interval (a
 KAFKA_PYTHON_HEARTBEAT_MS = 3_000  # kafka-python's heartbeat_interval_ms, which the worker keeps
 
 
-def _setting(default: Any, help: str, *, flag: str | None = None) -> Any:
-    return field(default=default, metadata={"help": help, "flag": flag})
-
-
 @dataclass(frozen=True)
 class KafkaSettings:
     """The brokers, the client library, the topics and the consumer group."""
 
-    kafka_bootstrap_servers: str = _setting(
-        "", "Kafka brokers, host:port[,host:port]; `make up` prints the local one", flag="--bootstrap-servers")
+    kafka_bootstrap_servers: str = setting(
+        "", "Kafka brokers, host:port[,host:port]; `make up` prints the local one", env="KAFKA_BOOTSTRAP_SERVERS",
+        flag="--bootstrap-servers")
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity, metadata={"nested": True})
-    kafka_client: str = _setting(
+    kafka_client: str = setting(
         "kafka-python", "the Kafka client library: kafka-python, or confluent (confluent-kafka over librdkafka: "
         "far less CPU per record; install the `confluent` extra)")
-    kafka_group_protocol: GroupProtocol = _setting(
+    kafka_group_protocol: GroupProtocol = setting(
         "classic", "consumer group protocol: classic, or consumer (KIP-848: the broker assigns the partitions "
         "and sets the session timeout; --kafka-client confluent only)")
-    requests_topic: str = _setting("", "topic to consume scoring requests from (required)")
-    reply_topic: str = _setting("", "default reply topic (default: <requests-topic>.replies)")
-    dead_letter_topic: str = _setting("", "where unreadable records go (default: <requests-topic>.dlq)")
-    shadow_topic: str = _setting("", "with --config and a model's shadow: where each sampled request's live and "
+    requests_topic: str = setting("", "topic to consume scoring requests from (required)")
+    reply_topic: str = setting("", "default reply topic (default: <requests-topic>.replies)")
+    dead_letter_topic: str = setting("", "where unreadable records go (default: <requests-topic>.dlq)")
+    shadow_topic: str = setting("", "with --config and a model's shadow: where each sampled request's live and "
                                  "candidate answers go (default: <requests-topic>.shadow)")
-    group: str = _setting("", "consumer group id (default: streamscore-<model>)")
-    max_poll_records: int = _setting(500, "records fetched per poll")
-    max_poll_interval_ms: int = _setting(300_000, "Kafka max.poll.interval.ms: longest allowed gap between polls")
-    session_timeout_ms: int = _setting(45_000, "Kafka session.timeout.ms")
-    auto_offset_reset: OffsetReset = _setting("earliest", "where a new group starts: earliest or latest")
-    assignor: Assignor = _setting("range", "partition assignment: range, roundrobin, or cooperative-sticky "
+    group: str = setting("", "consumer group id (default: streamscore-<model>)")
+    max_poll_records: int = setting(500, "records fetched per poll")
+    max_poll_interval_ms: int = setting(300_000, "Kafka max.poll.interval.ms: longest allowed gap between polls")
+    session_timeout_ms: int = setting(45_000, "Kafka session.timeout.ms")
+    auto_offset_reset: OffsetReset = setting("earliest", "where a new group starts: earliest or latest")
+    assignor: Assignor = setting("range", "partition assignment: range, roundrobin, or cooperative-sticky "
                                   "(incremental rebalances; every worker of a group must use the same kind)")
-    client_id: str = _setting("streamscore-worker", "Kafka client.id")
-    reply_compression: Codec = _setting(
+    client_id: str = setting("streamscore-worker", "Kafka client.id")
+    reply_compression: Codec = setting(
         "none", "codec of the reply and dead-letter batches: none, gzip, snappy, lz4 or zstd. none by default, as "
         "every Kafka client's: any consumer reads it, while a reader without a codec's library cannot read that "
         "codec's batches (the producer property compression.type sets the same)")
@@ -109,20 +104,21 @@ class KafkaSettings:
 class DedupSettings:
     """Where answered request ids are remembered (Redis, or memory://), and for how long."""
 
-    redis_url: str = _setting(
+    redis_url: str = setting(
         "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS, "
         "redis+sentinel://host:port[,host:port...]/service[/db] through Sentinels (follows a failover; "
         "docs/scaling.md), redis+cluster://host:port[,host:port...] a Redis Cluster; memory:// keeps it in "
-        "this process (one worker only)")
-    redis_password_file: str = _setting(
+        "this process (one worker only)", env="REDIS_URL")
+    redis_password_file: str = setting(
         "", "file holding the Redis password (of the URL's ACL user, or the default user): a mounted secret, "
-        "instead of a password in REDIS_URL")
-    redis_ca_file: str = _setting(
-        "", "rediss://: PEM file of the CA that signed the Redis server's certificate (default: the system's)")
-    dedup_namespace: str = _setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
-    dedup_ttl_s: int = _setting(86_400, "how long an answered request id is remembered")
-    dedup_lease_ms: int = _setting(300_000, "how long a claim on a request id holds while it is scored")
-    dedup_min_replicas: int = _setting(0, "wait until this many Redis replicas have a batch's done marks (WAIT) "
+        "instead of a password in REDIS_URL", env="REDIS_PASSWORD_FILE", path=True)
+    redis_ca_file: str = setting(
+        "", "rediss://: PEM file of the CA that signed the Redis server's certificate (default: the system's)",
+        env="REDIS_CA_FILE", path=True)
+    dedup_namespace: str = setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
+    dedup_ttl_s: int = setting(86_400, "how long an answered request id is remembered")
+    dedup_lease_ms: int = setting(300_000, "how long a claim on a request id holds while it is scored")
+    dedup_min_replicas: int = setting(0, "wait until this many Redis replicas have a batch's done marks (WAIT) "
                                        "before its offsets may be committed, so that a failover loses none; "
                                        "fewer pauses consumption as a Redis outage does. 0: do not wait "
                                        "(docs/scaling.md)")
@@ -152,31 +148,33 @@ class DedupSettings:
 class ModelSettings:
     """The model, where and how it runs."""
 
-    model: str = _setting("churn", "the model: a built-in name (churn, minilm), a torch.export .pt2 file, a "
+    model: str = setting("churn", "the model: a built-in name (churn, minilm), a torch.export .pt2 file, a "
                           "TorchScript .pt/.ts file, or package.module:factory; with --config, score-file and "
-                          "inspect-model take the name of one of its [models.NAME] (default: its default_model)")
-    model_config: str = _setting("", "JSON or TOML file: the model's inputs and outputs spec, and the keyword "
-                                 "arguments of a factory (every key but inputs and outputs)")
-    weights: str = _setting("", "weights for a factory's module: .safetensors, or a state_dict saved with "
-                            "torch.save (.pt/.pth), loaded with strict key matching")
-    allow_pickle: bool = _setting(False, "allow loading pickled Python objects (a whole module saved with "
-                                  "torch.save): unpickling runs the file's code, so only for files you trust")
-    device: str = _setting("auto", "torch device: auto, cpu, cuda, cuda:N")
-    amp: Amp = _setting("off", "mixed precision of the forward pass: off, bf16 or fp16 (fp16 needs a CUDA device); "
-                        "replies stay float32")
-    model_thread: ModelThread = _setting("auto", "on: the model runs on a thread of its own, so polling, sending, "
+                          "inspect-model take the name of one of its [models.NAME] (default: its default_model)",
+                          per_model=True)
+    model_config: str = setting("", "JSON or TOML file: the model's inputs and outputs spec, and the keyword "
+                                 "arguments of a factory (every key but inputs and outputs)", per_model=True, path=True)
+    weights: str = setting("", "weights for a factory's module: .safetensors, or a state_dict saved with "
+                            "torch.save (.pt/.pth), loaded with strict key matching", per_model=True, path=True)
+    allow_pickle: bool = setting(False, "allow loading pickled Python objects (a whole module saved with "
+                                  "torch.save): unpickling runs the file's code, so only for files you trust",
+                                  per_model=True)
+    device: str = setting("auto", "torch device: auto, cpu, cuda, cuda:N", per_model=True)
+    amp: Amp = setting("off", "mixed precision of the forward pass: off, bf16 or fp16 (fp16 needs a CUDA device); "
+                        "replies stay float32", per_model=True)
+    model_thread: ModelThread = setting("auto", "on: the model runs on a thread of its own, so polling, sending, "
                                          "Redis and commits overlap its compute; off: one thread does everything; "
                                          "auto: on for CUDA devices (on shared CPU cores it measured slower)")
-    torch_threads: int = _setting(0, "torch intra-op threads; 0 leaves torch's default")
-    shadow_queue: int = _setting(1000, "with a model's shadow: how many sampled requests may wait for the "
+    torch_threads: int = setting(0, "torch intra-op threads; 0 leaves torch's default")
+    shadow_queue: int = setting(1000, "with a model's shadow: how many sampled requests may wait for the "
                                  "candidate; more are dropped and counted, never delaying a live reply")
-    model_watch_s: float = _setting(5.0, "with --config: how often the files each model is made of are looked at; "
+    model_watch_s: float = setting(5.0, "with --config: how often the files each model is made of are looked at; "
                                     "one that changed is loaded, checked and switched in without a restart "
                                     "(docs/fleet.md); 0: only on SIGHUP")
-    max_loaded_models: int = _setting(0, "with --config: how many of its models may be in memory at once; the "
+    max_loaded_models: int = setting(0, "with --config: how many of its models may be in memory at once; the "
                                       "others are loaded on first use, letting go of the least recently used idle "
                                       "one (docs/fleet.md); 0: no limit, every model loaded at start")
-    model_memory_mb: float = _setting(0.0, "with --config: how many MiB the loaded models' parameters and buffers "
+    model_memory_mb: float = setting(0.0, "with --config: how many MiB the loaded models' parameters and buffers "
                                       "may take on their devices; past it the least recently used idle model is let "
                                       "go, as with max_loaded_models; 0: no limit")
 
@@ -195,21 +193,22 @@ class ModelSettings:
 class BatchingSettings:
     """How requests are batched: size, wait (or latency target), waiting to fill, tokens; the largest request taken."""
 
-    max_batch_size: int = _setting(64, "score a batch once it has this many requests (at most 65536)")
-    max_wait_ms: int = _setting(0, "... or once its oldest request has waited this long for more to join it. "
+    max_batch_size: int = setting(64, "score a batch once it has this many requests (at most 65536)", per_model=True)
+    max_wait_ms: int = setting(0, "... or once its oldest request has waited this long for more to join it. "
                                 "0: none waits; a batch is what arrived while the model was busy (or in one "
                                 "poll), so batches grow with the load by themselves. Above 0, a batch still goes "
                                 "at once when the model is idle and a short poll finds nothing more "
-                                "(unless --wait-to-fill)")
-    wait_to_fill: bool = _setting(False, "let a batch wait its whole max_wait_ms (or latency target) for more "
+                                "(unless --wait-to-fill)", per_model=True)
+    wait_to_fill: bool = setting(False, "let a batch wait its whole max_wait_ms (or latency target) for more "
                                   "requests even when the model is idle and nothing more is arriving: fewer, "
                                   "larger batches, for models whose batch cost hardly grows with its size")
-    latency_target_ms: int = _setting(
+    latency_target_ms: int = setting(
         0, "instead of max_wait_ms: a target for queue wait + batch wait + compute, from each record's Kafka "
         "timestamp; a batch waits only while its oldest request still meets it after the batch's compute "
-        "(learned online); 0: off")
-    max_batch_tokens: int = _setting(0, "text models: cap a batch's summed token count too; 0 means no cap")
-    max_record_bytes: int = _setting(1_048_576, "larger request values are refused (record_too_large)")
+        "(learned online); 0: off", per_model=True)
+    max_batch_tokens: int = setting(0, "text models: cap a batch's summed token count too; 0 means no cap",
+                                    per_model=True)
+    max_record_bytes: int = setting(1_048_576, "larger request values are refused (record_too_large)")
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "max_batch_size", "max_record_bytes")
@@ -225,13 +224,13 @@ class BatchingSettings:
 class DeliverySettings:
     """How replies and offsets are committed: at-least-once or exactly-once, and how often."""
 
-    commit_interval_ms: int = _setting(0, "least time between offset commits (at-least-once: asynchronous, 0 "
+    commit_interval_ms: int = setting(0, "least time between offset commits (at-least-once: asynchronous, 0 "
                                         "commits whenever the last commit was answered) or transaction commits "
                                         "(exactly-once: 0 commits every loop step; at most 10000)")
-    delivery: Delivery = _setting("at-least-once", "at-least-once (replies acknowledged, then offsets committed; "
+    delivery: Delivery = setting("at-least-once", "at-least-once (replies acknowledged, then offsets committed; "
                                   "dedup suppresses redeliveries) or exactly-once (replies and offsets in one Kafka "
                                   "transaction: read replies with isolation.level=read_committed)")
-    transactional_id: str = _setting("", "exactly-once: this worker's transactional id, unique among running "
+    transactional_id: str = setting("", "exactly-once: this worker's transactional id, unique among running "
                                      "workers and the same across its restarts (default: <group>.<client-id>)")
 
     @property
@@ -254,23 +253,23 @@ class DeliverySettings:
 class OperationsSettings:
     """Running the worker: processes, shutdown, logs, stats, the HTTP surface."""
 
-    processes: int = _setting(1, "worker processes in this group on this host (one per GPU or core)")
-    shutdown_timeout_s: float = _setting(
+    processes: int = setting(1, "worker processes in this group on this host (one per GPU or core)")
+    shutdown_timeout_s: float = setting(
         30.0, "after SIGTERM, the whole drain (the batch in hand, the replies' acknowledgements, the commit, the "
         "close) ends within this many seconds; what is unfinished then is left uncommitted and consumed again. "
         "It must fit below Kubernetes' terminationGracePeriodSeconds, with a few seconds to spare for process "
         "teardown")
-    log_format: LogFormat = _setting("auto", "auto (console on a terminal, else json), json or console")
-    log_level: LogLevel = _setting("info", "debug, info, warning or error")
-    stats_interval_s: float = _setting(10.0, "seconds between worker_stats log lines; 0 turns them off")
-    otel: bool = _setting(False, "OpenTelemetry spans of each batch and reply (the otel extra; docs/tracing.md), "
+    log_format: LogFormat = setting("auto", "auto (console on a terminal, else json), json or console")
+    log_level: LogLevel = setting("info", "debug, info, warning or error")
+    stats_interval_s: float = setting(10.0, "seconds between worker_stats log lines; 0 turns them off")
+    otel: bool = setting(False, "OpenTelemetry spans of each batch and reply (the otel extra; docs/tracing.md), "
                           "exported as the standard OTEL_* variables say (OTLP/HTTP by default); also on when "
                           "OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set, off with "
                           "OTEL_TRACES_EXPORTER=none")
-    http_port: int = _setting(0, "serve /metrics (Prometheus), /healthz and /readyz over HTTP on 0.0.0.0 at this "
+    http_port: int = setting(0, "serve /metrics (Prometheus), /healthz and /readyz over HTTP on 0.0.0.0 at this "
                               "port; 0 serves nothing. With --processes N, child i serves on this port + i "
                               "(0 .. N-1), the supervisor on none")
-    liveness_timeout_s: float = _setting(
+    liveness_timeout_s: float = setting(
         60.0, "/healthz answers 503 once the loop has not polled for this long, or has held records without "
         "finishing any for this long. Each blocking call of a step gets at most a quarter of it (worker/core/"
         "bounds.py: with the defaults a broker outage holds a step's settle 15 s), and a poll's worth of batches "
@@ -295,21 +294,31 @@ SECTIONS: tuple[type, ...] = (KafkaSettings, DedupSettings, ModelSettings, Batch
                               OperationsSettings)
 
 
-def setting_fields() -> list[Field[Any]]:
-    """Every setting's field, section by section, in the order of the dataclasses; not kafka_security (its
-    settings are KafkaSecurity's, named after their variables)."""
-    return [f for section in SECTIONS for f in fields(section) if not f.metadata.get("nested")]
-
-
-def env_name(name: str) -> str:
-    """The environment variable of the setting ``name``: ``STREAMSCORE_<NAME>``, or a service's usual name."""
-    return PLAIN_ENV.get(name, ENV_PREFIX + name.upper())
+# Each section as a group of settings (worker/core/registry.py), titled as its flags are in --help; the Kafka
+# security settings are a group of their own, in the configuration file's [kafka_security] table, and so are the
+# request formats (worker/core/formats.py).
+GROUPS: tuple[Group, ...] = (
+    Group("kafka", KafkaSettings, "Kafka settings", owns=("STREAMSCORE_",)),
+    SECURITY,
+    Group("dedup", DedupSettings, "dedup store settings"),
+    Group("model", ModelSettings, "model settings"),
+    Group("batching", BatchingSettings, "batching settings"),
+    Group("delivery", DeliverySettings, "delivery settings"),
+    Group("operations", OperationsSettings, "operations settings"),
+    FORMATS,
+)
+SETTINGS: tuple[Setting, ...] = declared(*GROUPS)  # every setting, in the order of --help and of the docs
 
 
 def setting_names(name: str) -> str:
     """How a user sets the setting ``name``: its flag and its variable, e.g. ``--device, STREAMSCORE_DEVICE``."""
-    (f,) = [f for f in setting_fields() if f.name == name]
-    return f"{f.metadata['flag'] or '--' + name.replace('_', '-')}, {env_name(name)}"
+    (s,) = [s for s in SETTINGS if s.key == name]
+    return f"{s.flag}, {s.env}"
+
+
+def per_model(section: type) -> tuple[str, ...]:
+    """The settings of ``section`` that a [models.NAME] table may set for its model."""
+    return tuple(s.name for s in SETTINGS if s.group.kind is section and s.declared.per_model)
 
 
 def redact_url(url: str) -> str:

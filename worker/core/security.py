@@ -18,16 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass
 
-from worker.core.environ import refuse_unknown
+from worker.core import registry
 from worker.core.errors import ConfigError
+from worker.core.registry import Group, setting
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-# Unknown variables under these prefixes are typos of ours, not another tool's settings.
-OWN_PREFIXES = ("KAFKA_SASL_", "KAFKA_SSL_", "KAFKA_SECURITY_")
 
 
 class Secret:
@@ -55,10 +53,6 @@ class Secret:
 
     def __str__(self) -> str:
         return "***" if self._value else ""
-
-
-def _option(default: Any, env: str, help: str) -> Any:
-    return field(default=default, metadata={"env": env, "help": help})
 
 
 @dataclass(frozen=True)
@@ -94,26 +88,29 @@ class KafkaSecurity:
             exist or is not readable. The message names the variable to fix.
     """
 
-    protocol: str = _option("PLAINTEXT", "KAFKA_SECURITY_PROTOCOL", "PLAINTEXT, SSL (TLS; mutual TLS with a client "
-                            "certificate), SASL_PLAINTEXT or SASL_SSL (default: PLAINTEXT)")
-    sasl_mechanism: str = _option("", "KAFKA_SASL_MECHANISM",
-                                  "with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
-    sasl_username: str = _option("", "KAFKA_SASL_USERNAME", "SASL user (PLAIN and SCRAM)")
-    sasl_password: Secret = field(default_factory=Secret, metadata={
-        "env": "KAFKA_SASL_PASSWORD", "help": "SASL password; prefer KAFKA_SASL_PASSWORD_FILE (a flag's value shows "
-        "in `ps`, a variable's in the process environment)"})
-    sasl_password_file: str = _option("", "KAFKA_SASL_PASSWORD_FILE", "file holding the SASL password (a mounted "
-                                      "secret); read whenever a client connects, a trailing newline ignored")
-    sasl_oauth_token_file: str = _option("", "KAFKA_SASL_OAUTH_TOKEN_FILE", "OAUTHBEARER: file holding the access "
-                                         "token (a JWT), read again whenever it changes (keep it fresh with your "
-                                         "token refresher or sidecar)")
-    ssl_cafile: str = _option("", "KAFKA_SSL_CAFILE", "PEM file of the CA(s) that signed the brokers' certificates "
-                              "(default: the system's trusted CAs)")
-    ssl_certfile: str = _option("", "KAFKA_SSL_CERTFILE", "mutual TLS: this client's certificate (PEM)")
-    ssl_keyfile: str = _option("", "KAFKA_SSL_KEYFILE", "mutual TLS: the certificate's private key (PEM, unencrypted)")
-    ssl_check_hostname: bool = _option(True, "KAFKA_SSL_CHECK_HOSTNAME", "check that each broker's certificate names "
-                                       "the host connected to: true or false (default: true; false only to "
-                                       "diagnose, never in production)")
+    protocol: str = setting("PLAINTEXT", "PLAINTEXT, SSL (TLS; mutual TLS with a client certificate), "
+                            "SASL_PLAINTEXT or SASL_SSL", env="KAFKA_SECURITY_PROTOCOL")
+    sasl_mechanism: str = setting("", "with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+                                  env="KAFKA_SASL_MECHANISM")
+    sasl_username: str = setting("", "SASL user (PLAIN and SCRAM)", env="KAFKA_SASL_USERNAME")
+    sasl_password: Secret = setting(Secret, "SASL password; prefer KAFKA_SASL_PASSWORD_FILE (a flag's value shows "
+                                    "in `ps`, a variable's in the process environment)", env="KAFKA_SASL_PASSWORD",
+                                    secret=True)
+    sasl_password_file: str = setting("", "file holding the SASL password (a mounted secret); read whenever a "
+                                      "client connects, a trailing newline ignored", env="KAFKA_SASL_PASSWORD_FILE",
+                                      path=True)
+    sasl_oauth_token_file: str = setting("", "OAUTHBEARER: file holding the access token (a JWT), read again "
+                                         "whenever it changes (keep it fresh with your token refresher or sidecar)",
+                                         env="KAFKA_SASL_OAUTH_TOKEN_FILE", path=True)
+    ssl_cafile: str = setting("", "PEM file of the CA(s) that signed the brokers' certificates (default: the "
+                              "system's trusted CAs)", env="KAFKA_SSL_CAFILE", path=True)
+    ssl_certfile: str = setting("", "mutual TLS: this client's certificate (PEM)", env="KAFKA_SSL_CERTFILE",
+                                path=True)
+    ssl_keyfile: str = setting("", "mutual TLS: the certificate's private key (PEM, unencrypted)",
+                               env="KAFKA_SSL_KEYFILE", path=True)
+    ssl_check_hostname: bool = setting(True, "check that each broker's certificate names the host connected to: "
+                                       "true or false (false only to diagnose, never in production)",
+                                       env="KAFKA_SSL_CHECK_HOSTNAME")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "protocol", self.protocol.upper())
@@ -147,15 +144,14 @@ class KafkaSecurity:
         return f"{self.protocol} with {self.sasl_mechanism}{who}"
 
     @classmethod
-    def from_sources(cls, args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None,
-                     file: Mapping[str, Any] | None = None) -> KafkaSecurity:
-        """Defaults, overridden by the configuration file's ``[kafka_security]`` table, overridden by environment
-        variables, overridden by flags (``add_security_flags``).
+    def from_sources(cls, args: argparse.Namespace | None = None,
+                     environ: Mapping[str, str] | None = None) -> KafkaSecurity:
+        """Defaults, overridden by environment variables, overridden by flags (``add_security_flags``); the worker
+        reads a configuration file's ``[kafka_security]`` table under them too (``Settings.from_sources``).
 
         Args:
             args: Parsed command-line flags (``--kafka-security-protocol``, ...); None: none.
             environ: The variables (None: this process's environment).
-            file: The configuration file's values by field name, typed (``ConfigFile.security``); None: none.
 
         Returns:
             The security settings.
@@ -165,25 +161,15 @@ class KafkaSecurity:
                 a value is malformed, or the settings do not fit together.
         """
         environ = os.environ if environ is None else environ
-        refuse_unknown(environ, OWN_PREFIXES, [f.metadata["env"] for f in fields(KafkaSecurity)], "Kafka security")
-        values: dict[str, Any] = dict(file or {})
-        for f in fields(cls):
-            env = f.metadata["env"]
-            if environ.get(env):
-                values[f.name] = _convert(env, environ[env], f.name)
-            flagged = getattr(args, "kafka_" + f.name, None) if args is not None else None
-            if flagged is not None:
-                values[f.name] = _convert(env, flagged, f.name) if isinstance(flagged, str) else flagged
-        return cls(**values)
+        settings = registry.declared(SECURITY)
+        registry.refuse_unknown(environ, settings)
+        given = {**registry.from_environment(settings, environ), **registry.from_arguments(settings, args)}
+        return cls(**registry.by_group(settings, given).get(cls, {}))
 
 
 def add_security_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per setting, named after its variable (``--kafka-sasl-mechanism``); defaults stay None."""
-    group = parser.add_argument_group("Kafka security (TLS, SASL)")
-    for f in fields(KafkaSecurity):
-        env = f.metadata["env"]
-        group.add_argument("--" + env.lower().replace("_", "-"), dest="kafka_" + f.name, metavar=env,
-                           help=f.metadata["help"])
+    registry.add_flags(parser, registry.declared(SECURITY))
 
 
 def read_secret_file(path: str, setting: str) -> str:
@@ -198,16 +184,6 @@ def read_secret_file(path: str, setting: str) -> str:
     return value
 
 
-def _convert(env: str, raw: str, name: str) -> Any:
-    if name == "sasl_password":
-        return Secret(raw)
-    if name == "ssl_check_hostname":
-        if raw.lower() not in ("1", "true", "yes", "0", "false", "no"):
-            raise ConfigError(f"{env}={raw!r} is not a valid boolean: use true or false")
-        return raw.lower() in ("1", "true", "yes")
-    return raw
-
-
 def _validate(s: KafkaSecurity) -> None:
     def need(condition: bool, message: str) -> None:
         if not condition:
@@ -215,8 +191,8 @@ def _validate(s: KafkaSecurity) -> None:
 
     need(s.protocol in PROTOCOLS, f"KAFKA_SECURITY_PROTOCOL must be one of {', '.join(PROTOCOLS)}, got {s.protocol!r}")
     if not s.uses_sasl:
-        set_sasl = [f.metadata["env"] for f in fields(s)
-                    if f.name.startswith("sasl_") and getattr(s, f.name)]
+        set_sasl = [setting.env for setting in registry.declared(SECURITY)
+                    if setting.name.startswith("sasl_") and getattr(s, setting.name)]
         need(not set_sasl, f"{', '.join(set_sasl)} set, but KAFKA_SECURITY_PROTOCOL={s.protocol} does not use "
              "SASL: use SASL_SSL (or SASL_PLAINTEXT), or unset them")
     else:
@@ -236,17 +212,20 @@ def _validate(s: KafkaSecurity) -> None:
             need(not s.sasl_oauth_token_file, "KAFKA_SASL_OAUTH_TOKEN_FILE is only used with "
                  "KAFKA_SASL_MECHANISM=OAUTHBEARER: unset it")
     if not s.uses_ssl:
-        set_ssl = [f.metadata["env"] for f in fields(s) if f.name.startswith("ssl_") and f.name != "ssl_check_hostname"
-                   and getattr(s, f.name)]
+        set_ssl = [setting.env for setting in registry.declared(SECURITY) if setting.name.startswith("ssl_")
+                   and setting.name != "ssl_check_hostname" and getattr(s, setting.name)]
         need(not set_ssl, f"{', '.join(set_ssl)} set, but KAFKA_SECURITY_PROTOCOL={s.protocol} does not use TLS: "
              "use SSL or SASL_SSL, or unset them")
     need(not s.ssl_keyfile or bool(s.ssl_certfile),
          "KAFKA_SSL_KEYFILE is set without KAFKA_SSL_CERTFILE: mutual TLS needs the certificate too")
     for name in ("sasl_password_file", "sasl_oauth_token_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile"):
         path = getattr(s, name)
-        env = next(f.metadata["env"] for f in fields(s) if f.name == name)
+        env = next(setting.env for setting in registry.declared(SECURITY) if setting.name == name)
         need(not path or os.path.isfile(path), f"{env}={path}: no such file")
         need(not path or os.access(path, os.R_OK), f"{env}={path}: not readable by this user")
 
 
+# The Kafka security settings as a group (worker/core/registry.py): the configuration file's [kafka_security] table.
+SECURITY = Group("kafka", KafkaSecurity, "Kafka security (TLS, SASL)", table="kafka_security",
+                 owns=("KAFKA_SASL_", "KAFKA_SSL_", "KAFKA_SECURITY_"))
 PLAINTEXT = KafkaSecurity()

@@ -24,14 +24,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
+from worker.core import registry
 from worker.core.clients import KAFKA_CLIENTS, check_kafka_client
 from worker.core.errors import ConfigError
-from worker.core.formats import Formats, add_format_flags, env_names
+from worker.core.formats import Formats
 from worker.core.kafka_properties import ENV_PREFIXES, KafkaProperties, add_property_flags
 from worker.core.model_table import ConfigFile, ModelTable, read_config_file
 from worker.core.sections import (
-    ENV_PREFIX,
     SECTIONS,
+    SETTINGS,
     BatchingSettings,
     DedupSettings,
     DeliverySettings,
@@ -39,12 +40,10 @@ from worker.core.sections import (
     ModelSettings,
     OperationsSettings,
     check_amp,
-    env_name,
     redact_url,
-    setting_fields,
     setting_names,
 )
-from worker.core.security import KafkaSecurity, add_security_flags
+from worker.core.security import KafkaSecurity
 
 # Also importable from here, where a setting's check lives for every caller (the producer's --kafka-client too).
 __all__ = ["KAFKA_CLIENTS", "TOOLING_ENV", "BatchingSettings", "DedupSettings", "DeliverySettings", "KafkaSettings",
@@ -100,38 +99,21 @@ class Settings:
         """Defaults, overridden by the configuration file (``--config``, STREAMSCORE_CONFIG), overridden by
         environment variables, overridden by flags."""
         environ = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
         config_path = (getattr(args, "config", None) if args is not None else None) or environ.get(CONFIG_ENV)
-        models = ModelTable()
-        config = ConfigFile()
+        config = read_config_file(config_path) if config_path else ConfigFile()
         if config_path:
-            config = read_config_file(config_path)
             try:  # the file's own values, checked alone first: a bad one is said to be the file's
-                cls.from_values(config.models, **config.settings)
-                KafkaSecurity(**config.security)
-                Formats(**config.formats)
+                cls.from_values(config.models, **_grouped(config.values), kafka_properties=config.properties)
             except ConfigError as exc:
                 raise ConfigError(f"{config_path}: {exc}") from None
-            values.update(config.settings)
-            models = config.models
-        known = {f.name for f in setting_fields()}
-        for name in environ:
-            if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() not in known and name not in TOOLING_ENV \
-                    and name not in env_names() and name != CONFIG_ENV and not name.startswith(
-                        tuple(ENV_PREFIXES.values())):
-                raise ConfigError(f"unknown setting {name}; see `python -m worker run --help` for the valid ones")
-        values["kafka_security"] = KafkaSecurity.from_sources(args, environ, config.security)
-        values["kafka_properties"] = values.get("kafka_properties", KafkaProperties()).overridden_by(
-            KafkaProperties.from_sources(args, environ))
-        formats = Formats.from_sources(args, environ, config.formats)
-        for f in setting_fields():
-            env = env_name(f.name)
-            raw = environ.get(env)
-            if raw is not None:
-                values[f.name] = _convert(f.name, env, raw, type(f.default))
-            if args is not None and getattr(args, f.name, None) is not None:
-                values[f.name] = getattr(args, f.name)
-        return dataclasses.replace(cls.from_values(models, **values), formats=formats).with_derived_defaults()
+        properties = tuple(ENV_PREFIXES.values())  # STREAMSCORE_KAFKA_CONSUMER_<NAME>: KafkaProperties' own
+        registry.refuse_unknown({name: raw for name, raw in environ.items() if not name.startswith(properties)},
+                                SETTINGS, also_known={*TOOLING_ENV, CONFIG_ENV})
+        given = {**config.values, **registry.from_environment(SETTINGS, environ),
+                 **registry.from_arguments(SETTINGS, args)}
+        kafka_properties = config.properties.overridden_by(KafkaProperties.from_sources(args, environ))
+        return cls.from_values(config.models, **_grouped(given),
+                               kafka_properties=kafka_properties).with_derived_defaults()
 
     def only_model(self, name: str | None) -> Settings:
         """These settings as if the configuration file's model ``name`` (None: its default) were the only one: its
@@ -169,55 +151,30 @@ def flag_sections() -> dict[str, type]:
 
 # Each setting's section, by name (kafka_security, the nested group, and the formats group's settings included).
 _SECTION_OF = {f.name: section for section, kind in get_type_hints(Settings).items() for f in fields(kind)}
-
-
-# The title of each section's group of flags in --help; its docstring describes it.
-SECTION_TITLES: dict[type, str] = {KafkaSettings: "Kafka", DedupSettings: "dedup store", ModelSettings: "model",
-                                   BatchingSettings: "batching", DeliverySettings: "delivery",
-                                   OperationsSettings: "operations"}
 # What a job over files reads (score-file, score-ray): no Kafka, no dedup store, no commits.
 FILE_JOB_SECTIONS: tuple[type, ...] = (ModelSettings, BatchingSettings, OperationsSettings)
 
 
 def add_flags(parser: argparse.ArgumentParser, sections: tuple[type, ...] = SECTIONS) -> None:
-    """Add one flag per setting of ``sections``, a group of them each (with Kafka's, its security and the
-    request formats); defaults stay None so that env vars can fill them. Settings of the sections left out
-    still come from their variables and --config."""
+    """Add one flag per setting of ``sections``, a group of them each (with Kafka's, its security settings, the
+    request formats and the client properties); defaults stay None so that variables and --config can fill them.
+    Settings of the sections left out still come from their variables and --config."""
     parser.add_argument("--config", metavar=CONFIG_ENV,
                         help="a TOML file of settings by name, and of the models served ([models.NAME] tables: "
                         "docs/fleet.md); variables and flags override its settings; SIGHUP reads its models again")
-    for section in sections:
-        group = parser.add_argument_group(f"{SECTION_TITLES[section]} settings", (section.__doc__ or "").strip())
-        for f in fields(section):
-            if not f.metadata.get("nested"):
-                _add_flag(group, f)
-    if KafkaSettings in sections:
-        add_security_flags(parser)
+    kafka = KafkaSettings in sections
+    registry.add_flags(parser, [s for s in SETTINGS if s.group.kind in sections or kafka and s.group.section in
+                                ("kafka", "formats")])
+    if kafka:
         add_property_flags(parser)
-        add_format_flags(parser)
 
 
-def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any]) -> None:
-    flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
-    env = env_name(f.name)
-    if isinstance(f.default, bool):
-        group.add_argument(flag, dest=f.name, action="store_const", const=True, default=None,
-                           help=f"{f.metadata['help']} ({env}=true)")
-        return
-    shown = f.default not in ("", 0) or isinstance(f.default, float)
-    default = f" (default: {f.default})" if shown else ""
-    group.add_argument(flag, dest=f.name, type=type(f.default), metavar=env, help=f"{f.metadata['help']}{default}")
-
-
-def _convert(name: str, env: str, raw: str, kind: type) -> Any:
-    if kind is bool:
-        if raw.lower() not in ("1", "true", "yes", "0", "false", "no", ""):
-            raise ConfigError(f"{env}={raw!r} is not a valid boolean: use true or false (setting {name})")
-        return raw.lower() in ("1", "true", "yes")
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ConfigError(f"{env}={raw!r} is not a valid {kind.__name__} (setting {name})") from None
+def _grouped(values: dict[str, Any]) -> dict[str, Any]:
+    """Settings by key (``kafka_security.protocol``) as ``Settings.from_values`` takes them: the Kafka security
+    settings as one KafkaSecurity."""
+    groups = registry.by_group(SETTINGS, values)
+    security = KafkaSecurity(**groups.pop(KafkaSecurity, {}))
+    return {"kafka_security": security, **{name: value for group in groups.values() for name, value in group.items()}}
 
 
 def _validate_across(s: Settings) -> None:
