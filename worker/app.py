@@ -51,7 +51,6 @@ from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
 from worker.kafka.broker_facts import BrokerAdmin, read_broker_facts
 from worker.kafka.group_lag import GroupLag
-from worker.kafka.preflight import check_kafka
 from worker.kafka.transport import Transport, transport_for
 from worker.models import load_model
 from worker.models.runner import TorchRunner, free_memory, pick_device, return_large_blocks
@@ -386,7 +385,7 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
                           "consumer group's commit metadata); unset STREAMSCORE_DELIVERY / --delivery")
     pick_device(settings.model.device)  # a GPU this machine lacks: said before the job's plan is made
     clock = SystemClock()
-    check_kafka(kafka.kafka_bootstrap_servers, kafka.kafka_security)
+    _transport(kafka).preflight(kafka)
     source = build_bounded_source(kafka, clock, job.time_range, keep_deadlines=job.keep_deadlines,
                                   on_progress=job.on_progress)
     sink = build_reply_sink(kafka)
@@ -485,7 +484,7 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     clock = SystemClock()
     bounds = step_bounds(kafka, settings.operations)
     # The services first: a wrong password should stop the worker in seconds, not after the model's load.
-    check_kafka(kafka.kafka_bootstrap_servers, kafka.kafka_security)
+    _transport(kafka).preflight(kafka)
     dedup = build_dedup(settings.dedup, bounds, clock)
     shadowed = [entry for entry in settings.models.entries if entry.shadow]
     # Once both services answer: then whether the settings fit the broker.

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kafka.errors import KafkaConfigurationError, KafkaTimeoutError
 
-from worker.core.clients import CLIENTS
+from worker.core.clients import CLIENTS, Client
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.settings import Settings
 from worker.kafka.transport import Transport, no_broker, transport_for
@@ -25,7 +25,7 @@ def test_each_row_names_a_transport_with_every_method_of_the_protocol(client):
     if client == "confluent":
         pytest.importorskip("confluent_kafka")
     transport = transport_for(client)
-    assert set(METHODS) == {"admin", "built", "partition_reader", "refused", "sink", "stream"}
+    assert set(METHODS) == {"admin", "built", "partition_reader", "preflight", "refused", "sink", "stream"}
     for name in METHODS:
         ours = inspect.signature(getattr(Transport, name)).parameters
         theirs = inspect.signature(getattr(transport, name)).parameters
@@ -77,3 +77,15 @@ def test_a_clients_error_while_it_is_built_is_said_as_the_workers():
         transport.built(kafka, refuse)
     with pytest.raises(ServiceUnavailable, match="no Kafka broker answers"):
         transport.built(kafka, no_answer)
+
+
+def test_a_clients_group_rules_are_its_rows(monkeypatch):
+    """A new client states what its library refuses of the group settings in its row, not in a branch by name."""
+    monkeypatch.setitem(CLIENTS, "slow-heart", Client("tests.doubles.memory_client.transport", "json", "slow-heart",
+                                                      heartbeat_ms=10_000))
+    assert Settings.from_values(kafka_client="slow-heart", session_timeout_ms=10_001).kafka.kafka_client == "slow-heart"
+    with pytest.raises(ConfigError, match=r"session_timeout_ms .* must be above 10000 with kafka_client=slow-heart"):
+        Settings.from_values(kafka_client="slow-heart", session_timeout_ms=9_000)
+    with pytest.raises(ConfigError, match=r"kafka_group_protocol=consumer .* needs --kafka-client confluent: "
+                       r"slow-heart speaks the classic protocol only"):
+        Settings.from_values(kafka_client="slow-heart", kafka_group_protocol="consumer")

@@ -22,11 +22,17 @@ class Client:
     module: str  # the library's top module (checked installed when the setting is read)
     distribution: str  # the library's package on PyPI
     extra: str = ""  # the pyproject extra that installs it; "": a dependency of the project
+    # What the library refuses of the group settings (worker/core/sections.py checks them at start):
+    group_protocols: tuple[str, ...] = ("classic",)  # the kafka_group_protocol values it speaks (KIP-848: consumer)
+    heartbeat_ms: int = 0  # a fixed heartbeat interval, which the session timeout must exceed; 0: none fixed
+    poll_interval_covers_session: bool = False  # classic protocol: max.poll.interval.ms >= session.timeout.ms
 
 
 CLIENTS: dict[str, Client] = {
-    "kafka-python": Client("worker.kafka.kafka_python.transport", "kafka", "kafka-python"),
-    "confluent": Client("worker.kafka.confluent.transport", "confluent_kafka", "confluent-kafka", extra="confluent"),
+    # kafka-python's heartbeat_interval_ms, which the worker keeps at the library's default
+    "kafka-python": Client("worker.kafka.kafka_python.transport", "kafka", "kafka-python", heartbeat_ms=3_000),
+    "confluent": Client("worker.kafka.confluent.transport", "confluent_kafka", "confluent-kafka", extra="confluent",
+                        group_protocols=("classic", "consumer"), poll_interval_covers_session=True),
 }
 KAFKA_CLIENTS: tuple[str, ...] = tuple(CLIENTS)  # the clients the project ships (the producer side's choices)
 

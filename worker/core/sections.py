@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit, urlunsplit
 
-from worker.core.clients import check_kafka_client
+from worker.core.clients import CLIENTS, check_kafka_client
 from worker.core.errors import ConfigError
 from worker.core.formats import FORMATS
 from worker.core.kafka_properties import DEFAULT_ISOLATION, KafkaProperties
@@ -40,7 +40,6 @@ GROUP_PROTOCOLS: tuple[GroupProtocol, ...] = get_args(GroupProtocol)
 # churn. 65,536 leaves eight times that of headroom; a typo (100,000,000) is refused instead of allocated.
 MAX_BATCH_SIZE = 65_536
 MAX_TRANSACTION_INTERVAL_MS = 10_000  # exactly-once: longest commit interval (a transaction stays open that long)
-KAFKA_PYTHON_HEARTBEAT_MS = 3_000  # kafka-python's heartbeat_interval_ms, which the worker keeps
 
 
 @dataclass(frozen=True)
@@ -365,21 +364,24 @@ def _at_least(section: object, least: int, *names: str) -> None:
 
 
 def _validate_kafka_client(s: KafkaSettings) -> None:
-    check_kafka_client(s.kafka_client)
-    if s.kafka_client == "kafka-python" and s.session_timeout_ms <= KAFKA_PYTHON_HEARTBEAT_MS:
+    """What the chosen client's library refuses of the group settings, as its row of worker/core/clients.py says."""
+    client = check_kafka_client(s.kafka_client)
+    if s.session_timeout_ms <= client.heartbeat_ms:
         raise ConfigError(f"session_timeout_ms ({setting_names('session_timeout_ms')}) must be above "
-                          f"{KAFKA_PYTHON_HEARTBEAT_MS} with kafka_client=kafka-python, got {s.session_timeout_ms}: "
-                          f"kafka-python heartbeats every {KAFKA_PYTHON_HEARTBEAT_MS} ms and refuses a session "
+                          f"{client.heartbeat_ms} with kafka_client={s.kafka_client}, got {s.session_timeout_ms}: "
+                          f"{s.kafka_client} heartbeats every {client.heartbeat_ms} ms and refuses a session "
                           "timeout that is not longer")
-    if (s.kafka_client == "confluent" and s.kafka_group_protocol == "classic"
+    if (client.poll_interval_covers_session and s.kafka_group_protocol == "classic"
             and s.max_poll_interval_ms < s.session_timeout_ms):
         raise ConfigError(f"max_poll_interval_ms ({s.max_poll_interval_ms}) must be at least session_timeout_ms "
-                          f"({s.session_timeout_ms}) with kafka_client=confluent (librdkafka refuses less)")
+                          f"({s.session_timeout_ms}) with kafka_client={s.kafka_client} (its library refuses less)")
+    if s.kafka_group_protocol not in client.group_protocols:
+        speakers = [name for name, row in CLIENTS.items() if s.kafka_group_protocol in row.group_protocols]
+        raise ConfigError(f"kafka_group_protocol={s.kafka_group_protocol} (--kafka-group-protocol, KIP-848) needs "
+                          f"--kafka-client {' or '.join(speakers)}: {s.kafka_client} speaks the "
+                          f"{' and '.join(client.group_protocols)} protocol only")
     if s.kafka_group_protocol == "classic":
         return
-    if s.kafka_client != "confluent":
-        raise ConfigError("kafka_group_protocol=consumer (--kafka-group-protocol, KIP-848) needs --kafka-client "
-                          f"confluent: {s.kafka_client} speaks the classic protocol only")
     defaults = {f.name: f.default for f in fields(KafkaSettings)}
     for name, flag in (("assignor", "--assignor"), ("session_timeout_ms", "--session-timeout-ms")):
         if getattr(s, name) != defaults[name]:

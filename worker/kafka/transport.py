@@ -20,6 +20,7 @@ from worker.core.clock import Clock
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.sections import DeliverySettings, KafkaSettings
 from worker.kafka.broker_facts import BrokerAdmin
+from worker.kafka.preflight import check_kafka
 from worker.ports import PartitionReader, SendTag, Sink, Source, Transactions
 
 T = TypeVar("T")
@@ -37,6 +38,11 @@ class Transport(Protocol):
 
     def built(self, kafka: KafkaSettings, build: Callable[[], T]) -> T:
         """``build()``, its library's errors raised as ServiceUnavailable or ConfigError (``no_broker``)."""
+        ...
+
+    def preflight(self, kafka: KafkaSettings) -> None:
+        """Check at start, in seconds, that a broker answers and takes the security settings: raises
+        ServiceUnavailable, or ConfigError naming the setting to fix."""
         ...
 
     def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
@@ -83,6 +89,10 @@ class Building:
             return build()
         except self.errors as exc:
             raise no_broker(kafka, exc, self.refused(exc)) from exc
+
+    def preflight(self, kafka: KafkaSettings) -> None:
+        """Kafka's own protocol over TCP, whatever the library (worker/kafka/preflight.py)."""
+        check_kafka(kafka.kafka_bootstrap_servers, kafka.kafka_security)
 
 
 def no_broker(kafka: KafkaSettings, exc: Exception, refused: bool) -> ServiceUnavailable | ConfigError:
