@@ -162,15 +162,19 @@ class RewindableSource(Protocol):
 
 
 class CommitPolicy(Protocol):
-    """When and how the stream commits (worker/stream/commit.py has one per delivery mode)."""
+    """What the loop and membership ask of committing: worker/stream/committer.py's Committer, which carries out
+    the decisions of a pure policy per delivery mode (worker/stream/commit.py) against the source, the
+    transactions and the dedup gate. For the loop's thread only."""
 
     def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
-        """Account for ``deliveries`` and commit what they made safe (``force``: regardless of timing).
+        """Account for ``deliveries`` and commit what they made safe (``force``: regardless of timing). Blocks on
+        a synchronous or transaction commit and on the done marks it writes, not on an asynchronous commit.
 
-        Raises DeliveryError or TransactionAborted (see worker/stream/commit.py).
+        Raises DeliveryError (after committing what is safe), TransactionAborted (after aborting), or what the
+        broker refused, for good, of the last asynchronous commit (see worker/stream/commit.py).
         """
     def partitions_left(self, partitions: set[TP]) -> bool:
-        """The group took ``partitions`` away; True when that aborted the work in hand (drop all of it)."""
+        """The group took ``partitions`` away; True when that aborted the open transaction (drop all in hand)."""
 
 
 class LoopSteps(Protocol):

@@ -1,17 +1,31 @@
-"""The commit policies: what each delivery mode commits, when, and in which order."""
+"""The commit policies: what each delivery mode decides to commit, when, and in which order (the pure policies of
+worker/stream/commit.py); and the Committer carrying their decisions out (worker/stream/committer.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted
+from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted, WorkerError
 from worker.core.messages import InvalidRecord, Position
 from worker.core.offsets import OffsetTracker
 from worker.ports import Completed, Delivery, SendTag
-from worker.stream.commit import COMMIT_ANSWER_S, AtLeastOnce, CommitTimer, Transactional
+from worker.stream.commit import (
+    COMMIT_ANSWER_S,
+    NOTHING,
+    AbortTransaction,
+    AtLeastOnce,
+    CommitOffsets,
+    CommitOffsetsAsync,
+    CommitTimer,
+    CommitTransaction,
+    DeliveryFailed,
+    Transactional,
+)
+from worker.stream.committer import Committer, commit_policy
 from worker.stream.dedup_gate import DedupGate
 
 TP = ("requests", 0)
+UNDELIVERED = "1 records were not delivered (first: requests/0/1: no ack); exiting so that they are consumed again"
 
 
 class RecordingStore:
@@ -78,10 +92,15 @@ class RecordingTransactions:
         self.log.append("abort")
 
 
+def at_least_once(source: RecordingSource, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
+                  now: float) -> Committer:
+    return commit_policy(source, None, offsets, gate, interval_s, now)
+
+
 def transactional(transactions: RecordingTransactions, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
-                  now: float) -> Transactional:
-    """Over a source with no rebalance under way."""
-    return Transactional(transactions, RecordingSource(), offsets, gate, interval_s, now)
+                  now: float, source: RecordingSource | None = None) -> Committer:
+    """Over a source with no rebalance under way, unless given one."""
+    return commit_policy(source or RecordingSource(), transactions, offsets, gate, interval_s, now)
 
 
 def tracked(*offsets: int) -> OffsetTracker:
@@ -91,10 +110,17 @@ def tracked(*offsets: int) -> OffsetTracker:
     return tracker
 
 
+def position(offset: int) -> Position:
+    return Position(*TP, offset)
+
+
+def done_mark(offset: int) -> tuple[Position, Completed]:
+    return position(offset), Completed(f"id-{offset}", b"{}")
+
+
 def reply(offset: int, error: Exception | None = None, done: bool = True) -> Delivery[SendTag]:
-    position = Position(*TP, offset)
-    record = InvalidRecord(position, "code", "message", None, b"")
-    return Delivery(SendTag(position, Completed(f"id-{offset}", b"{}") if done else None, record), error)
+    record = InvalidRecord(position(offset), "code", "message", None, b"")
+    return Delivery(SendTag(position(offset), Completed(f"id-{offset}", b"{}") if done else None, record), error)
 
 
 def test_commit_timer_is_due_once_per_interval():
@@ -105,85 +131,218 @@ def test_commit_timer_is_due_once_per_interval():
     assert not timer.should_commit(11.9)
 
 
+# The pure decisions: what each policy decides for what input.
+
+def test_at_least_once_takes_the_done_marks_of_delivered_replies_and_acknowledges_the_rest_at_once():
+    offsets = tracked(0, 1, 2)
+    policy = AtLeastOnce(offsets, interval_s=0.0, now=0.0)
+    assert policy.take([reply(0), reply(1, done=False), reply(2, error=TimeoutError("no ack"))]) == [done_mark(0)]
+    assert offsets.committable() == {}  # offset 1 waits behind offset 0, which waits for its done mark
+
+
+@pytest.mark.parametrize(("written", "now", "force", "rebalancing", "decision"), [
+    ([], 2.0, False, False, NOTHING),  # the done mark is not written: nothing is safe to commit
+    ([position(0)], 0.5, False, False, NOTHING),  # not due yet
+    ([position(0)], 1.0, False, False, CommitOffsetsAsync({TP: 1})),  # due: asynchronously
+    ([position(0)], 0.5, True, False, CommitOffsets({TP: 1})),  # forced: synchronously, whatever the interval
+    ([position(0)], 0.5, True, True, CommitOffsets({TP: 1})),  # a rebalance does not hold it back
+    ([position(0)], 1.0, False, True, CommitOffsetsAsync({TP: 1})),
+])
+def test_at_least_once_decides_on_what_is_done_marked_and_the_interval(written, now, force, rebalancing, decision):
+    policy = AtLeastOnce(tracked(0), interval_s=1.0, now=0.0)
+    assert policy.take([reply(0)]) == [done_mark(0)]
+    assert policy.decide(written, now, force, rebalancing) == decision
+
+
+def test_at_least_once_decides_a_synchronous_commit_of_what_is_safe_and_then_a_delivery_failure():
+    policy = AtLeastOnce(tracked(0, 1), interval_s=60.0, now=0.0)
+    written = policy.take([reply(0, done=False), reply(1, error=TimeoutError("no ack"))])
+    assert written == []
+    assert policy.decide(written, 1.0, False, False) == CommitOffsets({TP: 1}, UNDELIVERED)
+
+
+def test_at_least_once_decides_a_delivery_failure_alone_when_nothing_is_safe_to_commit():
+    policy = AtLeastOnce(tracked(0, 1), interval_s=60.0, now=0.0)
+    policy.take([reply(1, error=TimeoutError("no ack"))])
+    assert policy.decide([], 1.0, False, False) == DeliveryFailed(UNDELIVERED)
+    policy.take([])
+    assert policy.decide([], 2.0, False, False) == NOTHING  # decided once
+
+
+def test_at_least_once_decides_one_asynchronous_commit_at_a_time():
+    offsets = tracked(0, 1)
+    policy = AtLeastOnce(offsets, interval_s=0.0, now=0.0)
+    policy.take([reply(0, done=False)])
+    assert policy.decide([], 1.0, False, False) == CommitOffsetsAsync({TP: 1})
+    policy.take([reply(1, done=False)])
+    assert policy.decide([], 2.0, False, False) == NOTHING  # the first is unanswered
+    assert policy.decide([], 1.0 + COMMIT_ANSWER_S, False, False) == CommitOffsetsAsync({TP: 2})  # taken as lost
+    policy.answered({TP: 2}, None)
+    assert offsets.committable() == {}
+
+
+def test_at_least_once_decides_again_what_the_broker_deferred_and_raises_what_it_refused_at_the_next_take():
+    policy = AtLeastOnce(tracked(0), interval_s=0.0, now=0.0)
+    policy.take([reply(0, done=False)])
+    assert policy.decide([], 1.0, False, False) == CommitOffsetsAsync({TP: 1})
+    policy.answered({TP: 1}, CommitDeferred("rebalance in progress"))
+    assert policy.take([]) == []
+    assert policy.decide([], 2.0, False, False) == CommitOffsetsAsync({TP: 1})
+    policy.answered({TP: 1}, PermissionError("GROUP_AUTHORIZATION_FAILED"))
+    with pytest.raises(PermissionError, match="GROUP_AUTHORIZATION_FAILED"):
+        policy.take([])
+
+
+def test_at_least_once_decides_nothing_when_partitions_leave():
+    policy = AtLeastOnce(tracked(0), 0.0, 0.0)
+    policy.take([reply(0)])
+    assert policy.partitions_left({TP}, transaction_open=True) == NOTHING
+
+
+def test_transactional_takes_no_done_mark_before_the_commit_and_decides_them_with_it():
+    policy = Transactional(tracked(0, 1), interval_s=0.0, now=0.0)
+    assert policy.take([reply(0), reply(1, done=False)]) == []
+    assert policy.decide([], 0.0, False, False) == CommitTransaction({TP: 2}, (done_mark(0),))
+    policy.committed({TP: 2}, 0.0)
+    policy.take([])
+    assert policy.decide([], 1.0, True, False) == NOTHING  # committed and forgotten: no empty transaction
+
+
+@pytest.mark.parametrize(("now", "force", "rebalancing", "decision"), [
+    (0.5, False, False, NOTHING),  # not due
+    (1.0, False, False, CommitTransaction({TP: 1}, (done_mark(0),))),
+    (0.5, True, False, CommitTransaction({TP: 1}, (done_mark(0),))),  # forced
+    (1.0, True, True, NOTHING),  # a revocation waits for its assignment: never commit then
+])
+def test_transactional_decides_on_the_interval_and_never_while_a_revocation_waits(now, force, rebalancing,
+                                                                                    decision):
+    policy = Transactional(tracked(0), interval_s=1.0, now=0.0)
+    policy.take([reply(0)])
+    assert policy.decide([], now, force, rebalancing) == decision
+
+
+def test_transactional_decides_an_abort_on_a_failed_send():
+    policy = Transactional(tracked(0, 1), interval_s=0.0, now=0.0)
+    assert policy.take([reply(0), reply(1, error=TimeoutError("no ack"))]) == []
+    assert policy.decide([], 0.0, True, False) == AbortTransaction("1 sends failed (first: requests/0/1: no ack)")
+
+
+@pytest.mark.parametrize(("delivered", "transaction_open", "decision"), [
+    (False, False, NOTHING),  # between transactions
+    (False, True, AbortTransaction("1 partition(s) left while a transaction was open")),  # a send is out
+    (True, False, AbortTransaction("1 partition(s) left while a transaction was open")),  # delivered, uncommitted
+])
+def test_transactional_decides_to_abort_when_partitions_leave_an_open_transaction(delivered, transaction_open,
+                                                                                  decision):
+    policy = Transactional(tracked(0), interval_s=1.0, now=0.0)
+    policy.take([reply(0)] if delivered else [])
+    assert policy.partitions_left({TP}, transaction_open) == decision
+
+
+def test_transactional_forgets_an_aborted_transaction():
+    policy = Transactional(tracked(0), interval_s=0.0, now=0.0)
+    policy.take([reply(0)])
+    policy.aborted()
+    assert policy.partitions_left({TP}, transaction_open=False) == NOTHING
+
+
+# The Committer: each decision carried out, in order, against the source, the transactions and the dedup gate.
+
 def test_at_least_once_commits_a_reply_only_after_its_done_mark_and_on_the_interval():
     source, store = RecordingSource(), RecordingStore()
     offsets = tracked(0, 1, 2)
-    policy = AtLeastOnce(source, offsets, DedupGate(store), interval_s=1.0, now=0.0)
+    committer = at_least_once(source, offsets, DedupGate(store), interval_s=1.0, now=0.0)
     store.down = True
-    policy.settle([reply(0), reply(1, done=False)], now=2.0, force=False)
+    committer.settle([reply(0), reply(1, done=False)], now=2.0, force=False)
     assert source.commits == []  # offset 0 waits for its done mark
     store.down = False
-    policy.settle([], now=2.05, force=False)  # the gate is backing off: not retried yet
-    policy.settle([reply(2)], now=3.0, force=False)
+    committer.settle([], now=2.05, force=False)  # the gate is backing off: not retried yet
+    committer.settle([reply(2)], now=3.0, force=False)
     assert store.completed == [Completed("id-0", b"{}"), Completed("id-2", b"{}")]
     assert source.commits == [{TP: 3}]
     offsets.track(TP, 3)
-    policy.settle([reply(3, done=False)], now=3.5, force=False)
+    committer.settle([reply(3, done=False)], now=3.5, force=False)
     assert source.commits == [{TP: 3}]  # not due yet
-    policy.settle([], now=3.5, force=True)
+    committer.settle([], now=3.5, force=True)
     assert source.commits == [{TP: 3}, {TP: 4}]
 
 
 def test_at_least_once_keeps_deferred_offsets_and_commits_them_later():
     source = RecordingSource()
-    policy = AtLeastOnce(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
-    policy.settle([reply(0)], now=1.0, force=False)
+    committer = at_least_once(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    committer.settle([reply(0)], now=1.0, force=False)
     source.answer(CommitDeferred("rebalance in progress"))
-    policy.settle([], now=2.0, force=False)
+    committer.settle([], now=2.0, force=False)
     assert source.commits == [{TP: 1}, {TP: 1}]  # sent again
     source.answer()
-    policy.settle([], now=3.0, force=False)
+    committer.settle([], now=3.0, force=False)
     assert source.commits == [{TP: 1}, {TP: 1}]  # committed: nothing new to send
 
 
 def test_at_least_once_keeps_deferred_offsets_of_a_synchronous_commit():
     source = RecordingSource()
-    policy = AtLeastOnce(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    committer = at_least_once(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
     source.deferring = True
-    policy.settle([reply(0)], now=1.0, force=True)
+    committer.settle([reply(0)], now=1.0, force=True)
     source.deferring = False
-    policy.settle([], now=2.0, force=True)
+    committer.settle([], now=2.0, force=True)
     assert source.commits == [{TP: 1}]
 
 
 def test_at_least_once_sends_one_asynchronous_commit_at_a_time():
     source = RecordingSource()
     offsets = tracked(0, 1)
-    policy = AtLeastOnce(source, offsets, DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
-    policy.settle([reply(0)], now=1.0, force=False)
-    policy.settle([reply(1)], now=2.0, force=False)
+    committer = at_least_once(source, offsets, DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    committer.settle([reply(0)], now=1.0, force=False)
+    committer.settle([reply(1)], now=2.0, force=False)
     assert source.commits == [{TP: 1}]  # the first is unanswered
     source.answer()
-    policy.settle([], now=3.0, force=False)
+    committer.settle([], now=3.0, force=False)
     assert source.commits == [{TP: 1}, {TP: 2}]  # the next carries what the first could not
+
+
+def test_at_least_once_takes_an_answer_that_comes_at_once():
+    source = RecordingSource()
+    source.commit_async = lambda offsets, on_done: (source.commits.append(dict(offsets)), on_done(None))
+    committer = at_least_once(source, tracked(0, 1), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    committer.settle([reply(0)], now=1.0, force=False)
+    committer.settle([reply(1)], now=2.0, force=False)
+    assert source.commits == [{TP: 1}, {TP: 2}]  # the first was answered: the next did not wait
 
 
 def test_at_least_once_sends_another_commit_when_one_was_never_answered():
     source = RecordingSource()
-    policy = AtLeastOnce(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
-    policy.settle([reply(0)], now=1.0, force=False)
-    policy.settle([], now=1.0 + COMMIT_ANSWER_S - 1, force=False)
+    committer = at_least_once(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    committer.settle([reply(0)], now=1.0, force=False)
+    committer.settle([], now=1.0 + COMMIT_ANSWER_S - 1, force=False)
     assert len(source.commits) == 1
-    policy.settle([], now=1.0 + COMMIT_ANSWER_S, force=False)
+    committer.settle([], now=1.0 + COMMIT_ANSWER_S, force=False)
     assert source.commits == [{TP: 1}, {TP: 1}]
 
 
 def test_at_least_once_raises_what_the_broker_refused_for_good_at_the_next_step():
     source = RecordingSource()
-    policy = AtLeastOnce(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
-    policy.settle([reply(0)], now=1.0, force=False)
+    committer = at_least_once(source, tracked(0), DedupGate(RecordingStore()), interval_s=0.0, now=0.0)
+    committer.settle([reply(0)], now=1.0, force=False)
     source.answer(PermissionError("GROUP_AUTHORIZATION_FAILED"))
     with pytest.raises(PermissionError, match="GROUP_AUTHORIZATION_FAILED"):
-        policy.settle([], now=2.0, force=False)
-
+        committer.settle([], now=2.0, force=False)
 
 
 def test_at_least_once_commits_what_is_safe_then_raises_on_a_failed_delivery():
     source = RecordingSource()
-    policy = AtLeastOnce(source, tracked(0, 1), DedupGate(RecordingStore()), interval_s=60.0, now=0.0)
+    committer = at_least_once(source, tracked(0, 1), DedupGate(RecordingStore()), interval_s=60.0, now=0.0)
     with pytest.raises(DeliveryError, match="1 records were not delivered"):
-        policy.settle([reply(0), reply(1, error=TimeoutError("no ack"))], now=1.0, force=False)
+        committer.settle([reply(0), reply(1, error=TimeoutError("no ack"))], now=1.0, force=False)
     assert source.commits == [{TP: 1}]  # offset 1 is consumed again after the restart
+
+
+def test_at_least_once_raises_on_a_failed_delivery_with_nothing_safe_to_commit():
+    source = RecordingSource()
+    committer = at_least_once(source, tracked(0), DedupGate(RecordingStore()), interval_s=60.0, now=0.0)
+    with pytest.raises(DeliveryError, match="1 records were not delivered"):
+        committer.settle([reply(0, error=TimeoutError("no ack"))], now=1.0, force=False)
+    assert source.commits == []
 
 
 def test_transactional_writes_done_marks_only_after_the_commit():
@@ -191,8 +350,8 @@ def test_transactional_writes_done_marks_only_after_the_commit():
     store = RecordingStore()
     store.complete = lambda done: log.append(f"done {len(done)}")  # type: ignore[method-assign]
     transactions = RecordingTransactions(log)
-    policy = transactional(transactions, tracked(0, 1), DedupGate(store), 0.0, 0.0)
-    policy.settle([reply(0), reply(1, done=False)], now=0.0, force=False)
+    committer = transactional(transactions, tracked(0, 1), DedupGate(store), 0.0, 0.0)
+    committer.settle([reply(0), reply(1, done=False)], now=0.0, force=False)
     assert log == ["commit", "done 1"]
     assert transactions.committed == [{TP: 2}]
 
@@ -200,18 +359,19 @@ def test_transactional_writes_done_marks_only_after_the_commit():
 def test_transactional_aborts_on_a_failed_send_and_marks_nothing_done():
     log: list[str] = []
     store = RecordingStore()
-    policy = transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), 0.0, 0.0)
+    committer = transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), 0.0, 0.0)
     with pytest.raises(TransactionAborted):
-        policy.settle([reply(0), reply(1, error=TimeoutError("no ack"))], now=0.0, force=False)
+        committer.settle([reply(0), reply(1, error=TimeoutError("no ack"))], now=0.0, force=False)
     assert log == ["abort"] and store.completed == []
 
 
 def test_transactional_failed_commit_marks_nothing_done():
     store = RecordingStore()
-    policy = transactional(RecordingTransactions([], fail=True), tracked(0), DedupGate(store), 0.0, 0.0)
+    committer = transactional(RecordingTransactions([], fail=True), tracked(0), DedupGate(store), 0.0, 0.0)
     with pytest.raises(TransactionAborted):
-        policy.settle([reply(0)], now=0.0, force=False)
+        committer.settle([reply(0)], now=0.0, force=False)
     assert store.completed == []
+    assert committer.partitions_left({TP}) is False  # the failed commit aborted it: nothing left to abort
 
 
 def test_transactional_with_nothing_to_commit_opens_no_transaction():
@@ -226,52 +386,81 @@ def test_transactional_with_an_interval_commits_the_steps_between_in_one_transac
     store = RecordingStore()
     store.complete = lambda done: log.append(f"done {len(done)}")  # type: ignore[method-assign]
     transactions = RecordingTransactions(log)
-    policy = transactional(transactions, tracked(0, 1, 2), DedupGate(store), interval_s=1.0, now=0.0)
-    policy.settle([reply(0)], now=0.4, force=False)
-    policy.settle([reply(1)], now=0.8, force=False)
+    committer = transactional(transactions, tracked(0, 1, 2), DedupGate(store), interval_s=1.0, now=0.0)
+    committer.settle([reply(0)], now=0.4, force=False)
+    committer.settle([reply(1)], now=0.8, force=False)
     assert log == []  # nothing committed, nothing marked done yet
-    policy.settle([reply(2)], now=1.0, force=False)
+    committer.settle([reply(2)], now=1.0, force=False)
     assert log == ["commit", "done 3"] and transactions.committed == [{TP: 3}]
-    policy.settle([], now=2.5, force=False)
+    committer.settle([], now=2.5, force=False)
     assert log == ["commit", "done 3"]  # nothing new: no empty transaction
 
 
 def test_transactional_force_commits_before_the_interval():
     log: list[str] = []
     transactions = RecordingTransactions(log)
-    policy = transactional(transactions, tracked(0), DedupGate(RecordingStore()), interval_s=10.0, now=0.0)
-    policy.settle([reply(0)], now=0.1, force=True)
+    committer = transactional(transactions, tracked(0), DedupGate(RecordingStore()), interval_s=10.0, now=0.0)
+    committer.settle([reply(0)], now=0.1, force=True)
     assert log == ["commit"] and transactions.committed == [{TP: 1}]
+
+
+def test_transactional_retries_the_done_marks_of_a_committed_transaction_every_step():
+    store = RecordingStore()
+    committer = transactional(RecordingTransactions([]), tracked(0, 1), DedupGate(store), interval_s=10.0, now=0.0)
+    store.down = True
+    committer.settle([reply(0)], now=0.0, force=True)
+    store.down = False
+    committer.settle([reply(1)], now=1.0, force=False)  # not due: only the waiting done mark is written
+    assert store.completed == [Completed("id-0", b"{}")]
 
 
 def test_partitions_leaving_an_open_transaction_abort_it_and_its_done_marks_are_never_written():
     log: list[str] = []
     store = RecordingStore()
-    policy = transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), interval_s=1.0, now=0.0)
-    policy.settle([reply(0)], now=0.1, force=False)
-    assert policy.partitions_left({TP}) is True
+    committer = transactional(RecordingTransactions(log), tracked(0, 1), DedupGate(store), interval_s=1.0, now=0.0)
+    committer.settle([reply(0)], now=0.1, force=False)
+    assert committer.partitions_left({TP}) is True
     assert log == ["abort"]
-    policy.settle([reply(1)], now=1.5, force=False)
+    committer.settle([reply(1)], now=1.5, force=False)
     assert store.completed == [Completed("id-1", b"{}")]  # the aborted reply's done mark is gone with it
+
+
+def test_partitions_leaving_a_transaction_with_a_send_out_abort_it():
+    log: list[str] = []
+    transactions = RecordingTransactions(log)
+    committer = transactional(transactions, tracked(0), DedupGate(RecordingStore()), interval_s=1.0, now=0.0)
+    transactions.open = True  # sent, not yet acknowledged
+    assert committer.partitions_left({TP}) is True and log == ["abort"]
 
 
 def test_partitions_leaving_between_transactions_abort_nothing():
     log: list[str] = []
-    policy = transactional(RecordingTransactions(log), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
-    policy.settle([reply(0)], now=0.1, force=False)
-    assert policy.partitions_left({TP}) is False and log == ["commit"]
+    committer = transactional(RecordingTransactions(log), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
+    committer.settle([reply(0)], now=0.1, force=False)
+    assert committer.partitions_left({TP}) is False and log == ["commit"]
 
 
 def test_at_least_once_keeps_its_work_when_partitions_leave():
-    policy = AtLeastOnce(RecordingSource(), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
-    assert policy.partitions_left({TP}) is False
+    committer = at_least_once(RecordingSource(), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
+    assert committer.partitions_left({TP}) is False
 
 
 def test_transactional_commits_nothing_while_a_revocation_waits_for_its_assignment():
     log: list[str] = []
     source = RecordingSource()
-    policy = Transactional(RecordingTransactions(log), source, tracked(0), DedupGate(RecordingStore()), 0.0, 0.0)
+    committer = transactional(RecordingTransactions(log), tracked(0), DedupGate(RecordingStore()), 0.0, 0.0, source)
     source.revocation_pending = True  # librdkafka's eager protocol: every partition revoked, none assigned yet
-    policy.settle([reply(0)], now=1.0, force=True)
+    committer.settle([reply(0)], now=1.0, force=True)
     assert log == []
-    assert policy.partitions_left({TP}) and log == ["abort"]  # the assignment: the partition left
+    assert committer.partitions_left({TP}) and log == ["abort"]  # the assignment: the partition left
+
+
+def test_a_committer_without_transactions_refuses_a_transaction_decided():
+    class DecidesATransaction(AtLeastOnce):
+        def decide(self, written, now, force, rebalancing):
+            return CommitTransaction({TP: 1}, ())
+
+    committer = Committer(DecidesATransaction(tracked(0), 0.0, 0.0), RecordingSource(), None,
+                          DedupGate(RecordingStore()))
+    with pytest.raises(WorkerError, match="without transactions"):
+        committer.settle([], now=1.0, force=True)

@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-PURE_MODULES = ["worker.stream.loop", "worker.stream.commit", "worker.stream.admission",
+PURE_MODULES = ["worker.stream.loop", "worker.stream.commit", "worker.stream.committer", "worker.stream.admission",
                 "worker.stream.membership", "worker.stream.replies", "worker.ports", "worker.core.wire",
                 "worker.core.stats"]
 

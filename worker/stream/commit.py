@@ -1,16 +1,26 @@
-"""When and how the stream commits: a policy per delivery mode, called once per loop step.
+"""When the stream commits, and what: a pure policy per delivery mode, whose decisions stream/committer.py
+carries out.
 
-Both policies take the step's deliveries (what the broker acknowledged or
-refused since the last step) and own the order that makes them safe:
+Each step a policy first takes the step's deliveries (what the broker
+acknowledged or refused since the last step; ``take``) and names the done
+marks to write before it decides; then, given the positions whose done marks
+were written, the time and the facts it needs, it decides (``decide``):
+commit these offsets synchronously (``CommitOffsets``) or asynchronously
+(``CommitOffsetsAsync``), commit the transaction then write these done marks
+(``CommitTransaction``), abort it (``AbortTransaction``), stop the worker
+(``DeliveryFailed``), or nothing (``NOTHING``). The committer tells it what
+came of the decision (``committed``, ``answered``, ``aborted``). The order
+that makes each mode safe is decided here:
 
 - ``AtLeastOnce``: acknowledge the offsets of delivered dead letters and
   error replies at once, and of scored replies once their done marks are
   written; commit the contiguous watermark when the commit interval has
-  passed, asynchronously (one commit out at a time: the loop goes on while
-  the broker answers, and the answer marks the offsets committed). A failed
-  delivery commits what is safe, synchronously, and raises DeliveryError (the
-  worker restarts, and the records are consumed again); so does a commit the
-  broker refused for good.
+  passed, asynchronously (one commit out at a time, or another once
+  COMMIT_ANSWER_S passed unanswered: the loop goes on while the broker
+  answers, and the answer marks the offsets committed). A failed delivery
+  commits what is safe, synchronously, and raises DeliveryError (the worker
+  restarts, and the records are consumed again); so does a commit the broker
+  refused for good, raised by the next step's ``take``.
 - ``Transactional``: commit the replies sent since the last commit with
   their offsets in one Kafka transaction when the commit interval has passed
   (0: every step), then write the done marks (never before: a done mark for
@@ -25,23 +35,93 @@ refused since the last step) and own the order that makes them safe:
   transaction is open abort it (``partitions_left``): committed later, it
   would publish replies that the partitions' new owner sends again.
 
-Time is passed in; nothing here sleeps. ``CommitTimer`` is the pure part.
+No I/O: time and facts are passed in, and nothing here sleeps. Not thread-safe (``answered`` runs inside a
+poll, on the loop's thread).
 """
 
 from __future__ import annotations
 
-import structlog
+from dataclasses import dataclass
+from typing import Protocol
 
-from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted
+from worker.core.errors import CommitDeferred
 from worker.core.messages import Position
 from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
-from worker.ports import CommitPolicy, Completed, Delivery, SendTag, Source, Transactions
-from worker.stream.dedup_gate import DedupGate
-
-log = structlog.get_logger(__name__)
+from worker.ports import Completed, Delivery, SendTag
 
 COMMIT_ANSWER_S = 30.0  # an asynchronous commit unanswered this long is taken as lost: another may go
+
+DoneMark = tuple[Position, Completed]  # a done mark (or an error reply's claim release) and the offset it frees
+
+
+@dataclass(frozen=True)
+class Nothing:
+    """Commit nothing now."""
+
+
+NOTHING = Nothing()
+
+
+@dataclass(frozen=True)
+class CommitOffsets:
+    """Commit ``offsets`` and wait for the answer (deferred: they wait for a later commit); then, if ``failure``,
+    raise DeliveryError(failure): what was safe is committed before the worker stops."""
+
+    offsets: dict[TP, int]
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitOffsetsAsync:
+    """Start committing ``offsets`` and go on; the broker's answer goes to the policy's ``answered``."""
+
+    offsets: dict[TP, int]
+
+
+@dataclass(frozen=True)
+class CommitTransaction:
+    """Commit the transaction with ``offsets``, and only then write ``done``."""
+
+    offsets: dict[TP, int]
+    done: tuple[DoneMark, ...]
+
+
+@dataclass(frozen=True)
+class AbortTransaction:
+    """Abort the transaction for ``reason``; the source gives its records again from the committed offsets."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class DeliveryFailed:
+    """Raise DeliveryError(reason): there was nothing safe left to commit first."""
+
+    reason: str
+
+
+Decision = Nothing | CommitOffsets | CommitOffsetsAsync | CommitTransaction | AbortTransaction | DeliveryFailed
+
+
+class Policy(Protocol):
+    """A delivery mode's commit decisions, pure; stream/committer.py carries them out and reports back."""
+
+    def take(self, deliveries: list[Delivery[SendTag]]) -> list[DoneMark]:
+        """Account for the step's ``deliveries``; returns the done marks to write before ``decide``.
+
+        Raises what the broker refused, for good, of the last asynchronous commit."""
+    def decide(self, written: list[Position], now: float, force: bool, rebalancing: bool) -> Decision:
+        """What to commit now. ``written``: the positions whose done marks were written since ``take``;
+        ``force``: whatever the interval; ``rebalancing``: a revocation waits for its assignment."""
+    def partitions_left(self, partitions: set[TP], transaction_open: bool) -> AbortTransaction | Nothing:
+        """What the group taking ``partitions`` away means for the work in hand."""
+    def committed(self, offsets: dict[TP, int], now: float) -> None:
+        """A CommitOffsets or CommitTransaction decided before succeeded."""
+    def answered(self, offsets: dict[TP, int], error: Exception | None) -> None:
+        """The broker answered a CommitOffsetsAsync: None when committed, a CommitDeferred when not now."""
+    def aborted(self) -> None:
+        """The transaction was aborted: as decided, or by its failed commit."""
 
 
 class CommitTimer:
@@ -59,21 +139,25 @@ class CommitTimer:
 
 
 class AtLeastOnce:
-    def __init__(self, source: Source, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
-                 now: float) -> None:
-        self._source = source
+    """Commits the watermark of what is delivered and done-marked (see the module docstring)."""
+
+    def __init__(self, offsets: OffsetTracker, interval_s: float, now: float) -> None:
         self._offsets = offsets
-        self._gate = gate
         self._timer = CommitTimer(interval_s, now)
         self._out_since: float | None = None  # when the asynchronous commit still unanswered was sent
         self._refused: Exception | None = None  # what the broker answered to one, when not "later"
+        self._failure: str | None = None  # the step's failed deliveries, from take to decide
 
-    def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
+    def take(self, deliveries: list[Delivery[SendTag]]) -> list[DoneMark]:
+        """The done marks of the replies delivered (an error reply's only releases its claim)."""
         if self._refused is not None:
             refused, self._refused = self._refused, None
             raise refused
         failures = [d for d in deliveries if d.error is not None]
-        completed: list[tuple[Position, Completed]] = []
+        self._failure = None if not failures else (
+            f"{len(failures)} records were not delivered ({first_failure(failures)}); "
+            "exiting so that they are consumed again")
+        completed: list[DoneMark] = []
         for delivery in deliveries:
             position, done = delivery.tag.position, delivery.tag.done
             if delivery.error is not None:
@@ -82,114 +166,107 @@ class AtLeastOnce:
                 self._offsets.ack((position.topic, position.partition), position.offset)
             else:
                 completed.append((position, done))
+        return completed
+
+    def decide(self, written: list[Position], now: float, force: bool, rebalancing: bool) -> Decision:
+        """Synchronously when forced or a delivery failed, else asynchronously once the interval passed."""
         # A claimed request's offset counts as done only once its done mark is written.
-        for position in self._gate.complete(completed, now):
+        for position in written:
             self._offsets.ack((position.topic, position.partition), position.offset)
-        if force or failures:
-            self._commit(now)
-        elif self._timer.should_commit(now):
-            self._commit_async(now)
-        if failures:
-            raise DeliveryError(f"{len(failures)} records were not delivered ({first_failure(failures)}); "
-                                "exiting so that they are consumed again")
-
-    def partitions_left(self, partitions: set[TP]) -> bool:
-        return False  # what was acknowledged is done-marked already; the rest is the new owner's retry
-
-    def _commit(self, now: float) -> None:
-        offsets = self._offsets.committable()
-        if offsets:
-            try:
-                self._source.commit(offsets)
-            except CommitDeferred as exc:
-                log.warning("commit_deferred", error=str(exc), partitions=len(offsets))
-                return
-            self._offsets.mark_committed(offsets)
-        self._timer.did_commit(now)
-
-    def _commit_async(self, now: float) -> None:
+        failure, self._failure = self._failure, None
+        if force or failure is not None:
+            offsets = self._offsets.committable()
+            if offsets:
+                return CommitOffsets(offsets, failure)
+            self._timer.did_commit(now)
+            return NOTHING if failure is None else DeliveryFailed(failure)
+        if not self._timer.should_commit(now):
+            return NOTHING
         if self._out_since is not None and now - self._out_since < COMMIT_ANSWER_S:
-            return  # one at a time: the next one carries what this one could not
+            return NOTHING  # one at a time: the next one carries what this one could not
         offsets = self._offsets.committable()
-        if offsets:
-            self._out_since = now
-            self._source.commit_async(offsets, lambda error: self._answered(offsets, error))
+        self._timer.did_commit(now)
+        if not offsets:
+            return NOTHING
+        self._out_since = now  # before the committer sends it: the answer may come at once
+        return CommitOffsetsAsync(offsets)
+
+    def partitions_left(self, partitions: set[TP], transaction_open: bool) -> AbortTransaction | Nothing:
+        return NOTHING  # what was acknowledged is done-marked already; the rest is the new owner's retry
+
+    def committed(self, offsets: dict[TP, int], now: float) -> None:
+        self._offsets.mark_committed(offsets)
         self._timer.did_commit(now)
 
-    def _answered(self, offsets: dict[TP, int], error: Exception | None) -> None:
+    def answered(self, offsets: dict[TP, int], error: Exception | None) -> None:
         self._out_since = None
         if error is None:
             self._offsets.mark_committed(offsets)
-        elif isinstance(error, CommitDeferred):
-            log.warning("commit_deferred", error=str(error), partitions=len(offsets))
-        else:
-            self._refused = error  # raised by the next settle, like a refused synchronous commit
+        elif not isinstance(error, CommitDeferred):  # deferred: the next commit carries them
+            self._refused = error  # raised by the next take, like a refused synchronous commit
+
+    def aborted(self) -> None:
+        """Never called: at-least-once decides no transaction."""
 
 
 class Transactional:
-    def __init__(self, transactions: Transactions, source: Source, offsets: OffsetTracker, gate: DedupGate,
-                 interval_s: float, now: float) -> None:
-        self._transactions = transactions
-        self._source = source
+    """Commits every send since the last commit in one transaction (see the module docstring)."""
+
+    def __init__(self, offsets: OffsetTracker, interval_s: float, now: float) -> None:
         self._offsets = offsets
-        self._gate = gate
         self._timer = CommitTimer(interval_s, now)
         self._delivered = False  # something was delivered since the last commit
-        self._completed: list[tuple[Position, Completed]] = []  # their done marks, written after the commit
+        self._completed: list[DoneMark] = []  # their done marks, written after the commit
+        self._failure: str | None = None  # the step's failed sends, from take to decide
 
-    def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
-        """Commits when the interval has passed and there is something to commit (interval 0: every step)."""
-        # Done marks of committed transactions that the store failed to take are retried every step, whatever
-        # else happens: while they wait the gate is blocked and the loop admits nothing new.
-        self._gate.complete((), now)
+    def take(self, deliveries: list[Delivery[SendTag]]) -> list[DoneMark]:
+        """None: done marks wait for the commit. Those of committed transactions that the store failed to take
+        are retried every step, whatever else happens: while they wait the gate is blocked and the loop admits
+        nothing new."""
         failures = [d for d in deliveries if d.error is not None]
         if failures:
-            reason = f"{len(failures)} sends failed ({first_failure(failures)})"
-            self._abort(reason)
-            raise TransactionAborted(reason)
+            self._failure = f"{len(failures)} sends failed ({first_failure(failures)})"
+            return []
         for delivery in deliveries:
             position, done = delivery.tag.position, delivery.tag.done
             self._offsets.ack((position.topic, position.partition), position.offset)
             if done is not None:
                 self._completed.append((position, done))
         self._delivered |= bool(deliveries)
-        if not (force or self._timer.should_commit(now)) or self._source.rebalancing():
-            return
+        return []
+
+    def decide(self, written: list[Position], now: float, force: bool, rebalancing: bool) -> Decision:
+        """Aborts on a failed send; commits when the interval has passed (0: every step) and there is something
+        to commit, unless a revocation waits for its assignment."""
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            return AbortTransaction(failure)
+        if not (force or self._timer.should_commit(now)) or rebalancing:
+            return NOTHING
         offsets = self._offsets.committable()
         if not self._delivered and not offsets:
-            return
-        try:
-            self._transactions.commit(offsets)
-        except TransactionAborted:
-            self._forget()
-            raise
+            return NOTHING
+        return CommitTransaction(offsets, tuple(self._completed))
+
+    def partitions_left(self, partitions: set[TP], transaction_open: bool) -> AbortTransaction | Nothing:
+        if not (self._delivered or transaction_open):
+            return NOTHING
+        return AbortTransaction(f"{len(partitions)} partition(s) left while a transaction was open")
+
+    def committed(self, offsets: dict[TP, int], now: float) -> None:
         self._offsets.mark_committed(offsets)
-        completed = self._completed
         self._forget()
         self._timer.did_commit(now)
-        self._gate.complete(completed, now)
 
-    def partitions_left(self, partitions: set[TP]) -> bool:
-        if not (self._delivered or self._transactions.open):
-            return False
-        self._abort(f"{len(partitions)} partition(s) left while a transaction was open")
-        return True
+    def answered(self, offsets: dict[TP, int], error: Exception | None) -> None:
+        """Never called: a transaction commits its offsets itself."""
 
-    def _abort(self, reason: str) -> None:
-        self._transactions.abort(reason)
+    def aborted(self) -> None:
         self._forget()
 
     def _forget(self) -> None:
         self._delivered = False
         self._completed = []
-
-
-def commit_policy(source: Source, transactions: Transactions | None, offsets: OffsetTracker, gate: DedupGate,
-                  interval_s: float, now: float) -> CommitPolicy:
-    """Exactly-once when given transactions (over the same sink and source), else at-least-once."""
-    if transactions is not None:
-        return Transactional(transactions, source, offsets, gate, interval_s, now)
-    return AtLeastOnce(source, offsets, gate, interval_s, now)
 
 
 def first_failure(failures: list[Delivery[SendTag]]) -> str:

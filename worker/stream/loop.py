@@ -11,10 +11,10 @@ Redis work, in this order each step:
    fresh (stream/admission.py);
 3. answer the batch the scorer finished (but not for partitions that left while it ran), offer it to shadow
    scoring, and hand the scorer the next ready batch, round robin among the models (stream/replies.py);
-4. settle: wait for the broker's acknowledgements of the step's sends, and let the commit policy commit what
-   they made safe (stream/commit.py). Waiting before the next poll means a rebalance in that poll finds every
-   reply sent so far done-marked: a new owner never re-scores a reply in flight (chaos scenario b), and an
-   error reply's released claim is free for a retry polled next.
+4. settle: wait for the broker's acknowledgements of the step's sends; the commit policy decides what they made
+   safe to commit, and the committer does it (stream/commit.py, stream/committer.py). Waiting before the next
+   poll means a rebalance in that poll finds every reply sent so far done-marked: a new owner never re-scores a
+   reply in flight (chaos scenario b), and an error reply's released claim is free for a retry polled next.
 The scorer runs the model inline or on a thread of its own (stream/scoring.py). After a stop, the drain
 finishes the work in hand within one deadline (stream/drain.py).
 """

@@ -28,7 +28,7 @@ from worker.ports import (
     Transactions,
 )
 from worker.stream.admission import Admission
-from worker.stream.commit import commit_policy
+from worker.stream.committer import commit_policy
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.membership import Membership
 from worker.stream.reloads import Reloads
