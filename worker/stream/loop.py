@@ -35,7 +35,6 @@ from worker.stream.membership import SETTLE_S
 from worker.stream.parts import LoopParts
 from worker.stream.reloads import switch_in
 from worker.stream.replies import EXPIRED
-from worker.stream.upkeep import Upkeep
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +64,7 @@ class Worker:
         self._scoring: str | None = None  # the entry whose batch the scorer has
         self._submitted_ms = 0  # wall clock when the scorer got its batch
         self._last_poll = clock.monotonic()
-        self._upkeep = Upkeep(parts.source, stats, clock, kafka, operations)
+        self._upkeep = parts.upkeep
         self._opportunistic = not batching.wait_to_fill
         self._send_now = False  # the batch in hand goes now: a backlog, or nothing arriving for an idle model
 

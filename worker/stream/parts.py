@@ -1,8 +1,9 @@
 """What the stream loop (stream/loop.py) runs over, built: the ports it talks to and the policies it schedules.
 
 The loop builds none of these. ``assemble`` builds the loop's own policies over the ports (the dedup gate, the
-offsets, the responder, admission, the commit policy, membership and, under a memory budget, model residency),
-each given only what it needs; the composition root (worker/app.py) and the component tests' harness call it.
+offsets, the responder, admission, the commit policy, membership, the upkeep beside each step and, under a
+memory budget, model residency), each given only what it needs; the composition root (worker/app.py) and the
+component tests' harness call it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from worker.stream.scoring import InlineScorer
 from worker.stream.served import ServedModels
 from worker.stream.shadow import Shadow
 from worker.stream.topics import TopicDirectory
+from worker.stream.upkeep import Upkeep
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class LoopParts:
     admission: Admission
     commits: CommitPolicy
     membership: Membership
+    upkeep: Upkeep
     transactional: bool
     residency: Residency | None = None
     reloads: Reloads | None = None
@@ -101,5 +104,6 @@ def assemble(source: Source, sink: Sink[SendTag], dedup: DedupStore, models: Ser
         return admission.drop(partitions) + (residency.drop(partitions) if residency is not None else 0)
 
     membership = Membership(source, models.batchers, gate, offsets, scorer, commits, stats, drop_held)
+    upkeep = Upkeep(source, stats, clock, kafka, operations)
     return LoopParts(source, sink, dedup, scorer, models, gate, offsets, responder, admission, commits, membership,
-                     extras.transactions is not None, residency, extras.reloads, extras.shadow, extras.tracer)
+                     upkeep, extras.transactions is not None, residency, extras.reloads, extras.shadow, extras.tracer)
