@@ -46,6 +46,9 @@ class Sink(TransactionalSends[str]):
     def _flush(self, timeout_s: float) -> None:
         pass
 
+    def _close(self, timeout_s: float) -> bool:
+        return True
+
     def _offsets(self, offsets: Any) -> Any:
         return offsets
 

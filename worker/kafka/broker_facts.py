@@ -1,14 +1,11 @@
-"""What the broker has and allows, read once at start: its topics, and the session timeouts a group may use.
+"""What the broker has and allows, read once at start (after the preflight): its topics, the session timeouts
+a group may use, and the group protocols it runs.
 
-Run after the preflight (worker/kafka/preflight.py), which has already
-reached and authenticated to a broker. One admin client of the worker's Kafka
-client (a ``BrokerAdmin``: worker/kafka/kafka_python/broker_facts.py,
-worker/kafka/confluent/broker_facts.py) lists the topics (Metadata) and asks
-one broker for group.min.session.timeout.ms and group.max.session.timeout.ms
-(DescribeConfigs); every request has the same timeout, so this ends within
-seconds. Where the configs cannot be read (an ACL without DESCRIBE_CONFIGS on
-the cluster, a broker that refuses) Kafka's defaults stand in, and a log line
-says so; where the topics cannot be listed, the broker is as good as absent.
+One admin client of the worker's Kafka client (a ``BrokerAdmin``: each client's broker_facts.py) lists the
+topics and asks one broker for its configs, every request with the same timeout, so this ends within
+seconds. Where the configs cannot be read (an ACL without DESCRIBE_CONFIGS on the cluster, a broker that
+refuses) Kafka's defaults stand in, and a log line says so; where the topics cannot be listed, the broker
+is as good as absent.
 """
 
 from __future__ import annotations

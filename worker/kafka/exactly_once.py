@@ -3,16 +3,12 @@ it commits. Client-free: each client's transactions module provides the sink, ea
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
-
 from worker.core.errors import TransactionAborted
 from worker.core.offsets import TopicPartition as TP
 from worker.ports import RewindableSource, TransactionalProducer
 
-T = TypeVar("T")
 
-
-class ExactlyOnce(Generic[T]):
+class ExactlyOnce:
     """The worker's Transactions: every send since the last commit, and the offsets, in one transaction."""
 
     def __init__(self, sink: TransactionalProducer, source: RewindableSource) -> None:

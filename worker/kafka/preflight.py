@@ -1,18 +1,16 @@
 """Before the clients: reach one bootstrap broker and authenticate the way they will, and say what failed.
 
-kafka-python retries a refused TLS handshake or SASL exchange in the
-background until its timeouts end, and then reports only that no broker
-answered. So every entry point, whichever client it then builds, first makes one
-connection of its own, with the same TLS context and the same SASL mechanisms
-(worker/kafka/sasl.py), and turns each way it can fail into a ConfigError that names the cause and the setting to
-check: an untrusted CA, a hostname mismatch, a refused client certificate, an
-unknown user, a wrong password, a refused token, TLS on a plaintext port or
-the reverse, a listener that wants SASL. Each socket operation has a timeout,
-so the check ends within seconds whatever the broker does.
+kafka-python retries a refused TLS handshake or SASL exchange in the background
+until its timeouts end, then reports only that no broker answered. So every
+entry point, whichever client it then builds, first makes one connection of its
+own, with the same TLS context and SASL mechanisms (worker/kafka/sasl.py), and
+turns each way it can fail into a ConfigError naming the cause and the setting
+to check: an untrusted CA, a hostname mismatch, a refused client certificate,
+an unknown user, a wrong password, a refused token, TLS on a plaintext port or
+the reverse, a listener that wants SASL. Each socket operation has a timeout.
 
 The requests are the oldest versions Kafka 4 still serves: ApiVersions v0,
-Metadata v4 (no topics), SaslHandshake v1, SaslAuthenticate v1. No client
-library is loaded: the SASL exchange is the protocol's own (worker/kafka/sasl.py).
+Metadata v4 (no topics), SaslHandshake v1, SaslAuthenticate v1.
 """
 
 from __future__ import annotations
@@ -97,11 +95,11 @@ def _check_broker(sock: socket.socket, host: str, address: str, security: KafkaS
             sock = ssl_context(security).wrap_socket(sock, server_hostname=host)
         wire = _Wire(sock)
         # Under TLS 1.3 a refused client certificate shows only here, at the first read.
-        _exchange(wire, API_VERSIONS, 0, peer, security)
+        _exchange(wire, API_VERSIONS, 0, peer.what, security)
         if security.uses_sasl:
             _authenticate(wire, security, address)
         else:
-            _exchange(wire, METADATA, 4, peer, security, body=struct.pack(">i?", 0, False))
+            _exchange(wire, METADATA, 4, peer.what, security, body=struct.pack(">i?", 0, False))
     except ssl.SSLError as exc:
         raise ConfigError(explain_tls_failure(exc, peer)) from None
     except TimeoutError:
@@ -112,45 +110,44 @@ def _check_broker(sock: socket.socket, host: str, address: str, security: KafkaS
         raise ServiceUnavailable(f"the Kafka broker at {address} dropped the connection ({exc})") from None
 
 
-def _exchange(wire: _Wire, api_key: int, version: int, peer: TlsPeer, security: KafkaSecurity,
+def _exchange(wire: _Wire, api_key: int, version: int, what: str, security: KafkaSecurity,
               body: bytes = b"") -> bytes:
     try:
         return wire.request(api_key, version, body)
     except _Closed as exc:
         if api_key == API_VERSIONS and not security.uses_ssl:
-            raise ConfigError(f"{peer.what} gave no Kafka answer to a plaintext request ({exc}): the port wants TLS; "
+            raise ConfigError(f"{what} gave no Kafka answer to a plaintext request ({exc}): the port wants TLS; "
                               f"set KAFKA_SECURITY_PROTOCOL to SSL or SASL_SSL (it is {security.protocol})") from None
         if api_key == METADATA:
-            raise ConfigError(f"{peer.what} closed the connection when asked for metadata without authenticating: "
+            raise ConfigError(f"{what} closed the connection when asked for metadata without authenticating: "
                               f"the listener wants SASL; set KAFKA_SECURITY_PROTOCOL=SASL_SSL (it is "
                               f"{security.protocol}), KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME and "
                               "KAFKA_SASL_PASSWORD_FILE") from None
-        raise ConfigError(f"{peer.what} gave no Kafka answer ({exc}): check the port and "
+        raise ConfigError(f"{what} gave no Kafka answer ({exc}): check the port and "
                           f"KAFKA_SECURITY_PROTOCOL={security.protocol}") from None
 
 
 def _authenticate(wire: _Wire, security: KafkaSecurity, address: str) -> None:
     """SaslHandshake, then SaslAuthenticate rounds driven by the mechanism (worker/kafka/sasl.py)."""
-    peer = TlsPeer(f"the Kafka broker at {address}", "KAFKA_SSL_CAFILE", security.ssl_cafile, "", "", "")
-    mechanism_name = security.sasl_mechanism
-    response = _exchange(wire, SASL_HANDSHAKE, 1, peer, security, body=_string(mechanism_name))
+    what, mechanism_name = f"the Kafka broker at {address}", security.sasl_mechanism
+    response = _exchange(wire, SASL_HANDSHAKE, 1, what, security, body=_string(mechanism_name))
     error_code, offered = _handshake_response(response)
     if error_code == UNSUPPORTED_SASL_MECHANISM:
-        raise ConfigError(f"the Kafka broker at {address} does not offer KAFKA_SASL_MECHANISM={mechanism_name} on "
+        raise ConfigError(f"{what} does not offer KAFKA_SASL_MECHANISM={mechanism_name} on "
                           f"this listener; it offers {', '.join(offered) or 'none'}")
     if error_code:
-        raise ConfigError(f"the Kafka broker at {address} refused the SASL handshake (error code {error_code})")
+        raise ConfigError(f"{what} refused the SASL handshake (error code {error_code})")
     mechanism = sasl_mechanism(security)
     step = 0
     while not mechanism.done:
-        response = _exchange(wire, SASL_AUTHENTICATE, 1, peer, security, body=_bytes(mechanism.message()))
+        response = _exchange(wire, SASL_AUTHENTICATE, 1, what, security, body=_bytes(mechanism.message()))
         error_code, message, challenge = _authenticate_response(response)
         if error_code:
             raise ConfigError(_refusal(security, address, step, message))
         try:
             mechanism.receive(challenge)
         except ValueError as exc:  # a SCRAM nonce or signature that does not verify: not the broker we meant
-            raise ConfigError(f"the Kafka broker at {address} failed SCRAM's server proof ({exc})") from None
+            raise ConfigError(f"{what} failed SCRAM's server proof ({exc})") from None
         step += 1
     if not mechanism.authenticated:
         raise ConfigError(_refusal(security, address, step, "the exchange ended unauthenticated"))

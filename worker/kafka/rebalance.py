@@ -1,29 +1,26 @@
 """What a source knows of its group membership between polls: what the rebalance callbacks said.
 
-Client-free: each client's source feeds its callbacks' partitions in (anything
-with ``topic`` and ``partition``, and ``offset`` for a position) and asks, after
-a poll, which partitions are gone. The two clients differ in what a revoked
-partition assigned back keeps, so each has its recorder:
+Client-free: a source feeds its callbacks' partitions in (anything with
+``topic`` and ``partition``, and ``offset`` for a position) and asks, after a
+poll, which partitions are gone. The clients differ in what a revoked partition
+assigned back keeps, so each has its recorder:
 
 - kafka-python (``RevocationRecorder``) runs the callbacks on its IO thread and
   keeps the fetch position of a partition revoked and assigned back; whether a
-  revoked partition is gone is decided against the assignment once the group
-  is stable.
+  revoked partition is gone is decided once the group is stable.
 - librdkafka (``RebalanceRecorder``) runs them inside poll()/consume() (and
-  close()), and after they return it unassigns what was revoked or lost: a
-  partition assigned again later starts from the committed offset, so the
-  source gives it back the position noted at the revocation. Measured on
-  librdkafka 2.16 with Kafka 4.1, for the classic protocol with eager and
-  cooperative assignors and for the consumer protocol (KIP-848):
+  close()), then unassigns what was revoked or lost: a partition assigned again
+  starts from the committed offset, so the source gives it back the position
+  noted at the revocation. Measured on librdkafka 2.16 with Kafka 4.1 (classic
+  protocol, eager and cooperative; consumer protocol, KIP-848):
   - an incremental revocation is followed, in the same poll, by an assignment
     (empty when nothing comes), so a revocation is never left pending;
   - the serialized group metadata carries the generation (the member epoch
     with the consumer protocol), -1 before the first join (``group_generation``);
-  - when the application outlives max.poll.interval.ms, librdkafka leaves the
-    group on its own thread: with the classic protocol the member id is
-    cleared at once, with the consumer protocol nothing shows until the next
-    poll (which reports the partitions lost); the generation stays as it was
-    in both.
+  - a member that outlives max.poll.interval.ms leaves the group on
+    librdkafka's thread: with the classic protocol the member id is cleared at
+    once, with the consumer protocol nothing shows until the next poll (which
+    reports the partitions lost); the generation stays as it was in both.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Both clients' sinks, less their library's calls: the sends made and not yet reported, in the order made.
 
-Client-free: a client's sink (``LedgerSink``) queues each send with its
-library and records it with its handle on the outcome (kafka-python's future,
-librdkafka's ``DeliveryReport``), or with the error that failed it before it
-was queued, and says how to read a handle: whether its send is finished, and
-the error that lost it (None: the broker has it). Replies count as delivered
-only once the broker acknowledged them (each client's producer: acks=all,
-idempotent).
+A client's sink (``LedgerSink``) queues each send with its library and records it with its handle on the
+outcome (kafka-python's future, librdkafka's ``DeliveryReport``), or with the error that failed it before it
+was queued. Replies count as delivered only once the broker acknowledged them (acks=all, idempotent).
 """
 
 from __future__ import annotations
@@ -16,9 +12,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
+import structlog
+
 from worker.core.messages import Headers
 from worker.ports import Delivery
 
+log = structlog.get_logger(__name__)
 T = TypeVar("T")
 H = TypeVar("H")
 
@@ -26,7 +25,8 @@ QUEUE_FULL_WAIT_S = 0.01  # serve delivery reports this long before trying a ref
 
 
 class SendLedger(Generic[T, H]):
-    """Sends in the order made, each a tag (whatever the caller attached) and a handle or an error.
+    """Sends in the order made, each a tag (whatever the caller attached) and a handle or an error; ``outcome``
+    reads a handle: whether its send is finished, and the error that lost it (None: the broker has it).
     Not thread-safe."""
 
     __slots__ = ("_outcome", "_sends")
@@ -66,8 +66,7 @@ class SendLedger(Generic[T, H]):
 
 
 class LedgerSink(ABC, Generic[T, H]):
-    """A Sink over a client's producer: ``send`` never raises for a failed send; ``settle`` waits for the sends
-    out and says which succeeded. Not thread-safe. A client's sink supplies the abstract methods below."""
+    """A Sink over a client's producer; the client's sink supplies the abstract methods. Not thread-safe."""
 
     SEND_ERRORS: ClassVar[tuple[type[Exception], ...]]  # what the client raises for a record it does not queue
     _pending: SendLedger[T, H]
@@ -77,8 +76,8 @@ class LedgerSink(ABC, Generic[T, H]):
         return len(self._pending)
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
-        """Queue a record for ``topic``; its outcome is reported by a later ``settle``. Blocks while the client
-        waits for the topic's metadata or for room in its queue, up to the bound the sink was built with."""
+        """Blocks while the client waits for the topic's metadata or for room in its queue, up to the bound
+        the sink was built with; a record it refuses is reported failed by the next ``settle``."""
         try:
             handle = self._queue(topic, key, value, headers)
         except self.SEND_ERRORS as exc:  # e.g. no metadata for the topic in time, larger than the broker takes
@@ -87,14 +86,18 @@ class LedgerSink(ABC, Generic[T, H]):
         self._pending.sent(tag, handle)
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
-        """Flush, then report every finished send in the order it was made. Blocks up to ``timeout_s``.
-
-        Sends still unanswered then (the broker is away) stay queued for the next settle.
-        """
+        """Flush for up to ``timeout_s``, then report every finished send in the order made; those still
+        unanswered (the broker is away) stay queued for the next settle."""
         self._flush(timeout_s)
         deliveries = self._pending.settle()
         self._settled()
         return deliveries
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Close, waiting up to ``timeout_s`` for what is still out (its offsets were never committed)."""
+        if not self._close(timeout_s):
+            log.warning("sink_closed_with_sends_out", timeout_s=timeout_s,
+                        consequence="those records were not committed: they are consumed again")
 
     def _settled(self) -> None:
         """After each settle's report (by default, nothing)."""
@@ -106,6 +109,10 @@ class LedgerSink(ABC, Generic[T, H]):
     @abstractmethod
     def _flush(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for the sends out to be answered; a timeout is not an error."""
+
+    @abstractmethod
+    def _close(self, timeout_s: float) -> bool:
+        """Flush for up to ``timeout_s`` and close; False when sends were still out then."""
 
 
 class DeliveryReport:

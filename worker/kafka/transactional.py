@@ -1,24 +1,14 @@
 """Exactly-once delivery: replies and consumed offsets committed in one Kafka transaction, whichever client.
 
-``TransactionalSends`` is the policy of both clients' ``TransactionalSink``
-(worker/kafka/kafka_python/transactions.py, worker/kafka/confluent/transactions.py):
-the first send of a transaction begins it, and ``commit`` closes it together
-with the consumer offsets the sends answer (``send_offsets_to_transaction``
-with the consumer's group metadata, so that the broker fences a worker the
-group has dropped). A reader with ``isolation_level="read_committed"`` sees a
-reply only once its offsets are committed, and never the replies of an aborted
-transaction.
-
-Any failure aborts the whole transaction: ``commit`` raises TransactionAborted
-after aborting, and the caller consumes again from the committed offsets. A
-producer that cannot abort (fenced by a newer instance with the same
-transactional id, or in a fatal state) is closed and replaced. A replacement
-whose transactions cannot be initialised (the transaction coordinator is on a
-broker that is down, and no other leads its partition yet) does not stop the
-worker: that step's sends fail and its transaction aborts, and the next step
-tries again. Both clients' producers have the same transactional calls
-(librdkafka's take a timeout last); a client's sink supplies the rest (the
-abstract methods below).
+The first send of a transaction begins it; ``commit`` closes it together with
+the offsets the sends answer and the consumer's group metadata (so that the
+broker fences a member the group dropped). A read_committed reader sees a reply
+only once its offsets are committed, never an aborted transaction's. Any
+failure aborts the whole transaction, and the caller consumes again from the
+committed offsets. A producer that cannot abort (fenced, or fatal) is replaced;
+a replacement whose transactions cannot be initialised yet (its coordinator is
+away) does not stop the worker: that step's sends fail and the next step tries
+again.
 """
 
 from __future__ import annotations

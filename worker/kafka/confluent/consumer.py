@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from worker.core.messages import Position, RawRecord
+from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
 from worker.kafka.confluent.connection import client_config
 
@@ -21,8 +22,7 @@ log = structlog.get_logger(__name__)
 
 def group_config(kafka: KafkaSettings, **config: Any) -> dict[str, Any]:
     """librdkafka properties of a consumer in ``kafka.group`` with manual commits and the user's consumer
-    properties; ``config`` adds or
-    overrides properties (their names have dots: pass them as ``**{"auto.offset.reset": ...}``)."""
+    properties; ``config`` adds or overrides properties (pass dotted names as ``**{"auto.offset.reset": ...}``)."""
     return {
         **client_config(kafka.kafka_bootstrap_servers, kafka.kafka_security),
         "group.id": kafka.group,
@@ -33,6 +33,11 @@ def group_config(kafka: KafkaSettings, **config: Any) -> dict[str, Any]:
         **kafka.kafka_properties.for_client("consumer", "confluent"),
         **config,
     }
+
+
+def positions(offsets: dict[TP, int]) -> list[TopicPartition]:
+    """Partitions with their next offsets, as librdkafka takes them."""
+    return [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
 
 
 def partitions_of(consumer: Consumer, topic: str, timeout_s: float) -> list[int] | None:

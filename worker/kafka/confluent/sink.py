@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar, cast
 
-import structlog
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from worker.core.bounds import SEND_BLOCK_S
@@ -20,7 +19,6 @@ from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.confluent.connection import client_config
 from worker.kafka.sends import DeliveryReport, LedgerSink, SendLedger, retry_while_full
 
-log = structlog.get_logger(__name__)
 T = TypeVar("T")
 _Headers = list[tuple[str, str | bytes | None]]  # what produce() takes; ours are a narrower kind of it
 
@@ -56,11 +54,8 @@ class ConfluentSink(LedgerSink[T, DeliveryReport]):
     def _flush(self, timeout_s: float) -> None:
         self._producer.flush(timeout_s)
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Close, waiting up to ``timeout_s`` for what is still out (its offsets were never committed)."""
-        if self._producer.flush(timeout_s):
-            log.warning("sink_closed_with_sends_out", timeout_s=timeout_s,
-                        consequence="those records were not committed: they are consumed again")
+    def _close(self, timeout_s: float) -> bool:
+        return not self._producer.flush(timeout_s)  # librdkafka's handle goes with its last reference
 
 
 def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None,

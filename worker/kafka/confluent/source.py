@@ -1,15 +1,11 @@
-"""Consuming requests: a thin adapter over confluent-kafka's Consumer (librdkafka), behind the Source port.
+"""Consuming requests: confluent-kafka's Consumer (librdkafka) behind the Source port (worker/kafka/group_source.py).
 
-As KafkaSource does: auto-commit is off (the worker commits what it has
-answered), a new group starts at the earliest offset, topics are never created
-by consuming. Rebalance callbacks run inside poll()/consume(), on the caller's
-thread; they record the event, and the loop acts on it after the poll.
+Rebalance callbacks run inside poll()/consume(), on the caller's thread; they
+record the event, and the loop acts on it after the poll.
 
 Where librdkafka differs from kafka-python, and what this adapter does:
-- A revoked partition is unassigned when its callback returns, and one assigned
-  again would start from the committed offset: so the source notes each
-  revoked partition's position and gives it back to those assigned back, which
-  keep their work in hand, as with kafka-python (worker/kafka/rebalance.py).
+- A revoked partition assigned back gets the position it had, so that its work
+  in hand stays valid, as with kafka-python (worker/kafka/rebalance.py).
 - A poll may return records of a partition that leaves during that same poll:
   they are dropped (and a lost partition that is ours again goes back to its
   committed offset, where librdkafka restarted it).
@@ -18,10 +14,9 @@ Where librdkafka differs from kafka-python, and what this adapter does:
 - A partition paused when it was revoked is still paused when it is assigned
   again: each assignment resumes what it assigns (the loop pauses again what
   it wants paused, every step, as with kafka-python).
-- librdkafka joins the group on its own thread and does not expose the
-  generation, except in the consumer group metadata it serializes for
-  transactions; it drops a member that outlived max.poll.interval.ms on that
-  thread too (see worker/kafka/rebalance.py for what shows when).
+- librdkafka joins and leaves the group on its own thread and shows the
+  generation only in the group metadata it serializes for transactions
+  (worker/kafka/rebalance.py says what shows when).
 """
 
 from __future__ import annotations
@@ -48,11 +43,18 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
-from worker.kafka.confluent.consumer import at_end, fetch, group_config, partitions_of, raw_record, undecodable
+from worker.kafka.confluent.consumer import (
+    at_end,
+    fetch,
+    group_config,
+    partitions_of,
+    positions,
+    raw_record,
+    undecodable,
+)
 from worker.kafka.connection import close_within
-from worker.kafka.metadata import missing_requests_topic, wait_for
+from worker.kafka.group_source import GroupSource
 from worker.kafka.rebalance import RebalanceRecorder, group_generation, tp_of
-from worker.kafka.undecodable import codec_of, report_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -83,42 +85,30 @@ def consumer_config(kafka: KafkaSettings, read_committed: bool) -> dict[str, Any
     return config
 
 
-class ConfluentSource:
-    """Polls request records from the requests topic (and the topics of models of their own) in a consumer group.
-    Not thread-safe."""
+class ConfluentSource(GroupSource):
+    CLIENT = "confluent"
 
     def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float,
                  model_topics: tuple[str, ...] = ()) -> None:
-        """``read_committed``: skip aborted transactions' records (the consumer property isolation.level, by
-        default; always with exactly-once); ``metadata_s``: the longest a
-        metadata request may block (worker/core/bounds.py); ``model_topics``: more requests topics to consume."""
-        self._clock = clock
-        self._topics = [kafka.requests_topic, *model_topics]
-        self._reset_to_earliest = kafka.auto_offset_reset == "earliest"
+        """``read_committed``: skip aborted transactions' records (isolation.level; always with exactly-once)."""
+        super().__init__(kafka, clock, metadata_s, model_topics)
         self._consumer = Consumer({**consumer_config(kafka, read_committed), "on_commit": self._on_commit})
-        self._metadata_s = metadata_s
         self._commits_out: deque[Callable[[Exception | None], None]] = deque()  # answered in this order
         self._eager = kafka.kafka_group_protocol == "classic" and kafka.assignor in EAGER_ASSIGNORS
         self._recorder = RebalanceRecorder(kafka.client_id, self._eager, kafka.max_poll_interval_ms / 1000,
                                            clock.monotonic())
         self._paused = False
-        self._undecodable: dict[TP, str] = {}  # partitions stopped at a batch we cannot decode, and its codec
 
-    def start(self, wait_s: float = 10.0) -> None:
-        """Check the topic exists, then subscribe (librdkafka joins the group in the background and
-        assigns inside a later poll). Raises LookupError if the topic does not exist.
+    def _partitions(self, topic: str) -> list[int] | None:
+        return partitions_of(self._consumer, topic, self._metadata_s)
 
-        Waits up to ``wait_s`` for the topic: a topic created a moment ago may
-        not be in the broker's metadata yet.
-        """
-        for topic in self._topics:
-            self._wait_for_topic(topic, wait_s)
+    def _subscribe(self) -> None:
+        """librdkafka joins the group in the background, and assigns inside a later poll."""
         self._consumer.subscribe(self._topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
                                  on_lost=self._on_lost)
 
-    def _wait_for_topic(self, topic: str, wait_s: float) -> None:
-        wait_for(lambda: partitions_of(self._consumer, topic, self._metadata_s), wait_s,
-                 lambda: missing_requests_topic(topic))
+    def _assigned(self) -> set[TP]:
+        return {tp_of(tp) for tp in self._consumer.assignment()}
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:  # a new start: a batch that stopped it before stops it again if still undecodable
@@ -140,15 +130,17 @@ class ConfluentSource:
         self._recorder.lost(partitions)
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
-        """Up to ``max_records``: blocks up to ``timeout_s`` for the first, then takes those already fetched.
-        May run rebalance callbacks; records of a partition revoked meanwhile are not returned."""
+        """Blocks up to ``timeout_s`` for the first record, then takes those already fetched. Records of a
+        partition revoked meanwhile are not returned."""
+        messages = self._poll(timeout_s, max_records)
+        now = self._clock.monotonic()
+        return [raw_record(m, now) for m in messages]
+
+    def _poll(self, timeout_s: float, max_records: int) -> list[Message]:
         self._recorder.begin_poll()
         messages = self._fetch(timeout_s, max_records)
         self._recorder.polled(self._clock.monotonic(), self._live_generation())
-        if messages:
-            messages = self._without_gone(messages)
-        now = self._clock.monotonic()
-        return [raw_record(m, now) for m in messages]
+        return self._without_gone(messages) if messages else messages
 
     def _fetch(self, timeout_s: float, max_records: int) -> list[Message]:
         records = []
@@ -171,14 +163,7 @@ class ConfluentSource:
         self._consumer.pause([tp])
         if offset is not None and offset >= 0:
             self._consumer.seek(tp)
-        self._undecodable[tp_of(tp)] = codec_of(error)
-        report_stopped(tp_of(tp), tp.offset, codec_of(error), "confluent", error)
-
-    def undecodable(self) -> dict[TP, str]:
-        """Assigned partitions stopped at a record batch this client cannot decode, and the batch's codec."""
-        assigned = {tp_of(tp) for tp in self._consumer.assignment()}
-        self._undecodable = {tp: codec for tp, codec in self._undecodable.items() if tp in assigned}
-        return dict(self._undecodable)
+        self._stopped(tp_of(tp), tp.offset, error)
 
     def _without_gone(self, messages: list[Message]) -> list[Message]:
         """Drop the records of partitions that left for good during the poll; a partition of theirs that is
@@ -196,17 +181,14 @@ class ConfluentSource:
         return kept
 
     def take_revoked(self) -> set[TP]:
-        """Partitions revoked since the last call and not assigned back in the rebalance, and partitions
-        lost (even if assigned back: they restart from the committed offset). Until a revocation's
-        assignment has come, its partitions are not reported: they may stay ours."""
+        """A lost partition is reported even if assigned back (it restarts from the committed offset); a
+        revoked one only once the assignment that follows has come (RebalanceRecorder)."""
         return self._recorder.take_gone()
 
     def rebalancing(self) -> bool:
-        """True from an announced revocation until the assignment that follows it."""
         return self._recorder.pending
 
     def generation(self) -> int:
-        """The group generation as of the last poll, as RebalanceRecorder.generation tells it."""
         return self._recorder.generation(self._clock.monotonic())
 
     def _live_generation(self) -> int:
@@ -216,19 +198,13 @@ class ConfluentSource:
         return self._recorder.assignments if generation is None else generation
 
     def commit(self, offsets: dict[TP, int]) -> None:
-        """Commit next-offsets-to-read synchronously.
-
-        Raises CommitDeferred when the group is rebalancing or the coordinator
-        is slow or unreachable: nothing is lost, the offsets are committed later.
-        Raises KafkaException for any other refusal.
-        """
+        """Raises KafkaException for a refusal that is not a CommitDeferred."""
         if not offsets:
             return
         if self._recorder.pending:
             raise CommitDeferred("a rebalance is under way")
         try:
-            results = self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                                            asynchronous=False)
+            results = self._consumer.commit(offsets=positions(offsets), asynchronous=False)
         except KafkaException as exc:
             raise _deferred_or(exc.args[0] if exc.args else None, exc) from exc
         for result in results:
@@ -236,13 +212,12 @@ class ConfluentSource:
                 raise _deferred_or(result.error, KafkaException(result.error))
 
     def commit_async(self, offsets: dict[TP, int], on_done: Callable[[Exception | None], None]) -> None:
-        """Send a commit of next-offsets-to-read; librdkafka answers inside a later poll, in sending order."""
+        """librdkafka answers inside a later poll, in sending order."""
         if self._recorder.pending:
             on_done(CommitDeferred("a rebalance is under way"))
             return
         try:
-            self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                                  asynchronous=True)
+            self._consumer.commit(offsets=positions(offsets), asynchronous=True)
         except KafkaException as exc:
             on_done(_deferred_or(exc.args[0] if exc.args else None, exc))
             return
@@ -256,17 +231,12 @@ class ConfluentSource:
         self._commits_out.popleft()(None if failed is None else _deferred_or(failed, KafkaException(failed)))
 
     def finish_rebalance(self, timeout_s: float) -> None:
-        """Poll with every partition paused until a pending rebalance completes, for up to ``timeout_s``;
-        consume nothing. Partitions assigned during it are not paused and may return records: each such
-        partition is put back to its first returned offset, so that the next poll gives them again."""
+        """Polls with every partition paused until the rebalance completes. Partitions assigned during it are
+        not paused and may return records: each is put back to its first returned offset, for the next poll."""
         deadline = time.monotonic() + timeout_s
         while True:
             self.pause(True)
-            self._recorder.begin_poll()
-            fetched = self._fetch(min(SETTLE_SLICE_S, max(0.0, deadline - time.monotonic())), 500)
-            self._recorder.polled(self._clock.monotonic(), self._live_generation())
-            fetched = self._without_gone(fetched)
-            self._seek_first(fetched)
+            self._seek_first(self._poll(min(SETTLE_SLICE_S, max(0.0, deadline - time.monotonic())), 500))
             if (not self._recorder.pending and self._recorder.generation(self._clock.monotonic()) >= 0) or \
                     time.monotonic() >= deadline:
                 return
@@ -301,27 +271,20 @@ class ConfluentSource:
             self._consumer.resume([tp for tp in self._consumer.assignment() if tp_of(tp) not in stopped])
             self._paused = False
 
-    def finished(self) -> bool:
-        return False  # a live topic never ends
-
     def group_metadata(self) -> Any:
-        """This member's group identity, for committing offsets in a transaction (fences a dropped member)."""
         return self._consumer.consumer_group_metadata()
 
     def rewind(self) -> None:
-        """Consume every assigned partition again from its committed offset (after an aborted transaction)."""
         assigned = self._consumer.assignment()
         if assigned:
             self._seek_committed(assigned)
 
     def list_topics(self) -> set[str]:
-        """Every topic on the broker: one metadata request, up to the metadata bound (worker/core/bounds.py).
-        Safe from another thread (librdkafka's handles are). Raises KafkaException."""
+        """Up to the metadata bound; safe from another thread (librdkafka's handles are). Raises KafkaException."""
         return set(self._consumer.list_topics(timeout=self._metadata_s).topics)
 
     def lag(self) -> dict[TP, int]:
-        """High watermark minus position per assigned partition, both as librdkafka last learned them
-        (no request is waited for); a partition not fetched from or consumed from yet is left out."""
+        """High watermark minus position, both as librdkafka last learned them (no request is waited for)."""
         assigned = self._consumer.assignment()
         lag: dict[TP, int] = {}
         if not assigned:
@@ -338,11 +301,8 @@ class ConfluentSource:
         return lag
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Leave the group (so that the others take the partitions over at once) within ``timeout_s``.
-
-        librdkafka's close takes no timeout: it runs on a thread of its own, given up on (and left to
-        finish in the background) when ``timeout_s`` has passed.
-        """
+        """librdkafka's close takes no timeout: it runs on a thread of its own, given up on (and left to finish
+        in the background) when ``timeout_s`` has passed."""
         if not close_within(self._close, timeout_s, "confluent-source-close"):
             log.warning("source_close_timed_out", timeout_s=timeout_s,
                         consequence="the group takes the partitions over after the session timeout")

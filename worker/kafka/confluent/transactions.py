@@ -29,6 +29,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from worker.core.bounds import SEND_BLOCK_S, TRANSACTION_S
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.confluent.consumer import positions
 from worker.kafka.confluent.sink import ConfluentSink
 from worker.kafka.transactional import TransactionalSends
 
@@ -110,7 +111,7 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
         self._producer.init_transactions(transaction_s)  # aborts what a previous instance left open
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
-        return [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        return positions(offsets)
 
     def _fatal(self, error: Exception) -> bool:
         code = error.args[0] if error.args else None

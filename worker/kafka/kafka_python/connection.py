@@ -39,7 +39,6 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
     return config
 
 
-
 def producer_properties(kafka: KafkaSettings) -> dict[str, Any]:
     """kafka-python options of a reply producer from the settings: the replies' codec and the user's producer
     properties (worker/core/kafka_properties.py)."""

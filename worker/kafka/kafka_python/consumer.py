@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from worker.core.messages import Position, RawRecord
+from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
 from worker.kafka.kafka_python.connection import client_config
 
@@ -51,6 +52,11 @@ def raw_records(records: list[ConsumerRecord], now: float) -> list[RawRecord]:
     """``records`` as the worker reads them, received at ``now`` (monotonic)."""
     return [RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, list(r.headers or ()), r.timestamp,
                       now) for r in records]
+
+
+def commit_offsets(offsets: dict[TP, int]) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Next offsets to read as kafka-python commits them (no metadata, no leader epoch)."""
+    return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
 
 
 def failed_batch(consumer: KafkaConsumer) -> tuple[TopicPartition, int] | None:

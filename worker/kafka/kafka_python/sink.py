@@ -25,10 +25,13 @@ class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
     PRODUCER: type[KafkaProducer] = KafkaProducer  # what the sink builds (a subclass may bound more calls)
 
     def __init__(self, bootstrap_servers: str, client_id: str, linger_ms: int = 2, *,
-                 security: KafkaSecurity = PLAINTEXT, **producer_config: Any) -> None:
+                 security: KafkaSecurity = PLAINTEXT, max_block_s: float = SEND_BLOCK_S,
+                 **producer_config: Any) -> None:
+        """``producer_config``: more kafka-python options, which win over these (max_block_ms over
+        ``max_block_s``)."""
         self._config = {**client_config(bootstrap_servers, security), "client_id": client_id, "acks": "all",
-                        "enable_idempotence": True, "linger_ms": linger_ms, "max_block_ms": int(SEND_BLOCK_S * 1000),
-                        **producer_config}  # which may override any of these
+                        "enable_idempotence": True, "linger_ms": linger_ms, "max_block_ms": int(max_block_s * 1000),
+                        **producer_config}
         self._producer = self.PRODUCER(**self._config)
         self._pending: SendLedger[T, FutureRecordMetadata] = SendLedger(_outcome)
 
@@ -53,13 +56,12 @@ class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
             self._producer.close(timeout=1)
         self._producer = self.PRODUCER(**self._config)
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Close, waiting up to ``timeout_s`` for what is still out (its offsets were never committed)."""
+    def _close(self, timeout_s: float) -> bool:
         try:
             self._producer.close(timeout=timeout_s)
         except KafkaTimeoutError:  # kafka-python raises when the flush inside close times out
-            log.warning("sink_closed_with_sends_out", timeout_s=timeout_s,
-                        consequence="those records were not committed: they are consumed again")
+            return False
+        return True
 
 
 def _outcome(future: FutureRecordMetadata) -> tuple[bool, Exception | None]:

@@ -1,9 +1,11 @@
-"""Consuming requests: a thin adapter over kafka-python's KafkaConsumer.
+"""Consuming requests: kafka-python's KafkaConsumer behind the Source port (worker/kafka/group_source.py).
 
-Auto-commit is off (the worker commits what it has answered), a new group
-starts at the earliest offset, and topics are never created by consuming.
-Rebalance callbacks run on kafka-python's IO thread, so they only record the
-event; the worker acts on it between polls.
+Auto-commit is off (the worker commits what it has answered), and topics are
+never created by consuming. Rebalance callbacks run on kafka-python's IO
+thread, so they only record the event; the worker acts on it between polls.
+A partition revoked and assigned back in the same rebalance keeps its fetch
+position, so its work in hand is kept; a lost one restarts from the committed
+offset (worker/kafka/rebalance.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from kafka import ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
+from kafka import ConsumerRebalanceListener
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -33,11 +35,11 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
+from worker.kafka.group_source import GroupSource
 from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
-from worker.kafka.kafka_python.consumer import failed_batch, fetch, group_consumer, raw_records
-from worker.kafka.metadata import missing_requests_topic, wait_for_partitions
-from worker.kafka.rebalance import RevocationRecorder
-from worker.kafka.undecodable import codec_of, report_stopped
+from worker.kafka.kafka_python.consumer import commit_offsets, failed_batch, fetch, group_consumer, raw_records
+from worker.kafka.rebalance import RevocationRecorder, tp_of
+from worker.kafka.undecodable import codec_of
 
 log = structlog.get_logger(__name__)
 
@@ -54,18 +56,13 @@ class _Listener(RevocationRecorder, ConsumerRebalanceListener):  # type: ignore[
     """kafka-python's rebalance listener: its callbacks are RevocationRecorder's (worker/kafka/rebalance.py)."""
 
 
-class KafkaSource:
-    """Polls request records from the requests topic (and the topics of models of their own) in a consumer group.
-    Not thread-safe."""
+class KafkaSource(GroupSource):
+    CLIENT = "kafka-python"
 
     def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float,
                  model_topics: tuple[str, ...] = ()) -> None:
-        """``read_committed``: skip aborted transactions' records (the consumer property isolation.level, by
-        default; always with exactly-once); ``metadata_s``: the longest a
-        metadata request may block (worker/core/bounds.py); ``model_topics``: more requests topics to consume."""
-        self._clock = clock
-        self._topics = [kafka.requests_topic, *model_topics]
-        self._reset_to_earliest = kafka.auto_offset_reset == "earliest"
+        """``read_committed``: skip aborted transactions' records (isolation.level; always with exactly-once)."""
+        super().__init__(kafka, clock, metadata_s, model_topics)
         self._consumer = group_consumer(
             kafka,
             auto_offset_reset=kafka.auto_offset_reset,
@@ -78,21 +75,12 @@ class KafkaSource:
         self._bootstrap, self._security, self._client_id = (kafka.kafka_bootstrap_servers,
                                                              kafka.kafka_security, kafka.client_id)
         self._lister: KafkaPythonAdmin | None = None
-        self._metadata_s = metadata_s
         self._lister_lock = threading.Lock()
-        self._undecodable: dict[TP, str] = {}  # partitions stopped at a batch we cannot decode, and its codec
 
-    def start(self, wait_s: float = 10.0) -> None:
-        """Check the topic exists, then join the group. Raises LookupError if it does not.
+    def _partitions(self, topic: str) -> set[int] | None:
+        return self._consumer.partitions_for_topic(topic) or None
 
-        Waits up to ``wait_s`` for the topic: a topic created a moment ago may
-        not be in the broker's metadata yet.
-        """
-        for topic in self._topics:
-            try:
-                wait_for_partitions(self._consumer.partitions_for_topic, {topic: 1}, wait_s)
-            except LookupError:
-                raise missing_requests_topic(topic) from None
+    def _subscribe(self) -> None:
         self._consumer.subscribe(self._topics, listener=self._listener)
         # Refresh metadata once subscribed: kafka-python snapshots the subscribed
         # topics' partitions on metadata updates only, and joining with an empty
@@ -100,12 +88,12 @@ class KafkaSource:
         # rebalance that, now and then, the broker never completes).
         self._consumer.topics()
 
-    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
-        """Fetch up to ``max_records``; may run rebalance callbacks. Blocks up to ``timeout_s``.
+    def _assigned(self) -> set[TP]:
+        return {tp_of(tp) for tp in self._consumer.assignment()}
 
-        A retriable error (the broker away: kafka-python raises its connection error out of the
-        coordinator lookup) is logged and polled again next time, after a short pause.
-        """
+    def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
+        """A retriable error (the broker away: kafka-python raises its connection error out of the
+        coordinator lookup) is logged and polled again next time, after a short pause."""
         try:
             fetched = fetch(self._consumer, timeout_s, max_records)
         except UnsupportedCodecError as exc:
@@ -124,74 +112,47 @@ class KafkaSource:
         every call, and a restarted worker would fetch the same batch. When kafka-python does not tell which
         partition it was, every assigned partition is paused (nothing is lost; the log line says so)."""
         failed = failed_batch(self._consumer)
-        codec = codec_of(str(exc))
         if failed is None:
             stopped = list(self._consumer.assignment())
+            codec = codec_of(str(exc))
             log.error("partitions_paused_undecodable", codec=codec, error=str(exc),
                       partitions=[f"{tp.topic}-{tp.partition}" for tp in stopped])
+            self._undecodable.update({tp_of(tp): codec for tp in stopped})
         else:
             tp, offset = failed
             self._consumer.seek(tp, offset)
             stopped = [tp]
-            report_stopped((tp.topic, tp.partition), offset, codec, "kafka-python", str(exc))
+            self._stopped(tp_of(tp), offset, str(exc))
         self._consumer.pause(*stopped)
-        self._undecodable.update({(tp.topic, tp.partition): codec for tp in stopped})
-
-    def undecodable(self) -> dict[TP, str]:
-        """Assigned partitions stopped at a record batch this client cannot decode, and the batch's codec."""
-        assigned = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
-        self._undecodable = {tp: codec for tp, codec in self._undecodable.items() if tp in assigned}
-        return dict(self._undecodable)
 
     def take_revoked(self) -> set[TP]:
-        """Partitions revoked since the last call and not assigned to us again, and partitions lost.
-
-        A partition revoked and then assigned back in the same rebalance keeps
-        its fetch position in kafka-python (it does not rewind to the committed
-        offset), so the work in hand for it must be kept, not dropped. A lost
-        one restarts from the committed offset: its work in hand is dropped.
-        """
-        still_ours = {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
-        settled = self._consumer.group_metadata().state is MemberState.STABLE
-        return self._listener.take_revoked(still_ours, settled)
+        """Until the group is stable, revoked partitions still assigned stay pending (RevocationRecorder)."""
+        still_ours = self._assigned()
+        return self._listener.take_revoked(still_ours, self._consumer.group_metadata().state is MemberState.STABLE)
 
     def rebalancing(self) -> bool:
-        """True from an announced revocation until the group settles: what is in hand may be leaving."""
         return self._listener.pending
 
     def generation(self) -> int:
-        """The group generation; it changes outside poll() only when the group dropped this member."""
         return int(self._consumer.group_metadata().generation_id)
 
     def commit(self, offsets: dict[TP, int]) -> None:
-        """Commit next-offsets-to-read synchronously.
-
-        Raises CommitDeferred when the group is rebalancing or the coordinator
-        is slow or unreachable: nothing is lost, the offsets are committed later.
-        """
         try:
-            self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
-                                   for (t, p), o in offsets.items()})
+            self._consumer.commit(commit_offsets(offsets))
         except COMMIT_LATER as exc:
             raise CommitDeferred(str(exc)) from exc
 
     def commit_async(self, offsets: dict[TP, int], on_done: Callable[[Exception | None], None]) -> None:
-        """Send a commit of next-offsets-to-read; kafka-python answers inside a later poll."""
         def answered(_offsets: Any, response: Any) -> None:
             on_done(_deferred_or(response) if isinstance(response, Exception) else None)
         try:
-            self._consumer.commit_async({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
-                                         for (t, p), o in offsets.items()}, callback=answered)
+            self._consumer.commit_async(commit_offsets(offsets), callback=answered)
         except KafkaError as exc:
             on_done(_deferred_or(exc))
 
     def finish_rebalance(self, timeout_s: float) -> None:
-        """Poll with every partition paused, so that a pending rebalance completes; consume nothing.
-
-        Partitions assigned during this poll are not paused and may return
-        records: each such partition is rewound to its first returned offset,
-        so that the next poll gives them again.
-        """
+        """One poll with every partition paused. Partitions assigned during it are not paused and may return
+        records: each is rewound to its first returned offset, so that the next poll gives them again."""
         self._consumer.pause(*self._consumer.assignment())
         try:
             fetched = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
@@ -206,19 +167,14 @@ class KafkaSource:
             self._consumer.pause(*self._consumer.assignment())  # newly assigned ones too, every call
         elif self._consumer.paused():  # never one stopped at an undecodable batch
             stopped = self.undecodable()
-            resumed = [tp for tp in self._consumer.paused() if (tp.topic, tp.partition) not in stopped]
+            resumed = [tp for tp in self._consumer.paused() if tp_of(tp) not in stopped]
             if resumed:
                 self._consumer.resume(*resumed)
 
-    def finished(self) -> bool:
-        return False  # a live topic never ends
-
     def group_metadata(self) -> Any:
-        """This member's group identity, for committing offsets in a transaction (fences a dropped member)."""
         return self._consumer.group_metadata()
 
     def rewind(self) -> None:
-        """Consume every assigned partition again from its committed offset (after an aborted transaction)."""
         assigned = list(self._consumer.assignment())
         committed = {tp: self._consumer.committed(tp) for tp in assigned}
         for tp, offset in committed.items():
@@ -230,10 +186,9 @@ class KafkaSource:
                 self._consumer.seek_to_end(tp)
 
     def list_topics(self) -> set[str]:
-        """Every topic on the broker, from a client of its own (so that another thread may ask while the loop
-        polls: the consumer is not thread-safe, and its own lookup waits without a bound). Blocks up to
-        about twice the metadata bound (worker/core/bounds.py); raises KafkaError, or ServiceUnavailable when no
-        broker answered its first request."""
+        """From a client of its own (so that another thread may ask while the loop polls: the consumer is not
+        thread-safe, and its own lookup waits without a bound). Blocks up to about twice the metadata bound;
+        raises KafkaError, or ServiceUnavailable when no broker answered its first request."""
         with self._lister_lock:
             if self._lister is None:
                 self._lister = KafkaPythonAdmin(self._bootstrap, self._security, self._metadata_s,
@@ -241,8 +196,7 @@ class KafkaSource:
             return self._lister.topics()
 
     def lag(self) -> dict[TP, int]:
-        """Highwater minus position per assigned partition, both as of the last fetch (no request is
-        waited for); a partition not fetched from yet has no highwater and is left out."""
+        """Highwater minus position, both as of the last fetch (no request is waited for)."""
         lag: dict[TP, int] = {}
         for tp in self._consumer.assignment():
             end = self._consumer.highwater(tp)
@@ -253,11 +207,10 @@ class KafkaSource:
             except KafkaError:  # a position being reset or validated right now: leave it out this time
                 continue
             if position is not None:
-                lag[(tp.topic, tp.partition)] = max(0, end - position)
+                lag[tp_of(tp)] = max(0, end - position)
         return lag
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Leave the group (so that the others take the partitions over at once) within ``timeout_s``."""
         self._consumer.close(autocommit=False, timeout_ms=int(timeout_s * 1000))
         with self._lister_lock:
             if self._lister is not None:

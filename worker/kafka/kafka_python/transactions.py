@@ -15,12 +15,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ClassVar, TypeVar
 
-from kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
 
 from worker.core.bounds import TRANSACTION_S
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.kafka_python.consumer import commit_offsets
 from worker.kafka.kafka_python.sink import KafkaSink
 from worker.kafka.transactional import TransactionalSends
 
@@ -63,7 +64,7 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
-        return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
+        return commit_offsets(offsets)
 
     def _renew_producer(self) -> None:
         # A fenced producer's batches never finish: kafka-python's close raises when its flush times out.

@@ -1,0 +1,64 @@
+"""What both clients' stream sources do alike (kafka_python/source.py, confluent/source.py): the topics they
+consume, waited for at start, and the partitions they stopped at a record batch they cannot decode."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+from typing import ClassVar
+
+from worker.core.clock import Clock
+from worker.core.offsets import TopicPartition as TP
+from worker.core.sections import KafkaSettings
+from worker.kafka.metadata import missing_requests_topic, wait_for
+from worker.kafka.undecodable import codec_of, report_stopped
+
+
+class GroupSource(ABC):
+    """A Source's client-free part: a member of ``kafka.group`` consuming the requests topic and
+    ``model_topics``. Not thread-safe. A client's source supplies the abstract methods."""
+
+    CLIENT: ClassVar[str]  # the client's name in log lines
+
+    def __init__(self, kafka: KafkaSettings, clock: Clock, metadata_s: float, model_topics: tuple[str, ...]) -> None:
+        """``metadata_s``: the longest a metadata request may block (worker/core/bounds.py)."""
+        self._clock = clock
+        self._topics = [kafka.requests_topic, *model_topics]
+        self._reset_to_earliest = kafka.auto_offset_reset == "earliest"
+        self._metadata_s = metadata_s
+        self._undecodable: dict[TP, str] = {}  # partitions stopped at a batch we cannot decode, and its codec
+
+    def start(self, wait_s: float = 10.0) -> None:
+        """Wait up to ``wait_s`` for each topic in the broker's metadata (one created a moment ago may not be
+        there yet), then subscribe. Raises LookupError naming a topic that does not exist."""
+        for topic in self._topics:
+            self._wait_for_topic(topic, wait_s)
+        self._subscribe()
+
+    def _wait_for_topic(self, topic: str, wait_s: float) -> None:
+        wait_for(lambda: self._partitions(topic), wait_s, lambda: missing_requests_topic(topic))
+
+    def undecodable(self) -> dict[TP, str]:
+        assigned = self._assigned()
+        self._undecodable = {tp: codec for tp, codec in self._undecodable.items() if tp in assigned}
+        return dict(self._undecodable)
+
+    def _stopped(self, tp: TP, offset: int, error: str) -> None:
+        """``tp`` paused at the undecodable batch at ``offset``: noted and said (worker/kafka/undecodable.py)."""
+        self._undecodable[tp] = codec_of(error)
+        report_stopped(tp, offset, self._undecodable[tp], self.CLIENT, error)
+
+    def finished(self) -> bool:
+        return False  # a live topic never ends
+
+    @abstractmethod
+    def _partitions(self, topic: str) -> Collection[int] | None:
+        """The topic's partitions in the broker's metadata; None while there are none."""
+
+    @abstractmethod
+    def _subscribe(self) -> None:
+        """Join the group on ``self._topics``."""
+
+    @abstractmethod
+    def _assigned(self) -> set[TP]:
+        """The partitions assigned to this member now."""
