@@ -1,4 +1,6 @@
-"""The Sink contract (worker/ports.py), run against FakeSink, KafkaSink and ConfluentSink.
+"""The Sink contract (worker/ports.py), run against FakeSink and the sink of every Kafka client: each row of the
+client table on the real broker, and the memory client (tests/doubles/memory_client) on its own broker, each sink
+built by its client's Transport (``sink``), as the worker builds its own.
 
 ``send`` queues and never raises for a delivery that fails; ``settle``
 reports each send once, in send order, with the tag it was sent with and
@@ -15,19 +17,21 @@ from collections.abc import Iterator
 import pytest
 
 from tests.component.fakes import FakeSink
+from tests.contracts.clients import CLIENT_PARAMS, Broker, Landed, broker_for
 from tests.fakes import routes_of
-from tests.integration.kit import TopicReader
+from worker.core.kafka_properties import KafkaProperties
 from worker.core.messages import InvalidRecord, Position, RawRecord
+from worker.core.sections import KafkaSettings
 from worker.core.wire import decode_request, encode_dead_letter
-from worker.kafka.kafka_python.sink import KafkaSink
+from worker.kafka.transport import transport_for
 from worker.ports import Sink
 
-# What landed on a topic, comparable across backends: (key, value, headers).
-Landed = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]
+BROKER_MAX_BYTES = 1_048_588  # the broker's default message.max.bytes: a larger record is refused
 
 
 class FakeSinks:
-    """FakeSink: every topic exists but those in ``fail_topics``, where every send fails."""
+    """FakeSink: every topic exists but those in ``fail_topics``, where every send fails. It holds the component
+    tests' stand-in to the contract of what it stands in for."""
 
     name = "fake"
 
@@ -54,66 +58,48 @@ class FakeSinks:
         pass
 
 
-class KafkaSinks:
-    """KafkaSink on the real broker, blocking at most 2 s for a topic's metadata."""
+class TransportSinks:
+    """The sinks of one Kafka client, built by its Transport. Through the client properties, which each client
+    takes under its own names: a producer limit above the broker's (``max.request.size``), so that an oversized
+    record reaches the broker and is refused there; and a send answered within 5 s (``delivery.timeout.ms``, which
+    kafka-python wants above ``request.timeout.ms``), so that one to a missing topic fails within a settle on a
+    client that does not create topics by sending."""
 
-    name = "kafka"
-    BROKER_MAX_BYTES = 1_048_588  # the broker's default message.max.bytes: a larger record is refused
+    PRODUCER = (("max.request.size", str(4 * BROKER_MAX_BYTES)), ("request.timeout.ms", "4000"),
+                ("delivery.timeout.ms", "5000"))
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self._bootstrap = bootstrap
-        self.topic = topic
+    def __init__(self, client: str, broker: Broker) -> None:
+        self.name = client
+        self.topic = broker.topics.replies
         self.missing_topic = f"contract-missing-{uuid.uuid4().hex[:10]}"
+        self._broker = broker
+        self._kafka = KafkaSettings(kafka_bootstrap_servers=broker.bootstrap, kafka_client=client,
+                                    client_id="contract-sink", kafka_properties=KafkaProperties(producer=self.PRODUCER))
         self._sinks: list[Sink[object]] = []
 
     def sink(self) -> Sink[object]:
-        sink = self._new_sink()
+        sink: Sink[object] = transport_for(self.name).sink(self._kafka)
         self._sinks.append(sink)
         return sink
 
-    def _new_sink(self) -> Sink[object]:
-        # A producer limit above the broker's, so that an oversized record reaches the broker and is refused there.
-        return KafkaSink(self._bootstrap, "contract-sink", max_block_ms=2_000,
-                         max_request_size=4 * self.BROKER_MAX_BYTES)
-
     def refused_send(self) -> tuple[str, bytes]:
-        return self.topic, b"x" * 2 * self.BROKER_MAX_BYTES
+        return self.topic, b"x" * 2 * BROKER_MAX_BYTES
 
     def landed(self, sink: Sink[object], topic: str, count: int) -> list[Landed]:
-        reader = TopicReader(self._bootstrap, topic)
-        try:
-            records = reader.read_until(lambda landed: len(landed.records) >= count, 10, f"{count} records on {topic}")
-            return [(r.key, r.value, list(r.headers)) for r in records.records]
-        finally:
-            reader.close()
+        return self._broker.landed(topic, count)
 
     def close(self) -> None:
         for sink in self._sinks:
             sink.close(timeout_s=5)
+        self._broker.close()
 
 
-class ConfluentSinks(KafkaSinks):
-    """ConfluentSink on the real broker, failing a send to a missing topic after 2 s."""
-
-    name = "confluent"
-
-    def _new_sink(self) -> Sink[object]:
-        from worker.kafka.confluent.sink import ConfluentSink  # an extra: imported when tested
-
-        return ConfluentSink(self._bootstrap, "contract-sink", **{
-            "message.max.bytes": 4 * self.BROKER_MAX_BYTES, "topic.metadata.propagation.max.ms": 2_000})
-
-
-@pytest.fixture(params=["fake", pytest.param("kafka", marks=pytest.mark.integration),
-                        pytest.param("confluent", marks=pytest.mark.integration)])
-def sinks(request: pytest.FixtureRequest) -> Iterator[FakeSinks | KafkaSinks]:
+@pytest.fixture(params=["fake", *CLIENT_PARAMS])
+def sinks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSinks | TransportSinks]:
     if request.param == "fake":
-        made: FakeSinks | KafkaSinks = FakeSinks()
+        made: FakeSinks | TransportSinks = FakeSinks()
     else:
-        if request.param == "confluent":
-            pytest.importorskip("confluent_kafka")
-        real = ConfluentSinks if request.param == "confluent" else KafkaSinks
-        made = real(request.getfixturevalue("bootstrap"), request.getfixturevalue("topics").replies)
+        made = TransportSinks(request.param, broker_for(request.param, request, monkeypatch))
     yield made
     made.close()
 
@@ -158,7 +144,7 @@ def test_a_refused_send_does_not_raise_and_is_reported_failed_with_its_tag(sinks
 
 
 def test_a_send_to_a_topic_that_does_not_exist_is_reported_failed(sinks, request):
-    if sinks.name == "kafka":
+    if sinks.name == "kafka-python":
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
             "the broker creates a topic on its first send (auto.create.topics.enable=true, as in deploy/local "
             "and Kafka's default), and KafkaSink cannot ask otherwise: kafka-python 3.0.12 never passes "
@@ -185,7 +171,7 @@ def test_the_dead_letter_of_a_keyless_tombstone_is_delivered(sinks):
 
 
 def test_send_does_not_raise_for_a_record_with_neither_key_nor_value(sinks, request):
-    if sinks.name == "kafka":
+    if sinks.name == "kafka-python":
         request.applymarker(pytest.mark.xfail(strict=True, raises=ValueError, reason=(
             "kafka-python refuses a record with neither key nor value, and KafkaSink.send lets its ValueError out "
             "(the port says send never raises); the loop never sends one: encode_dead_letter gives a keyless "

@@ -1,4 +1,6 @@
-"""The Source contract (worker/ports.py), run against FakeSource, KafkaSource and ConfluentSource.
+"""The Source contract (worker/ports.py), run against FakeSource and the source of every Kafka client: each row of
+the client table on the real broker, and the memory client (tests/doubles/memory_client) on its own broker, each
+source built by its client's Transport (``stream``), as the worker builds it.
 
 What the stream loop relies on: records come in offset order per partition
 with their position, key, value and headers; a paused source gives nothing
@@ -19,15 +21,15 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.component.fakes import FakeSource
+from tests.contracts.clients import CLIENT_PARAMS, Broker, broker_for
 from tests.fakes import FakeClock
-from tests.integration.kit import Producer
-from worker.core.bounds import METADATA_S
+from worker.core.bounds import step_bounds
 from worker.core.clock import SystemClock
 from worker.core.messages import Headers, RawRecord
 from worker.core.offsets import TopicPartition as TP
-from worker.core.sections import KafkaSettings
-from worker.kafka.kafka_python.source import KafkaSource
-from worker.ports import Source
+from worker.core.sections import DeliverySettings, KafkaSettings, OperationsSettings
+from worker.kafka.transport import transport_for
+from worker.ports import Sink, Source
 
 PARTITIONS = 4
 WAIT_S = 20.0  # the longest a condition may take on a real broker (a rebalance takes a heartbeat or two)
@@ -35,7 +37,8 @@ WAIT_S = 20.0  # the longest a condition may take on a real broker (a rebalance 
 
 class FakeSources:
     """FakeSource, which is its own broker: a later member is a FakeSource over the first one's log and
-    committed offsets, consuming from those offsets (what FakeSource.rewind gives)."""
+    committed offsets, consuming from those offsets (what FakeSource.rewind gives). It holds the component
+    tests' stand-in to the contract of what it stands in for."""
 
     name = "fake"
 
@@ -67,71 +70,64 @@ class FakeSources:
         pass
 
 
-class KafkaSources:
-    """A real source on the real broker (KafkaSource, or ConfluentSource with ``kafka_client="confluent"``),
-    each test in a group of its own. The session timeout is the broker's least (6 s), so that a member that
-    stopped polling is not waited for long; a rebalance itself takes up to a heartbeat interval (3 s, both
-    libraries' default: neither source sets it)."""
+class TransportSources:
+    """The sources of one Kafka client, each a member of the test's own group, built by the client's Transport
+    as the worker builds its own (``stream``: started, with a reply sink beside it, closed with it). The session
+    timeout is the broker's least (6 s), so that a member that stopped polling is not waited for long; a
+    rebalance itself takes up to a heartbeat interval (3 s, both real libraries' default: neither source sets
+    it)."""
 
-    def __init__(self, bootstrap: str, topic: str, producer: Producer, kafka_client: str = "kafka-python") -> None:
-        self.name = "kafka" if kafka_client == "kafka-python" else kafka_client
+    def __init__(self, client: str, broker: Broker) -> None:
+        self.name = client
         self.clock = SystemClock()
-        self.topic = topic
-        self._bootstrap = bootstrap
-        self._producer = producer
-        self._kafka_client = kafka_client
-        self._group = f"{topic}.contract"
+        self.topic = broker.topics.requests
+        self._broker = broker
+        self._transport = transport_for(client)
         self._members: list[Source] = []
+        self._sinks: list[Sink[object]] = []
 
     def produce(self, partition: int, key: bytes | None, value: bytes, headers: Headers) -> None:
-        self._producer.send(self.topic, value, key=key, headers=headers, partition=partition)
+        self._broker.produce(self.topic, partition, key, value, headers)
 
     def flush(self) -> None:
-        self._producer.flush()
+        self._broker.flush()
 
     def member(self) -> Source:
-        kafka = KafkaSettings(kafka_bootstrap_servers=self._bootstrap, requests_topic=self.topic, group=self._group,
-                              kafka_client=self._kafka_client, client_id=f"contract-{len(self._members)}",
-                              session_timeout_ms=6_000, max_poll_interval_ms=10_000)
-        if self._kafka_client == "confluent":
-            from worker.kafka.confluent.source import ConfluentSource  # an extra: imported when tested
-
-            member: KafkaSource | ConfluentSource = ConfluentSource(kafka, self.clock, read_committed=False,
-                                                                                   metadata_s=METADATA_S)
-        else:
-            member = KafkaSource(kafka, self.clock, read_committed=False, metadata_s=METADATA_S)
-        member.start()
+        kafka = KafkaSettings(kafka_bootstrap_servers=self._broker.bootstrap, requests_topic=self.topic,
+                              group=f"{self.topic}.contract", kafka_client=self.name,
+                              client_id=f"contract-{len(self._members)}", session_timeout_ms=6_000,
+                              max_poll_interval_ms=10_000)
+        member, sink, _ = self._transport.stream(kafka, DeliverySettings(), step_bounds(kafka, OperationsSettings()),
+                                                 self.clock, ())
         self._members.append(member)
+        self._sinks.append(sink)
         return member
 
     def close(self) -> None:
         for member in self._members:
             member.close()  # a second close of a closed consumer does nothing
+        for sink in self._sinks:
+            sink.close(5.0)
+        self._broker.close()
 
 
-REAL = [pytest.param("kafka", marks=pytest.mark.integration), pytest.param("confluent", marks=pytest.mark.integration)]
-
-
-@pytest.fixture(params=["fake", *REAL])
-def sources(request: pytest.FixtureRequest) -> Iterator[FakeSources | KafkaSources]:
+@pytest.fixture(params=["fake", *CLIENT_PARAMS])
+def sources(request: pytest.FixtureRequest,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSources | TransportSources]:
     if request.param == "fake":
-        made: FakeSources | KafkaSources = FakeSources()
+        made: FakeSources | TransportSources = FakeSources()
     else:
-        if request.param == "confluent":
-            pytest.importorskip("confluent_kafka")
-        made = KafkaSources(request.getfixturevalue("bootstrap"), request.getfixturevalue("topics").requests,
-                            request.getfixturevalue("producer"),
-                            "confluent" if request.param == "confluent" else "kafka-python")
+        made = TransportSources(request.param, broker_for(request.param, request, monkeypatch))
     yield made
     made.close()
 
 
-def fake_cannot(sources: FakeSources | KafkaSources, request: pytest.FixtureRequest, reason: str) -> None:
+def fake_cannot(sources: FakeSources | TransportSources, request: pytest.FixtureRequest, reason: str) -> None:
     if sources.name == "fake":
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
-def produce_numbered(sources: FakeSources | KafkaSources, per_partition: dict[int, int]) -> None:
+def produce_numbered(sources: FakeSources | TransportSources, per_partition: dict[int, int]) -> None:
     """``per_partition[p]`` records on each partition p; record i of p has key p-i, value v-p-i, header n=i."""
     for partition, count in per_partition.items():
         for i in range(count):
@@ -140,7 +136,7 @@ def produce_numbered(sources: FakeSources | KafkaSources, per_partition: dict[in
     sources.flush()
 
 
-def poll_until(sources: FakeSources | KafkaSources, source: Source, done: Callable[[list[RawRecord]], bool],
+def poll_until(sources: FakeSources | TransportSources, source: Source, done: Callable[[list[RawRecord]], bool],
                what: str, max_records: int = 500) -> list[RawRecord]:
     """Poll until ``done(everything polled so far)``; fail after WAIT_S on the backend's clock."""
     polled: list[RawRecord] = []
