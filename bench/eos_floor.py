@@ -1,0 +1,261 @@
+"""The floor of exactly-once failover: a bare transactional producer per client library, its partition leader
+SIGKILLed under load on the local three-broker cluster, and how long a read_committed reader sees nothing.
+
+    make up-cluster
+    python -m bench.eos_floor --runs 3 --out docs/chaos/eos-floor-2026-12-04.md
+
+Each run: a topic of 6 partitions (replication 3, min.insync.replicas 2); one producer of the client sends
+``--rate`` records a second in transactions committed every ``--commit-ms``; ``--kill-at`` seconds in, the
+leader of partition 0 is SIGKILLed (`deploy/local/cluster.sh kill N`), and started again ``--down-s`` later.
+A read_committed reader (librdkafka) notes when each record becomes visible. The gap is the longest time
+without a newly visible record after the kill; the producer's own gap is the longest time between two
+successful commits. The producer recovers as each library documents: abort what is abortable, otherwise
+(fenced, fatal, or an abort that fails) a new producer whose init_transactions completes or aborts the old
+one's transaction; each call is bounded by ``--call-timeout-s``. No streamscore code runs here: this is what
+the issue's worker figures are measured against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+REPO = Path(__file__).resolve().parent.parent
+CLUSTER = REPO / "deploy" / "local" / "cluster.sh"
+PARTITIONS = 6
+
+
+@dataclass
+class Run:
+    client: str
+    sent: int = 0
+    seen: int = 0
+    reader_gap_s: float = 0.0
+    producer_gap_s: float = 0.0
+    replaced: int = 0  # producers replaced (fatal errors, failed aborts)
+    aborted: int = 0
+    commits: list[float] = field(default_factory=list)
+
+
+def _create_topic(bootstrap: str) -> str:
+    topic = f"eos-floor-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])
+    futures[topic].result(30)
+    time.sleep(2)  # leaders elected
+    return topic
+
+
+def _leader_of_partition_0(bootstrap: str, topic: str) -> int:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return int(metadata.topics[topic].partitions[0].leader)
+
+
+def _cluster(*args: str) -> None:
+    subprocess.run([str(CLUSTER), *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Reader(threading.Thread):
+    """read_committed, from the start of the topic: when each record became visible."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.arrivals: list[float] = []
+        self._stopping = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-floor-{uuid.uuid4().hex[:8]}",
+                                   "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                                   "enable.auto.commit": False})
+        self._consumer.subscribe([topic])
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            for message in self._consumer.consume(500, timeout=0.1):
+                if message.error() is None:
+                    self.arrivals.append(time.monotonic())
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(10)
+        self._consumer.close()
+
+
+class Transactional:
+    """One library's transactional producer, its calls bounded, replaced when it cannot go on."""
+
+    def __init__(self, client: str, bootstrap: str, call_timeout_s: float) -> None:
+        self.client, self._bootstrap, self._timeout_s = client, bootstrap, call_timeout_s
+        self._id = f"eos-floor-{client}-{uuid.uuid4().hex[:6]}"
+        self._producer: object = None
+        self.replaced = -1
+        self.replace()
+
+    def replace(self) -> None:
+        """A new producer of the same transactional id (fences the old one and settles its transaction)."""
+        self.replaced += 1
+        if self._producer is not None:
+            self.close(0)
+        while True:
+            try:
+                self._producer = self._new()
+                return
+            except Exception:  # noqa: BLE001 - a coordinator still moving: try again, as a worker would
+                time.sleep(0.5)
+
+    def _new(self) -> object:
+        if self.client == "confluent":
+            producer = Producer({"bootstrap.servers": self._bootstrap, "transactional.id": self._id,
+                                 "linger.ms": 5})
+            producer.init_transactions(self._timeout_s)
+            return producer
+        from kafka import KafkaProducer
+
+        from worker.kafka.kafka_python.transactions import BoundedProducer
+
+        producer = BoundedProducer(bootstrap_servers=self._bootstrap.split(","), transactional_id=self._id,
+                                   linger_ms=5, max_block_ms=int(self._timeout_s * 1000))
+        assert isinstance(producer, KafkaProducer)
+        producer.init_transactions()
+        return producer
+
+    def transaction(self, topic: str, values: list[bytes]) -> None:
+        """Send ``values`` in one transaction and commit it. Raises what the library raised."""
+        producer: object = self._producer
+        if self.client == "confluent":
+            assert isinstance(producer, Producer)
+            producer.begin_transaction()
+            for value in values:
+                producer.produce(topic, value)
+            producer.commit_transaction(self._timeout_s)
+            return
+        producer.begin_transaction()  # type: ignore[attr-defined]
+        for value in values:
+            producer.send(topic, value=value)  # type: ignore[attr-defined]
+        producer.commit_transaction(self._timeout_s)  # type: ignore[attr-defined]
+
+    def abort(self) -> bool:
+        try:
+            self._producer.abort_transaction(self._timeout_s)  # type: ignore[attr-defined]
+            return True
+        except Exception:  # noqa: BLE001 - an abort that fails: the producer is replaced
+            return False
+
+    def abortable(self, exc: Exception) -> bool:
+        if self.client == "confluent":
+            error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+            return error is not None and bool(error.txn_requires_abort()) and not error.fatal()
+        return True  # kafka-python's errors do not say: an abort is tried, and the producer replaced if it fails
+
+    def close(self, timeout_s: float = 5) -> None:
+        try:
+            if self.client == "confluent":
+                self._producer.flush(timeout_s)  # type: ignore[attr-defined]
+            else:
+                self._producer.close(timeout_s)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a producer given up on: what it still holds is not waited for
+            pass
+
+
+def one_run(client: str, bootstrap: str, args: argparse.Namespace, say: Callable[[str], None]) -> Run:
+    topic = _create_topic(bootstrap)
+    run = Run(client)
+    reader = Reader(bootstrap, topic)
+    reader.start()
+    producer = Transactional(client, bootstrap, args.call_timeout_s)
+    per_transaction = max(1, round(args.rate * args.commit_ms / 1000))
+    started = time.monotonic()
+    killed_at = down_node = None
+    while (now := time.monotonic()) - started < args.seconds:
+        if killed_at is None and now - started >= args.kill_at:
+            down_node = _leader_of_partition_0(bootstrap, topic)
+            _cluster("kill", str(down_node))
+            killed_at = time.monotonic()
+            say(f"  {client}: node {down_node} killed at {killed_at - started:.1f} s")
+        if down_node is not None and killed_at is not None and now - killed_at >= args.down_s:
+            _cluster("start", str(down_node))
+            down_node = None
+        values = [f"{run.sent + i}".encode() for i in range(per_transaction)]
+        try:
+            producer.transaction(topic, values)
+            run.sent += len(values)
+            run.commits.append(time.monotonic())
+        except Exception as exc:  # noqa: BLE001 - the library's failure is what is measured
+            if producer.abortable(exc) and producer.abort():
+                run.aborted += 1
+            else:
+                producer.replace()
+        time.sleep(max(0.0, args.commit_ms / 1000 - (time.monotonic() - now)))
+    if down_node is not None:
+        _cluster("start", str(down_node))
+    producer.close()
+    time.sleep(3)  # the last commits become visible
+    reader.stop()
+    run.seen, run.replaced = len(reader.arrivals), producer.replaced
+    assert killed_at is not None
+    run.reader_gap_s = _longest_gap(reader.arrivals, killed_at)
+    run.producer_gap_s = _longest_gap(run.commits, killed_at)
+    _cluster("up")  # every node back and in sync before the next run
+    return run
+
+
+def _longest_gap(times: list[float], since: float) -> float:
+    """The longest time after ``since`` without an event (from ``since`` to the first, and between two)."""
+    after = [t for t in times if t >= since]
+    if not after:
+        return float("inf")
+    return max([after[0] - since, *(b - a for a, b in zip(after, after[1:], strict=False))])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.eos_floor", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", default="127.0.0.1:29092,127.0.0.1:29093,127.0.0.1:29094",
+                        help="the three-broker cluster (`make up-cluster`; default %(default)s)")
+    parser.add_argument("--clients", default="confluent,kafka-python")
+    parser.add_argument("--runs", type=int, default=3, help="runs per client (default %(default)s)")
+    parser.add_argument("--seconds", type=float, default=40.0, help="length of a run (default %(default)s)")
+    parser.add_argument("--kill-at", type=float, default=5.0, help="seconds in (default %(default)s)")
+    parser.add_argument("--down-s", type=float, default=15.0, help="the node stays down this long (%(default)s)")
+    parser.add_argument("--rate", type=float, default=500.0, help="records a second (default %(default)s)")
+    parser.add_argument("--commit-ms", type=float, default=100.0, help="a commit every (default %(default)s)")
+    parser.add_argument("--call-timeout-s", type=float, default=10.0,
+                        help="bound of each transactional call (default %(default)s)")
+    parser.add_argument("--out", type=Path, help="write the table (Markdown) here too")
+    args = parser.parse_args(argv)
+    runs: list[Run] = []
+    for client in args.clients.split(","):
+        for index in range(args.runs):
+            print(f"{client} run {index + 1}/{args.runs}", flush=True)
+            runs.append(one_run(client, args.bootstrap, args, lambda line: print(line, flush=True)))
+            last = runs[-1]
+            print(f"  reader gap {last.reader_gap_s:.1f} s, producer gap {last.producer_gap_s:.1f} s, sent "
+                  f"{last.sent}, seen {last.seen}, aborted {last.aborted}, replaced {last.replaced}", flush=True)
+    lines = ["# Exactly-once failover floor: bare transactional producers, partition 0's leader SIGKILLed",
+             "", f"`python -m bench.eos_floor --runs {args.runs}`, {time.strftime('%Y-%m-%d')}, on the local "
+             f"three-broker cluster (2 cores); {args.rate:.0f} records/s, a commit every {args.commit_ms:.0f} ms, "
+             f"the node down {args.down_s:.0f} s, each transactional call bounded at {args.call_timeout_s:.0f} s.",
+             "", "| client | run | reader gap (s) | producer gap (s) | sent | seen | aborted | replaced |",
+             "|---|---|---|---|---|---|---|---|"]
+    for client in args.clients.split(","):
+        mine = [run for run in runs if run.client == client]
+        for index, run in enumerate(mine, 1):
+            lines.append(f"| {client} | {index} | {run.reader_gap_s:.1f} | {run.producer_gap_s:.1f} | {run.sent} | "
+                         f"{run.seen} | {run.aborted} | {run.replaced} |")
+        gaps = [run.reader_gap_s for run in mine]
+        lines.append(f"| {client} | median / worst | {statistics.median(gaps):.1f} / {max(gaps):.1f} | | | | | |")
+    print("\n".join(lines))
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
