@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from kafka.errors import KafkaTimeoutError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
-from worker.kafka.kafka_python.transactions import BoundedProducer
+from worker.kafka.kafka_python.transactions import BoundedProducer, TransactionalSink
 
 
 class Result:
@@ -63,3 +63,30 @@ def test_an_answered_call_returns():
     bounded = producer(result)
     bounded.commit_transaction(2.5)
     assert bounded._transaction_manager.calls == ["commit"] and result.waited_ms == [2500.0]
+
+
+def test_a_send_waits_for_its_answer_no_longer_than_a_transactional_call(monkeypatch):
+    """kafka-python answers a send stuck behind a dead leader only at its delivery timeout (120 s by default),
+    and a transaction commits only once its sends are answered: bounded by transaction_s instead."""
+    built: list[dict[str, object]] = []
+
+    class Recorded(BoundedProducer):
+        def __init__(self, **config: object) -> None:
+            built.append(config)
+
+        def init_transactions(self) -> None:
+            pass
+
+    monkeypatch.setattr(TransactionalSink, "PRODUCER", Recorded)
+    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0)
+    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (15_000, 14_998)
+    TransactionalSink("127.0.0.1:1", "w", "w.tx", transaction_s=15.0, request_timeout_ms=40_000,
+                      delivery_timeout_ms=60_000)
+    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (60_000, 40_000)  # the user's
+
+
+def test_a_transactional_call_that_got_no_answer_replaces_the_producer_without_an_abort():
+    sink = TransactionalSink.__new__(TransactionalSink)
+    assert sink._fatal(KafkaTimeoutError("commit_transaction got no answer within 15.0 s"))
+    assert sink._unanswered(KafkaTimeoutError("Expiring 24 record(s)"))
+    assert not sink._fatal(KafkaError("something else")) and not sink._unanswered(KafkaError("something else"))

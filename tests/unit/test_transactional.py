@@ -145,3 +145,47 @@ def test_a_commit_without_a_producer_aborts():
     sink.send("replies", None, b"a", [], "a")  # begin refused, replacement refused
     with pytest.raises(TransactionAborted, match="no transactional producer"):
         sink.commit({("requests", 0): 3}, "group")
+
+
+class Expired(Exception):
+    """A send the stand-in client gave up on unanswered."""
+
+
+class ExpiringSink(Sink):
+    """Its sends expire (reported failed with Expired), as kafka-python's do past delivery_timeout_ms."""
+
+    def __init__(self, producer: Producer) -> None:
+        super().__init__(producer)
+        self._pending = SendLedger(lambda handle: (True, Expired("expired unanswered")))
+
+    def _unanswered(self, error: Exception) -> bool:
+        return isinstance(error, Expired)
+
+
+def test_a_transaction_whose_sends_expired_unanswered_is_settled_by_a_new_producer_not_aborted():
+    """A producer whose sends expire has a stale view of the cluster (a dead leader or coordinator): aborting
+    with it would wait on the same coordinator, and its next transaction would expire the same way."""
+    producer = Producer()
+    sink = ExpiringSink(producer)
+    sink.send("replies", None, b"a", [], "a")
+    (delivery,) = sink.settle()
+    assert isinstance(delivery.error, Expired)
+    with capture_logs() as logs:
+        sink.abort("1 sends failed")
+    assert sink.renewed == 1 and "abort_transaction" not in producer.calls and not sink.open
+    assert [entry["event"] for entry in logs] == ["transaction_aborted", "producer_replaced"]
+    fresh = sink._producer
+    sink.send("replies", None, b"b", [], "b")
+    sink.settle()
+    sink.abort("again")  # the next one expired too: replaced again, never aborted
+    assert sink.renewed == 2 and "abort_transaction" not in fresh.calls
+
+
+def test_a_failed_send_that_did_not_expire_is_aborted_as_before():
+    producer = Producer()
+    sink = Sink(producer)
+    sink._pending = SendLedger(lambda handle: (True, Refused("too large")))
+    sink.send("replies", None, b"a", [], "a")
+    sink.settle()
+    sink.abort("1 sends failed")
+    assert sink.renewed == 0 and producer.calls == ["begin_transaction", "abort_transaction"]

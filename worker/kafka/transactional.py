@@ -22,6 +22,7 @@ from worker.core.errors import TransactionAborted
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.kafka.sends import LedgerSink
+from worker.ports import Delivery
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -35,6 +36,7 @@ class TransactionalSends(LedgerSink[T, Any]):
     _in_transaction = False
     _timeout: tuple[float, ...] = ()  # the last argument of the calls that take one (commit, abort, offsets)
     _renewal_failure: Exception | None = None  # why the last replacement producer could not be initialised
+    _expired: Exception | None = None  # a send that expired unanswered: the producer's view of the cluster is stale
 
     @property
     def open(self) -> bool:
@@ -55,6 +57,12 @@ class TransactionalSends(LedgerSink[T, Any]):
                 return
             self._in_transaction = True
         super().send(topic, key, value, headers, tag)
+
+    def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
+        deliveries = super().settle(timeout_s)
+        self._expired = next((d.error for d in deliveries if d.error is not None and self._unanswered(d.error)),
+                             self._expired)
+        return deliveries
 
     def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
         """Commit every send since the last commit together with ``offsets`` (next offsets to read).
@@ -85,7 +93,11 @@ class TransactionalSends(LedgerSink[T, Any]):
         log.warning("transaction_aborted", reason=reason, sends=len(self._pending))
         self._pending.clear()
         was_open, self._in_transaction = self._in_transaction, False
+        expired, self._expired = self._expired, None
         if not was_open:
+            return
+        if expired is not None:  # a new producer finds the partitions' leaders and the coordinator anew
+            self._replace_producer(expired)
             return
         try:
             self._producer.abort_transaction(*self._timeout)
@@ -114,6 +126,11 @@ class TransactionalSends(LedgerSink[T, Any]):
 
     def _fatal(self, error: Exception) -> bool:
         """Whether a failed commit left the producer unable even to abort (default: try to abort)."""
+        return False
+
+    def _unanswered(self, error: Exception) -> bool:
+        """Whether a failed send expired unanswered, so that the transaction is settled by a new producer rather
+        than aborted by this one (default: abort)."""
         return False
 
     @abstractmethod
