@@ -67,15 +67,20 @@ end
 return table.concat(verdicts)
 """
 
-# ARGV: namespace, TTL in s, JSON [id, ...], then one reply per id ('' releases
-# the claim without a done mark).
+# ARGV: namespace, TTL in s, JSON [id, ...], JSON [length, ...], and the replies
+# end to end in one string (length 0 releases the claim without a done mark).
+# One argument for all the replies: redis-py packs each argument in Python, and
+# packing one per reply cost the client 1.4 µs a request against 0.9 for this
+# (bench/dedup_calls.py).
 _COMPLETE = """
 local ns, ttl = ARGV[1], ARGV[2]
-local ids = cjson.decode(ARGV[3])
+local ids, lengths, replies = cjson.decode(ARGV[3]), cjson.decode(ARGV[4]), ARGV[5]
+local at = 1
 for i, id in ipairs(ids) do
-  local reply = ARGV[i + 3]
-  if reply ~= '' then
-    redis.call('SET', ns .. ':done:' .. id, reply, 'EX', ttl)
+  local length = lengths[i]
+  if length > 0 then
+    redis.call('SET', ns .. ':done:' .. id, string.sub(replies, at, at + length - 1), 'EX', ttl)
+    at = at + length
   end
   redis.call('DEL', ns .. ':claim:' .. id)
 end
@@ -120,8 +125,9 @@ class RedisDedupStore:
         """Raises StoreUnavailable or ConfigError, as ``claim`` does."""
         if not done:
             return
-        ids = orjson.dumps([entry.id for entry in done])
-        args: list[bytes | str | int] = [self._ns, self._ttl_s, ids, *(entry.reply or b"" for entry in done)]
+        replies = [entry.reply or b"" for entry in done]
+        args = [self._ns, self._ttl_s, orjson.dumps([entry.id for entry in done]),
+                orjson.dumps(list(map(len, replies))), b"".join(replies)]
         if not self._min_replicas:
             self._classified(lambda: self._complete(args=args))
             return
