@@ -126,8 +126,8 @@ class RedisDedupStore:
         if not done:
             return
         replies = [entry.reply or b"" for entry in done]
-        args = [self._ns, self._ttl_s, orjson.dumps([entry.id for entry in done]),
-                orjson.dumps(list(map(len, replies))), b"".join(replies)]
+        args: list[bytes | str | int] = [self._ns, self._ttl_s, orjson.dumps([entry.id for entry in done]),
+                                         orjson.dumps(list(map(len, replies))), b"".join(replies)]
         if not self._min_replicas:
             self._classified(lambda: self._complete(args=args))
             return
