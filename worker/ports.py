@@ -31,6 +31,29 @@ class Completed:
 
 
 @dataclass(slots=True)
+class Answered:
+    """A scored request's ok reply, sent but not built as a Reply: ``reply()`` builds it only if its topic
+    refuses it for good (worker/core/refusals.py), which a batch answered in one pass
+    (worker/stream/replies.py) seldom needs."""
+
+    request: Request
+    output: Any
+    model: str
+    version: str
+    queue_wait_ms: float
+    batch_wait_ms: float
+    compute_ms: float
+    batch_size: int
+
+    def reply(self) -> Reply:
+        request = self.request
+        return Reply(request.id, "ok", request.position, self.model, self.version, outputs=self.output,
+                     reply_to=request.reply_to, traceparent=request.traceparent,
+                     timings=Timings(self.queue_wait_ms, self.batch_wait_ms, self.compute_ms),
+                     batch_size=self.batch_size)
+
+
+@dataclass(slots=True)
 class SendTag:
     """What a sent record stands for: its source record; what to tell the dedup store once the broker has
     it (None: the request was never claimed, such as a dead letter); and what was to be sent (a reply, or
@@ -39,7 +62,7 @@ class SendTag:
 
     position: Position
     done: Completed | None
-    sent: Reply | InvalidRecord
+    sent: Reply | Answered | InvalidRecord
 
 
 @dataclass(slots=True)

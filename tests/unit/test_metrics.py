@@ -3,7 +3,6 @@
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from worker.core.messages import Timings
 from worker.core.stats import ServedModel, WorkerStats
 from worker.surface.metrics import metrics_registry
 
@@ -27,7 +26,7 @@ def counted_stats() -> WorkerStats:
     stats.record_batch(8, 0.010, "churn")
     stats.record_batch(4, 0.004, "churn")
     for _ in range(12):
-        stats.record_stages([Timings(queue_wait_ms=30.0, batch_wait_ms=3.0, compute_ms=10.0)])
+        stats.record_stages([30.0], [3.0], 10.0)
     stats.lag = {("requests", 1): 7, ("requests", 0): 0}
     stats.record_pause(dedup_outage=True, backlog=False)
     return stats

@@ -2,7 +2,6 @@
 
 import pytest
 
-from worker.core.messages import Timings
 from worker.core.stats import BATCH_SIZE_BUCKETS, Histogram, WorkerStats
 
 
@@ -50,7 +49,7 @@ def test_a_batch_is_observed_by_size_unless_nothing_of_it_was_answered():
 
 def test_stage_timings_are_recorded_in_seconds():
     stats = WorkerStats()
-    stats.record_stages([Timings(queue_wait_ms=2000.0, batch_wait_ms=4.0, compute_ms=0.5)])
+    stats.record_stages([2000.0], [4.0], 0.5)
     assert {stage: h.sum for stage, h in stats.stage_seconds.items()} == {
         "queue_wait": 2.0, "batch_wait": 0.004, "compute": 0.0005}
     assert stats.stage_seconds["compute"].counts[0] == 1  # 0.5 ms <= the 1 ms bucket

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.core.agreement import agreement
-from worker.core.messages import Timings
 from worker.core.offsets import TopicPartition as TP
 
 BATCH_SIZE_BUCKETS = tuple(2.0 ** i for i in range(11))  # 1, 2, 4, ..., 1024
@@ -70,6 +69,11 @@ class Histogram:
             counts[bisect.bisect_left(bounds, value)] += 1
             total += value
         self.sum += total
+
+    def observe_times(self, value: float, times: int) -> None:
+        """``observe(value)``, ``times`` times over (a batch's compute, the same for each of its requests)."""
+        self.counts[bisect.bisect_left(self.bounds, value)] += times
+        self.sum += value * times
 
     def cumulative(self) -> tuple[list[int], float]:
         """Counts of values <= each bound, then of all values (Prometheus ``le`` buckets), and the sum."""
@@ -211,12 +215,14 @@ class WorkerStats:
         if size:  # every request of a batch can have left with its partition: no batch was answered then
             self.batch_size.observe(size)
 
-    def record_stages(self, timings: Sequence[Timings]) -> None:
-        """Scored requests' time queued in the topic, waiting for their batch, and their batch's compute."""
+    def record_stages(self, queue_waits_ms: Sequence[float], batch_waits_ms: Sequence[float],
+                      compute_ms: float) -> None:
+        """A batch's scored requests: each one's time queued in the topic and waiting for the batch, and the
+        batch's compute (each request's too), in ms."""
         stages = self.stage_seconds
-        stages["queue_wait"].observe_all((t.queue_wait_ms for t in timings), 1000)
-        stages["batch_wait"].observe_all((t.batch_wait_ms for t in timings), 1000)
-        stages["compute"].observe_all((t.compute_ms for t in timings), 1000)
+        stages["queue_wait"].observe_all(queue_waits_ms, 1000)
+        stages["batch_wait"].observe_all(batch_waits_ms, 1000)
+        stages["compute"].observe_times(compute_ms / 1000, len(queue_waits_ms))
 
     def record_generation(self, generation: int) -> None:
         """Note the group generation; a new non-negative one is a completed join (a rebalance)."""

@@ -293,6 +293,16 @@ def encode_reply(reply: Reply) -> tuple[bytes, bytes, Headers]:
             reply_headers(reply))
 
 
+def ok_reply_value(request_id: str, outputs: Any, model: str, version: str) -> bytes | None:
+    """The value ``encode_reply`` writes for an ok reply, without the Reply; None for outputs that JSON
+    cannot hold (``encode_reply`` raises for them)."""
+    body = {"id": request_id, "status": "ok", "outputs": outputs, "model": model, "model_version": version}
+    try:
+        return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+    except orjson.JSONEncodeError:
+        return None
+
+
 def reply_body(reply: Reply) -> dict[str, Any]:
     """The reply's fields: ``id``, ``status``, ``outputs`` when ok, else ``error``, ``model``, ``model_version``."""
     body: dict[str, Any] = {"id": reply.id, "status": reply.status}
@@ -309,9 +319,9 @@ def reply_headers(reply: Reply) -> Headers:
     """The reply record's headers: where its time went, where its request was, its trace context."""
     t = reply.timings
     headers: Headers = [
-        (H_QUEUE_WAIT, _ms(t.queue_wait_ms)),
-        (H_BATCH_WAIT, _ms(t.batch_wait_ms)),
-        (H_COMPUTE, _ms(t.compute_ms)),
+        (H_QUEUE_WAIT, timing_text(t.queue_wait_ms)),
+        (H_BATCH_WAIT, timing_text(t.batch_wait_ms)),
+        (H_COMPUTE, timing_text(t.compute_ms)),
         (H_BATCH_SIZE, b"%d" % reply.batch_size),
         (H_SOURCE_TOPIC, reply.position.topic.encode()),
         (H_SOURCE_PARTITION, b"%d" % reply.position.partition),
@@ -439,5 +449,6 @@ def _header_text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8", "replace")
 
 
-def _ms(value: float) -> bytes:
+def timing_text(value: float) -> bytes:
+    """A timing header's value: ms with three decimals."""
     return b"%.3f" % value
