@@ -17,6 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from worker.core.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request, Timings
 from worker.core.offsets import TopicPartition as TP
+from worker.core.routes import ReadPlain
 
 T = TypeVar("T")
 
@@ -278,6 +279,9 @@ class ModelRunner(Protocol):
     name: str
     version: str
 
+    @property
+    def read_plain(self) -> ReadPlain | None:
+        """Its reader of plain requests (worker/core/routes.py), or None."""
     def prepare(self, inputs: Any) -> Any:
         """Validate one request's JSON inputs into the model's item; raises InvalidInput."""
     def run(self, items: Sequence[Any]) -> list[Outcome]:

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 Prepare = Callable[[Any], Any]
+# A plain request's whole value (its id and inputs, nothing else) read straight into its id and the model's
+# item; None for any other value, which the wire contract's full path then decides (worker/core/wire.py).
+ReadPlain = Callable[[bytes], "tuple[str, Any] | None"]
 
 
 @dataclass(frozen=True)
@@ -25,13 +28,15 @@ class Route:
     """Where a request goes: the ``entry`` that scores it (its runner and batcher), and the ``model`` name and
     ``version`` its reply carries; ``prepare`` turns its JSON inputs into that entry's item. Not ``loaded``: the
     model loads on first use (worker/stream/residency.py); ``version`` is the declared one, or empty, and
-    ``prepare`` runs once it is loaded."""
+    ``prepare`` runs once it is loaded. ``read_plain``: the model's reader of plain requests, when its declared
+    inputs have one (worker/models/spec.py); the same reader for every model of the same inputs."""
 
     entry: str
     model: str
     version: str
     prepare: Prepare
     loaded: bool = True
+    read_plain: ReadPlain | None = None
 
 
 @dataclass(frozen=True)
@@ -59,10 +64,22 @@ class Routes:
         self._arms = {name: tuple(split) for name, split in arms.items()}
         self._default = default
         self._by_topic = by_topic
+        self._plain: dict[str, ReadPlain | None] = {}
 
     def update(self, other: Routes) -> None:
         """Route as ``other`` does from now on (a new configuration, or a new version switched in)."""
         self._arms, self._default, self._by_topic = other._arms, other._default, other._by_topic
+        self._plain = {}
+
+    def plain_reader(self, topic: str) -> ReadPlain | None:
+        """The reader of plain requests (no model named) from ``topic``: its model's, when every arm of it is
+        loaded and reads them alike; else None."""
+        if topic not in self._plain:
+            split = self._arms[self._by_topic.get(topic, self._default)]
+            readers = {arm.route.read_plain for arm in split}
+            reader = next(iter(readers)) if len(readers) == 1 and all(arm.route.loaded for arm in split) else None
+            self._plain[topic] = reader
+        return self._plain[topic]
 
     @classmethod
     def single(cls, route: Route) -> Routes:

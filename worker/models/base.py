@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from worker.core.routes import ReadPlain
 from worker.models.spec import Inputs, ModelInput, Outputs
 
 
@@ -114,6 +115,15 @@ class DeclaredModel:
 
     def prepare(self, inputs: Any) -> Any:
         return self.inputs.prepare(inputs)
+
+    @property
+    def read_plain(self) -> ReadPlain | None:
+        """The declared inputs' reader of plain requests, when they have one (worker/models/spec.py) and
+        ``prepare`` is theirs (a subclass that prepares otherwise reads every request through it)."""
+        reader: Callable[[], ReadPlain | None] | None = getattr(self.inputs, "plain_reader", None)
+        if reader is None or type(self).prepare is not DeclaredModel.prepare:
+            return None
+        return reader()
 
     def collate(self, items: Sequence[Any]) -> ModelInput:
         return self.inputs.collate(items)

@@ -29,6 +29,7 @@ import structlog
 import torch
 
 from worker.core.errors import ConfigError, InvalidInput, ModelError, describe
+from worker.core.routes import ReadPlain
 from worker.core.settings import check_amp, setting_names
 from worker.core.wire import ERR_MODEL_ERROR, ERR_OUT_OF_MEMORY
 from worker.models.base import Servable, eval_mode
@@ -179,6 +180,12 @@ class TorchRunner:
             raise ModelError(f"model {self.name} failed on a sample request: {outcome.error_code}: "
                              f"{outcome.error_message}")
         return outcome.output
+
+    @property
+    def read_plain(self) -> ReadPlain | None:
+        """The model's reader of plain requests (worker/core/routes.py), when it has one: it reads a request's
+        value into its id and the item ``prepare`` would make, or None where ``prepare`` is to decide."""
+        return getattr(self.model, "read_plain", None)
 
     def prepare(self, inputs: Any) -> Any:
         """The model's item for one request's JSON ``inputs``; raises InvalidInput, or whatever the model's own

@@ -166,14 +166,14 @@ def _routes(table: ModelTable, live: Mapping[str, tuple[str, LoadedEntry]]) -> R
     apart)."""
     if not table.entries:
         ((key, only),) = live.values()
-        return Routes.single(Route(key, only.name, only.version, only.runner.prepare))
+        return Routes.single(_route(key, only.name, only))
     arms: dict[str, list[Arm]] = {}
     for entry in table.entries:
         if entry.name not in live:
             arms[entry.name] = [Arm(Route(entry.name, entry.name, entry.version, _not_loaded, loaded=False), 1.0)]
             continue
         key, loaded = live[entry.name]
-        route = Route(key, entry.name, loaded.version, loaded.runner.prepare)
+        route = _route(key, entry.name, loaded)
         if not entry.canary:
             arms[entry.name] = [Arm(route, 1.0)]
             continue
@@ -183,9 +183,12 @@ def _routes(table: ModelTable, live: Mapping[str, tuple[str, LoadedEntry]]) -> R
                               f"{loaded.version!r}: their replies could not be told apart; set version = \"...\" "
                               f"in [models.{entry.canary}]")
         arms[entry.name] = [Arm(route, 1.0 - entry.canary_weight),
-                            Arm(Route(canary_key, entry.name, canary.version, canary.runner.prepare),
-                                entry.canary_weight)]
+                            Arm(_route(canary_key, entry.name, canary), entry.canary_weight)]
     return Routes(arms, table.default, table.topics())
+
+
+def _route(key: str, name: str, loaded: LoadedEntry) -> Route:
+    return Route(key, name, loaded.version, loaded.runner.prepare, read_plain=loaded.runner.read_plain)
 
 
 def _not_loaded(inputs: object) -> object:
