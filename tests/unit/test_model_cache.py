@@ -59,6 +59,7 @@ def test_a_model_larger_than_the_budget_beside_the_pinned_ones_is_too_large():
 
 class Runner:
     name = version = "r"
+    read_plain = None
 
     def prepare(self, inputs):
         return inputs
