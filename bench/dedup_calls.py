@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dedup_calls", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=500, help="requests a call (default 500, a poll's most)")
-    parser.add_argument("--calls", type=int, default=200, help="calls of each kind (default 200)")
+    parser.add_argument("--calls", type=int, default=1000, help="calls of each kind (default 1,000)")
     args = parser.parse_args(argv)
     url = os.environ.get("REDIS_URL")
     if not url:

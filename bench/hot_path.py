@@ -1,0 +1,99 @@
+"""``python -m bench.hot_path``: the CPU a request of the hot path's two ends, each way the worker can take it.
+
+In this process, with no broker, Redis or model run, on churn requests
+(16 numbers each), best of ``--repeats``:
+
+- decoding a poll of 500 records: by the full path of the wire contract
+  (``decode_request``: orjson, every check, the model's ``prepare``), and by
+  the model's reader of plain requests (msgspec, worker/models/spec.py), which
+  the worker takes for a record with no headers and only an id and inputs;
+- answering a scored batch of 64: per request (a Reply, its Timings, the
+  encoder, what a tracer or another reply format needs) and in one pass (the
+  wire contract's JSON, headers built once a batch), each sent to a sink that
+  only keeps the records.
+
+``make bench-cpu`` measures the whole worker; this shows where two of its
+steps stand, and what each path costs, without the noise of a broker on the
+same two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import timeit
+from typing import Any
+
+import orjson
+
+from worker.core.messages import Headers, Position, RawRecord, Request
+from worker.core.routes import Route, Routes
+from worker.core.stats import WorkerStats
+from worker.core.wire import encode_reply
+from worker.models import load_model
+from worker.models.base import DeclaredModel
+from worker.ports import Delivery, Outcome, Scored, SendTag
+from worker.stream.json_requests import JsonRequests
+from worker.stream.replies import Responder
+
+POLL = 500
+BATCH = 64
+
+
+class KeepingSink:
+    """A sink that keeps the last record sent, and reports nothing."""
+
+    pending = 0
+
+    def __init__(self) -> None:
+        self.last: tuple[str, bytes | None, bytes | None, Headers, SendTag] | None = None
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: SendTag) -> None:
+        self.last = (topic, key, value, headers, tag)
+
+    def settle(self, timeout_s: float = 0.0) -> list[Delivery[SendTag]]:
+        return []
+
+    def close(self, timeout_s: float = 0.0) -> None:
+        pass
+
+
+def per_request(reply: Any) -> tuple[bytes, bytes, Headers]:
+    """The default encoder under another name: the Responder then answers request by request."""
+    return encode_reply(reply)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.hot_path", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=7, help="best of this many (default 7)")
+    args = parser.parse_args(argv)
+    model = load_model("churn")
+    assert isinstance(model, DeclaredModel), "churn is served by its declared inputs"
+    rng = random.Random(0)
+    records = [RawRecord(Position("requests", i % 4, i), None,
+                         orjson.dumps({"id": f"req-{i:08d}", "inputs": model.sample_inputs(rng)}), [], 0, 0.0)
+               for i in range(POLL)]
+    full = Route("churn", "churn", model.version, model.prepare)
+    plain = Route("churn", "churn", model.version, model.prepare, read_plain=model.read_plain)
+    print(f"churn, best of {args.repeats}, CPU µs a request:")
+    for label, route in (("decode, full path", full), ("decode, plain reader", plain)):
+        requests = JsonRequests(Routes.single(route), 1 << 20)
+        print(f"  {label:28s} {_best(lambda r=requests: r.decode(records, 0.0), args.repeats) / POLL:.2f}")
+    batch = [Request(f"req-{i:08d}", None, Position("requests", i % 4, i), produced_ms=1_700_000_000_000,
+                     received_at=1.0, route=plain) for i in range(BATCH)]
+    scored = Scored("churn", batch, [Outcome({"churn_probability": rng.random()}) for _ in batch], 1.002, 0.0004)
+    for label, encode in (("answer, per request", per_request), ("answer, one pass", None)):
+        responder = Responder(KeepingSink(), "replies", "dead-letters", plain, WorkerStats(), encode=encode)
+        answer = lambda r=responder: r.answer_scored(scored, 1_700_000_000_005, set())  # noqa: E731
+        print(f"  {label:28s} {_best(answer, args.repeats) / BATCH:.2f}")
+    return 0
+
+
+def _best(work: Any, repeats: int, number: int = 200) -> float:
+    """The fastest of ``repeats`` runs of ``number`` calls, in µs a call."""
+    return min(timeit.repeat(work, number=number, repeat=repeats)) / number * 1e6
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
