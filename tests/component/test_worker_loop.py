@@ -296,6 +296,16 @@ def test_a_reply_to_that_names_a_missing_topic_is_answered_on_the_default_topic(
     assert h.worker.stats.batches == 0  # not scored
 
 
+@pytest.mark.parametrize("reply_to", ["no-such-topic", "requests"])
+def test_an_invalid_request_whose_reply_to_cannot_be_used_is_answered_on_the_default_topic(reply_to):
+    h = Harness()
+    h.source.produce({"id": "bad-inputs", "inputs": True, "reply_to": reply_to})
+    h.steps()
+    (reply,) = h.replies()
+    assert reply["id"] == "bad-inputs" and reply["error"]["code"] == "invalid_inputs"
+    assert h.sink.to("no-such-topic") == [] and h.worker.stats.error_codes == {"invalid_inputs": 1}
+
+
 def test_a_batch_that_never_finishes_turns_liveness_stuck_while_the_loop_still_polls():
     from tests.component.fakes import SlowScorer
     from worker.surface.probes import liveness

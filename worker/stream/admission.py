@@ -18,6 +18,7 @@ while the registry is away: ``blocked``), a poll at a time. Not thread-safe.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from worker.core.clock import Clock
 from worker.core.messages import InvalidRecord, RawRecord, Refused, Request, Unprepared
@@ -107,8 +108,15 @@ class Admission:
             self._responder.answer(request, "error", too_many_tokens(self._batchers.cost_budget(request)))
 
     def _checked(self, record: RawRecord, decoded: Request | InvalidRecord) -> Request | InvalidRecord:
-        """``decoded``, or its refusal when its ``reply_to`` cannot be used."""
-        if not isinstance(decoded, Request) or not decoded.reply_to:
+        """``decoded``, or its refusal when its ``reply_to`` cannot be used; a record refused already keeps its
+        own error, sent to the default reply topic instead (its error reply could not be delivered, or would be
+        read as a request, and retrying it would stop the partition)."""
+        if isinstance(decoded, InvalidRecord):
+            if decoded.reply_to and (decoded.reply_to in self._requests_topics
+                                     or not self._topics.exists(decoded.reply_to)):
+                return replace(decoded, reply_to=None)
+            return decoded
+        if not decoded.reply_to:
             return decoded
         if decoded.reply_to in self._requests_topics:
             return InvalidRecord(record.position, ERR_INVALID_REPLY_TO,
