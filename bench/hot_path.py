@@ -10,7 +10,7 @@ In this process, with no broker, Redis or model run, on churn requests
 - answering a scored batch of 64: per request (a Reply, its Timings, the
   encoder, what a tracer or another reply format needs) and in one pass (the
   wire contract's JSON, headers built once a batch), each sent to a sink that
-  only keeps the records.
+  only records them.
 
 ``make bench-cpu`` measures the whole worker; this shows where two of its
 steps stand, and what each path costs, without the noise of a broker on the
@@ -40,16 +40,16 @@ POLL = 500
 BATCH = 64
 
 
-class KeepingSink:
-    """A sink that keeps the last record sent, and reports nothing."""
+class RecordingSink:
+    """A sink that records every send, and reports nothing (tests/unit/test_answer_in_one_pass.py reads it)."""
 
     pending = 0
 
     def __init__(self) -> None:
-        self.last: tuple[str, bytes | None, bytes | None, Headers, SendTag] | None = None
+        self.sent: list[tuple[str, bytes | None, bytes | None, Headers, SendTag]] = []
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: SendTag) -> None:
-        self.last = (topic, key, value, headers, tag)
+        self.sent.append((topic, key, value, headers, tag))
 
     def settle(self, timeout_s: float = 0.0) -> list[Delivery[SendTag]]:
         return []
@@ -84,8 +84,13 @@ def main(argv: list[str] | None = None) -> int:
                      received_at=1.0, route=plain) for i in range(BATCH)]
     scored = Scored("churn", batch, [Outcome({"churn_probability": rng.random()}) for _ in batch], 1.002, 0.0004)
     for label, encode in (("answer, per request", per_request), ("answer, one pass", None)):
-        responder = Responder(KeepingSink(), "replies", "dead-letters", plain, WorkerStats(), encode=encode)
-        answer = lambda r=responder: r.answer_scored(scored, 1_700_000_000_005, set())  # noqa: E731
+        sink = RecordingSink()
+        responder = Responder(sink, "replies", "dead-letters", plain, WorkerStats(), encode=encode)
+
+        def answer(sink: RecordingSink = sink, responder: Responder = responder) -> None:
+            sink.sent.clear()  # a batch's sends at a time, as the worker's sink holds them until settled
+            responder.answer_scored(scored, 1_700_000_000_005, set())
+
         print(f"  {label:28s} {_best(answer, args.repeats) / BATCH:.2f}")
     return 0
 

@@ -9,45 +9,23 @@ bound, and sends refused for good afterwards (their replacement is built from wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import confluent_kafka
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.core.messages import Headers, Position, Request
+from bench.hot_path import RecordingSink, per_request
+from worker.core.messages import Position, Request
 from worker.core.routes import Route
 from worker.core.stats import WorkerStats
-from worker.core.wire import MAX_SEND_BYTES, encode_reply
-from worker.ports import Delivery, Outcome, Scored, SendTag
+from worker.core.wire import MAX_SEND_BYTES
+from worker.ports import Delivery, Outcome, Scored
 from worker.stream.replies import Responder
 
 DEFAULT = Route("churn", "churn", "mlp16", lambda inputs: inputs)
 CANARY = Route("churn@2", "churn", "mlp32", lambda inputs: inputs)
 TOO_LARGE = confluent_kafka.KafkaException(confluent_kafka.KafkaError(confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE))
-
-
-@dataclass
-class RecordingSink:
-    sent: list[tuple[str, bytes | None, bytes | None, Headers, SendTag]] = field(default_factory=list)
-
-    @property
-    def pending(self) -> int:
-        return 0
-
-    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: SendTag) -> None:
-        self.sent.append((topic, key, value, list(headers), tag))
-
-    def settle(self, timeout_s: float = 0.0) -> list[Delivery[SendTag]]:
-        return []
-
-    def close(self, timeout_s: float = 0.0) -> None:
-        pass
-
-
-def per_request(reply: Any) -> tuple[bytes, bytes, Headers]:
-    return encode_reply(reply)
 
 
 outputs = st.one_of(
