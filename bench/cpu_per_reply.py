@@ -11,6 +11,9 @@ loop, fresh topics each run, interleaved over ``--repeats``):
   model;
 - streamscore on ``--kafka-client confluent`` (churn, ``--max-batch-size``
   64, its default wait), plus ``--worker-args`` (e.g. an experiment's flag);
+- with ``--kafka-python``, also the bare kafka-python loop
+  (``bench/kafka_ceiling.py``, the same work as the bare librdkafka loop) and
+  streamscore on ``--kafka-client kafka-python``;
 - the same job by hand, ``bench/confluent_by_hand.py``: decode, claim in
   Redis, prepare and run the model in batches of 64, reply, flush, write the
   done marks, commit asynchronously, and nothing else: what the job itself
@@ -47,7 +50,11 @@ from worker.models import load_model
 BARE = "bare librdkafka loop"
 STREAMSCORE = "streamscore on confluent"
 BY_HAND = "the same job by hand"
-LABELS = {BARE: "bare", BY_HAND: "by-hand", STREAMSCORE: "streamscore"}
+BARE_KAFKA_PYTHON = "bare kafka-python loop"
+STREAMSCORE_KAFKA_PYTHON = "streamscore on kafka-python"
+LABELS = {BARE: "bare", BY_HAND: "by-hand", STREAMSCORE: "streamscore", BARE_KAFKA_PYTHON: "bare-kafka-python",
+          STREAMSCORE_KAFKA_PYTHON: "streamscore-kafka-python"}
+BARE_LOOPS = (BARE, BARE_KAFKA_PYTHON)
 REPLY_SAMPLES = 200
 
 
@@ -58,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (default 5)")
     parser.add_argument("--worker-args", default="", help="extra streamscore settings, e.g. "
                         "--worker-args='--commit-interval-ms 100'")
+    parser.add_argument("--kafka-python", action="store_true",
+                        help="also a bare kafka-python loop (bench/kafka_ceiling.py) and streamscore on kafka-python")
     parser.add_argument("--out", type=Path, default=Path("bench/results/cpu-per-reply"))
     args = parser.parse_args(argv)
     bootstrap, redis_url = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get("REDIS_URL")
@@ -73,16 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     reply_bytes = reply_size(load_model(workload.model), pool.take(REPLY_SAMPLES))
     ctx = RunContext(bootstrap, 4, 1, args.out / "logs", progress=False, load_client="confluent")
     extra = tuple(shlex.split(args.worker_args))
-    contenders = {
+    contenders: dict[str, commands.CommandFor] = {
         BARE: lambda topics: commands.confluent_ceiling(bootstrap, topics, reply_bytes),
         BY_HAND: lambda topics: commands.confluent_by_hand(bootstrap, redis_url, topics),
-        STREAMSCORE: partial(_worker, ctx, redis_url, extra),
+        STREAMSCORE: partial(_worker, ctx, redis_url, "confluent", extra),
     }
+    if args.kafka_python:
+        contenders[BARE_KAFKA_PYTHON] = lambda topics: commands.kafka_ceiling(bootstrap, topics, reply_bytes)
+        contenders[STREAMSCORE_KAFKA_PYTHON] = partial(_worker, ctx, redis_url, "kafka-python", extra)
     runs: dict[str, list[ThroughputRun]] = {name: [] for name in contenders}
     for repeat in range(args.repeats):
         for name, command in contenders.items():
             run = closed_loop(ctx, f"cpu-{LABELS[name]}", pool.take(args.requests), command, timeout_s=300,
-                              from_worker=name != BARE)
+                              from_worker=name not in BARE_LOOPS)
             runs[name].append(run)
             say(f"repeat {repeat + 1}/{args.repeats}: {name}: {run.per_s or 0:,.0f} req/s, "
                 f"{run.cpu_us_per_request or 0:.1f} us CPU a reply" + (f" [{run.note}]" if run.note else ""))
@@ -96,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r.complete for rs in runs.values() for r in rs) else 1
 
 
-def _worker(ctx: RunContext, redis_url: str, extra: tuple[str, ...], topics: RunTopics) -> list[str]:
+def _worker(ctx: RunContext, redis_url: str, client: str, extra: tuple[str, ...], topics: RunTopics) -> list[str]:
     return commands.worker(ctx.bootstrap, redis_url, topics, "churn", 64, 0, ctx.torch_threads,
-                           ("--kafka-client", "confluent", *extra))
+                           ("--kafka-client", client, *extra))
 
 
 def median(values: list[float | None]) -> float | None:
@@ -121,9 +133,11 @@ def _table(runs: dict[str, list[ThroughputRun]], args: argparse.Namespace) -> st
     lines.append("")
     for top, bottom, about in ((STREAMSCORE, BARE, "issue #19's target: at most 2.00"),
                                (BY_HAND, BARE, "what the job itself costs, over the Kafka work alone"),
-                               (STREAMSCORE, BY_HAND, "what the framework costs, over the job by hand")):
-        if cpu[top] and cpu[bottom]:
-            lines.append(f"- {top} / {bottom}, CPU a reply: {cpu[top] / cpu[bottom]:.2f} ({about})")
+                               (STREAMSCORE, BY_HAND, "what the framework costs, over the job by hand"),
+                               (STREAMSCORE_KAFKA_PYTHON, BARE_KAFKA_PYTHON, "the same on kafka-python")):
+        above, below = cpu.get(top), cpu.get(bottom)
+        if above and below:
+            lines.append(f"- {top} / {bottom}, CPU a reply: {above / below:.2f} ({about})")
     return "\n".join(lines) + "\n"
 
 

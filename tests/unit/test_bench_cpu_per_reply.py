@@ -3,7 +3,7 @@ bad settings, without a broker."""
 
 import argparse
 
-from bench.cpu_per_reply import BARE, BY_HAND, STREAMSCORE, _table, main
+from bench.cpu_per_reply import BARE, BARE_KAFKA_PYTHON, BY_HAND, STREAMSCORE, STREAMSCORE_KAFKA_PYTHON, _table, main
 from bench.results import ThroughputRun
 
 
@@ -25,6 +25,16 @@ def test_the_table_gives_medians_the_models_share_and_each_ratio():
     assert any(line.startswith(f"- {STREAMSCORE} / {BARE}, CPU a reply: 4.50 ") for line in lines)
     assert any(line.startswith(f"- {BY_HAND} / {BARE}, CPU a reply: 2.17 ") for line in lines)
     assert any(line.startswith(f"- {STREAMSCORE} / {BY_HAND}, CPU a reply: 2.08 ") for line in lines)
+
+
+def test_the_kafka_python_rows_get_their_own_ratio_and_none_against_the_confluent_ones():
+    runs = {BARE: [run(50_000, 5.0)], BY_HAND: [run(25_000, 12.0)], STREAMSCORE: [run(20_000, 30.0)],
+            BARE_KAFKA_PYTHON: [run(30_000, 10.0)], STREAMSCORE_KAFKA_PYTHON: [run(8_000, 45.0)]}
+    lines = _table(runs, argparse.Namespace(requests=100, repeats=1, worker_args="")).splitlines()
+    assert "| streamscore on kafka-python | 8,000 | 45.0 | — | 45.0 |" in lines
+    assert any(line.startswith(f"- {STREAMSCORE_KAFKA_PYTHON} / {BARE_KAFKA_PYTHON}, CPU a reply: 4.50 ")
+               for line in lines)
+    assert sum(line.startswith("- ") for line in lines) == 4
 
 
 def test_bad_settings_stop_it_naming_them(monkeypatch, capsys):
