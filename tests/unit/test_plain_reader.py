@@ -20,7 +20,7 @@ from worker.core.messages import InvalidRecord, Position, RawRecord, Request
 from worker.core.routes import Arm, Route, Routes
 from worker.core.wire import MAX_ID_LENGTH, decode_request
 from worker.models.base import DeclaredModel
-from worker.models.spec import MAX_MAGNITUDE, VectorInputs
+from worker.models.spec import MAX_MAGNITUDE, FieldInputs, VectorInputs
 from worker.stream.json_requests import JsonRequests
 
 LENGTH = 4
@@ -105,12 +105,46 @@ def test_each_check_of_a_plain_request_holds_as_in_the_full_path(body):
     assert as_the_model_sees(read) == as_the_model_sees(decode_request(record, ROUTES, MAX_BYTES))
 
 
-def as_the_model_sees(decoded: Request | InvalidRecord) -> Request | InvalidRecord:
+FIELDS = FieldInputs(("tenure", "spend per month", "id"))  # a field named id, one with spaces
+FIELD_ROUTES = Routes.single(Route("m", "m", "1", FIELDS.prepare, read_plain=FIELDS.plain_reader()))
+
+
+@st.composite
+def field_bodies(draw) -> dict:
+    """A plain request to a fields model, with one of the things the full path refuses, or as it is."""
+    inputs: object = {name: draw(valid_numbers) for name in FIELDS.fields}
+    how = draw(st.sampled_from(["none", "none", "number", "missing", "unknown", "not an object"]))
+    name = draw(st.sampled_from(FIELDS.fields))
+    if how == "number":
+        inputs[name] = draw(bad_numbers)
+    elif how == "missing":
+        del inputs[name]
+    elif how == "unknown":
+        inputs[draw(st.sampled_from(["x", "Tenure", ""]))] = 1.0
+    elif how == "not an object":
+        inputs = draw(st.one_of(st.lists(valid_numbers, max_size=3), st.text(max_size=3)))
+    return {"id": draw(st.one_of(valid_ids, bad_ids)), "inputs": inputs}
+
+
+@settings(max_examples=1000, deadline=None)
+@given(body=field_bodies(), repeated=st.booleans())
+def test_each_check_of_a_plain_fields_request_holds_as_in_the_full_path(body, repeated):
+    value = encoded(body)
+    if repeated and isinstance(body["inputs"], dict) and body["inputs"]:  # a field twice: the last one counts
+        value = value.replace(b'"inputs":{', b'"inputs":{"tenure":"first",', 1)
+    record = RawRecord(Position("requests", 0, 1), None, value, [], 1_700_000_000_000, 5.0)
+    ((_, read),) = JsonRequests(FIELD_ROUTES, MAX_BYTES).decode([record], 0.0)
+    assert as_the_model_sees(read, FIELDS) == as_the_model_sees(decode_request(record, FIELD_ROUTES, MAX_BYTES),
+                                                                 FIELDS)
+
+
+def as_the_model_sees(decoded: Request | InvalidRecord, inputs: VectorInputs | FieldInputs = INPUTS,
+                      ) -> Request | InvalidRecord:
     """A request's item as its batch's float32 rows hold it: the reader reads an integer as a float, so an
     integer past 2**53 may differ in the item, not in what the model is given."""
     if not isinstance(decoded, Request):
         return decoded
-    return replace(decoded, item=INPUTS.collate([decoded.item]).args[0].tolist())
+    return replace(decoded, item=inputs.collate([decoded.item]).args[0].tolist())
 
 
 def test_a_plain_request_takes_the_reader():
@@ -132,6 +166,7 @@ def test_a_model_that_prepares_otherwise_has_no_reader():
     assert Custom(None, "m", "1", INPUTS).read_plain is None
     assert DeclaredModel(None, "m", "1", Stricter(LENGTH)).read_plain is None
     assert DeclaredModel(None, "m", "1", INPUTS).read_plain is INPUTS.plain_reader()
+    assert FIELDS.plain_reader() is FieldInputs(FIELDS.fields).plain_reader()
 
 
 def test_arms_that_read_otherwise_fall_back_to_the_full_path():
