@@ -181,6 +181,64 @@ def test_a_reply_its_topic_denies_becomes_a_dead_letter_that_carries_it(exactly_
     assert h.source.committed == {("requests", 0): 2}
 
 
+def deleted_after_its_check(h: Harness, topic: str) -> list[int]:
+    """The broker has ``topic`` at the first lookup and not after it; every send to it fails. Returns the
+    lookups made so far (a list of one item each)."""
+    lookups: list[int] = []
+
+    def list_topics() -> set[str]:
+        lookups.append(1)
+        return {"requests", "requests.replies", "requests.dlq", *([topic] if len(lookups) == 1 else [])}
+
+    h.source.list_topics = list_topics
+    h.sink.fail_topics.add(topic)
+    h.worker = h.build_worker()
+    return lookups
+
+
+def test_a_reply_to_topic_deleted_after_its_check_gets_a_dead_letter_that_carries_the_reply():
+    h = faulty_harness()
+    lookups = deleted_after_its_check(h, "theirs")
+    h.source.produce({"id": "orphan", "inputs": {"values": VALUES}, "reply_to": "theirs"})
+    h.source.produce({"id": "after", "inputs": {"values": VALUES}})
+    with capture_logs() as logs:
+        h.steps(10)
+    (letter,) = h.sink.to("requests.dlq")
+    got = dict(letter.headers)
+    assert got["dlq-error-code"] == b"reply_refused"
+    assert b"theirs refused it for good: UNKNOWN_TOPIC_OR_PARTITION" in got["dlq-error-message"]
+    assert orjson.loads(letter.value)["outputs"]["score"] == pytest.approx(expected_score(VALUES), abs=1e-6)
+    assert [r["id"] for r in h.replies()] == ["after"]
+    assert h.source.committed == {("requests", 0): 2}
+    assert len(lookups) == 2  # the check, then one lookup for the failed send
+    refused = [e for e in logs if e["event"] == "send_refused"]
+    assert refused[0]["topic"] == "theirs" and "deleted" in refused[0]["advice"]
+
+
+def test_in_exactly_once_a_reply_to_topic_deleted_after_its_check_is_answered_unknown_on_the_reply_topic():
+    h = faulty_harness(exactly_once=True)
+    deleted_after_its_check(h, "theirs")
+    h.source.produce({"id": "orphan", "inputs": {"values": VALUES}, "reply_to": "theirs"})
+    h.source.produce({"id": "after", "inputs": {"values": VALUES}})
+    h.steps(10)  # the failed send aborts the transaction; consumed again, the record is checked again
+    assert {r["id"]: r["status"] for r in h.replies()} == {"orphan": "error", "after": "ok"}
+    (error,) = [r["error"] for r in h.replies() if r["status"] == "error"]
+    assert error["code"] == "unknown_reply_topic" and "theirs" in error["message"]
+    assert h.sink.to("requests.dlq") == []
+    assert h.source.committed == {("requests", 0): 2}
+
+
+def test_a_failed_send_to_a_reply_to_topic_that_still_exists_is_not_refused_for_good():
+    h = faulty_harness()
+    h.source.list_topics = lambda: {"requests", "requests.replies", "requests.dlq", "theirs"}
+    h.sink.fail_topics.add("theirs")
+    h.worker = h.build_worker()
+    h.source.produce({"id": "unlucky", "inputs": {"values": VALUES}, "reply_to": "theirs"})
+    with pytest.raises(DeliveryError, match="not delivered"):  # consumed again after a restart, as before
+        h.steps(10)
+    assert h.sink.to("requests.dlq") == []
+
+
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_a_dead_letter_its_topic_refuses_is_sent_cut_and_keyed(exactly_once):
     h = Harness(exactly_once=exactly_once, max_wait_ms=0)

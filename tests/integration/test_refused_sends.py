@@ -88,3 +88,52 @@ def test_refused_replies_and_dead_letters_are_replaced_and_the_worker_goes_on(
     assert sum("dlq-truncated" in dict(letter.headers) for letter in dead) == 3
     events = [e["event"] for e in worker.events()]
     assert "send_refused" in events and "worker_failed" not in events
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_a_reply_to_topic_deleted_after_a_reply_went_there_is_not_created_again_and_nothing_stops(
+        bootstrap, redis_url, topics, tmp_path, kafka_client, delivery):
+    theirs = f"{topics.requests.removesuffix('.requests')}.theirs"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(theirs, 1, 1)])
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--kafka-client", kafka_client,
+                          "--delivery", delivery, "--model", "tests.integration.faulty_model:faulty",
+                          "--max-batch-size", "8", "--max-wait-ms", "5")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2)
+
+    def request(request_id: str, **fields: object) -> None:
+        producer.send(topics.requests, orjson.dumps({"id": request_id, "inputs": {"values": VALUES}, **fields}),
+                      partition=0)
+        producer.flush()
+
+    committed = delivery == "exactly-once"
+    request("first", reply_to=theirs)
+    first = TopicReader(bootstrap, theirs, read_committed=committed)
+    first.read_until(lambda got: len(got.records) == 1, 90, "the first reply on the reply_to topic", watch=worker)
+    first.close()  # a reader of a deleted topic would ask for it to be created again
+    admin.delete_topics([theirs])
+    wait_until(lambda: theirs not in admin.list_topics(), 30, "the reply_to topic deleted")
+    request("orphan", reply_to=theirs)  # the worker still knows the topic: the send goes there and fails
+    for n in range(5):
+        request(f"after-{n}")
+
+    to_default = TopicReader(bootstrap, topics.replies, read_committed=committed)
+    letters = TopicReader(bootstrap, topics.dlq, read_committed=committed)
+    answered = {f"after-{n}" for n in range(5)}
+    to_default.read_until(lambda got: answered <= set(got.by_id()), 90, "the replies after the orphan", watch=worker)
+    # at-least-once: the reply goes to the dead letters; exactly-once: the aborted transaction's record is
+    # checked again, and its reply_to is unknown now
+    wait_until(lambda: "orphan" in to_default.read(0.2).by_id() or letters.read(0.2).records, 60,
+               "the orphan's reply or dead letter")
+    assert worker.process.poll() is None, worker.log()
+    assert worker.stop() == 0, worker.log()
+    replies, dead = to_default.read(0.5).by_id(), letters.read(0.5).records
+    if committed:
+        assert replies["orphan"][0]["error"]["code"] == "unknown_reply_topic" and not dead
+    else:
+        (letter,) = dead
+        assert dict(letter.headers)["dlq-error-code"] == b"reply_refused"
+        assert orjson.loads(letter.value)["id"] == "orphan" and "orphan" not in replies
+    assert all(len(answers) == 1 for answers in replies.values())
+    assert theirs not in admin.list_topics(), "a client created the deleted reply_to topic again"
+    admin.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from kafka.errors import KafkaError, KafkaTimeoutError
 
@@ -73,6 +75,7 @@ def test_a_send_waits_for_its_answer_no_longer_than_a_transactional_call(monkeyp
     class Recorded(BoundedProducer):
         def __init__(self, **config: object) -> None:
             built.append(config)
+            self._metadata = SimpleNamespace(config={})
 
         def init_transactions(self) -> None:
             pass

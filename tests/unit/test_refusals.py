@@ -58,10 +58,10 @@ def test_refusals_forget_the_oldest_past_their_bound():
     refusals = Refusals(remembered=2)
     assert not refusals
     first, second, third = (Position("t", 0, offset) for offset in range(3))
-    refusals.remember(first, Refused(ERROR_REPLY, "why 1"))
-    refusals.remember(second, Refused(DEAD_LETTER, "why 2"))
-    refusals.remember(first, Refused(DEAD_LETTER, "why 1"))  # refused again: now the newest
-    refusals.remember(third, Refused(DEAD_LETTER, "why 3"))
-    assert refusals.get(first) == Refused(DEAD_LETTER, "why 1")
+    refusals.remember(first, Refused(ERROR_REPLY, "why 1", "replies"))
+    refusals.remember(second, Refused(DEAD_LETTER, "why 2", "replies"))
+    refusals.remember(first, Refused(DEAD_LETTER, "why 1", "replies"))  # refused again: now the newest
+    refusals.remember(third, Refused(DEAD_LETTER, "why 3", "replies"))
+    assert refusals.get(first) == Refused(DEAD_LETTER, "why 1", "replies")
     assert refusals.get(second) is None
     assert refusals.get(Position("t", 1, 0)) is None and refusals

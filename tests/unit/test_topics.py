@@ -57,3 +57,53 @@ def test_a_failed_lookup_keeps_what_was_known():
     assert topics.exists("a")
     clock.advance(5)
     assert not topics.exists("b") and topics.exists("a")
+
+
+def test_a_known_topic_is_looked_up_again_after_the_recheck_interval_and_a_deleted_one_becomes_unknown():
+    answers = [{"replies", "theirs"}, {"replies"}]
+    calls = []
+
+    def list_topics():
+        calls.append(1)
+        return answers[min(len(calls), len(answers)) - 1]
+
+    clock = FakeClock()
+    topics = TopicDirectory(list_topics, clock, wait_s=5.0, recheck_s=10.0)
+    assert topics.exists("theirs")
+    clock.advance(9.9)
+    assert topics.exists("theirs") and len(calls) == 1  # fresh enough: no lookup
+    clock.advance(0.2)
+    assert topics.exists("theirs")  # still known while the lookup it started runs
+    deadline = time.monotonic() + 5
+    while topics.exists("theirs") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(calls) == 2 and not topics.exists("theirs") and topics.exists("replies")
+
+
+def test_gone_is_true_only_when_a_lookup_made_now_answers_without_the_topic():
+    answers: list[object] = [{"replies", "theirs"}, {"replies", "theirs"}, RuntimeError("broker away"), {"replies"}]
+
+    def list_topics():
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    topics = TopicDirectory(list_topics, FakeClock(), wait_s=5.0)
+    assert topics.exists("theirs")
+    assert not topics.gone("theirs")  # looked up again: still there
+    assert not topics.gone("theirs")  # the broker did not answer: that says nothing
+    assert topics.gone("theirs") and not topics.exists("theirs")
+    assert not answers
+
+
+def test_gone_says_nothing_of_a_lookup_that_hangs():
+    release = threading.Event()
+
+    def hanging():
+        release.wait(10)
+        return set()
+
+    topics = TopicDirectory(hanging, FakeClock(), wait_s=0.2)
+    assert not topics.gone("theirs")
+    release.set()

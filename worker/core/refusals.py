@@ -9,8 +9,9 @@ plainer one, one step down a ladder:
 
 - a reply refused as too large becomes the error reply ``reply_too_large``
   (a few hundred bytes) on the same topic;
-- any other refused reply, or that error reply refused too, becomes a dead
-  letter that carries the reply (cut to fit) and says which topic refused it
+- any other refused reply (a ``reply_to`` topic deleted since the request
+  was checked among them: TOPIC_GONE), or that error reply refused too,
+  becomes a dead letter that carries the reply (cut to fit) and says which topic refused it
   (``reply_refused``);
 - a dead letter refused becomes a cut one, of at most CUT_DEAD_LETTER_BYTES:
   a key (the source position, when it had none: a compacted topic needs one),
@@ -45,6 +46,9 @@ REFUSED_FOR_GOOD = {
     87: "INVALID_RECORD",
 }
 TOO_LARGE = frozenset({"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"})
+# A send to a reply_to topic that failed, whatever the error, when a lookup made then finds no such topic (it was
+# deleted after the request's reply_to was checked): sent again, it would fail again until the topic is back.
+TOPIC_GONE = "UNKNOWN_TOPIC_OR_PARTITION"
 CUT_DEAD_LETTER_BYTES = 4096  # a refused dead letter's second try, all in
 REMEMBERED = 10_000  # refused records remembered (across aborted transactions), oldest forgotten first
 
@@ -94,10 +98,12 @@ class Refusals:
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    """A refused record: the ladder's ``step`` to send it at, ``why`` it was refused first, and ``alone``:
-    its refusal came with others, so it is sent again on its own (a broker refuses a whole batch for
-    one record in it, and kafka-python's idempotent producer fails every send after a refusal)."""
+    """A refused record: the ladder's ``step`` to send it at, ``why`` it was refused first, ``headed_to``: the
+    topic of that first refused send, and ``alone``: its refusal came with others, so it is sent again on its
+    own (a broker refuses a whole batch for one record in it, and kafka-python's idempotent producer fails
+    every send after a refusal)."""
 
     step: int
     why: str
+    headed_to: str
     alone: bool = False

@@ -153,7 +153,9 @@ ERR_REPLY_UNENCODABLE = _code("reply_unencodable", SentAs.ERROR_REPLY,
 # A reply its topic refused for good (worker/core/refusals.py).
 ERR_REPLY_REFUSED = _code("reply_refused", SentAs.DEAD_LETTER,
                           "the reply's topic refused it for good (a write ACL, a policy, or its `reply_too_large` "
-                          "refused too); the dead letter is keyed by the request id and its value is the reply")
+                          "refused too), or was deleted after the request's `reply_to` was checked "
+                          "(`UNKNOWN_TOPIC_OR_PARTITION`); the dead letter is keyed by the request id and its value "
+                          "is the reply")
 # Registry-framed records (--request-format other than json; worker/stream/framed.py): no magic byte or too
 # short, a schema id the registry does not know (after retries), a schema of another kind or that cannot be read,
 # a payload that does not match its schema. Dead letters with H_DLQ_SCHEMA_ID when the frame named one.

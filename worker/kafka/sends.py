@@ -45,6 +45,10 @@ class SendLedger(Generic[T, H]):
         """A send that failed before it was queued."""
         self._sends.append((tag, None, error))
 
+    def handles_out(self) -> list[H]:
+        """The handles of the sends not reported yet (those that failed before they were queued have none)."""
+        return [handle for _, handle, _ in self._sends if handle is not None]
+
     def clear(self) -> None:
         """Forget every send (an aborted transaction's: none of them counts)."""
         self._sends = []

@@ -89,9 +89,9 @@ def assemble(source: Source, sink: Sink[SendTag], dedup: DedupStore, models: Ser
     bounds = step_bounds(kafka, operations)
     scorer = extras.scorer or InlineScorer(models.runners, clock)
     offsets, gate = OffsetTracker(), DedupGate(dedup)
-    responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, models.routes.default, stats,
-                          bounds.settle_s, extras.tracer, extras.encode_reply)
     topics = TopicDirectory(source.list_topics, clock, wait_s=bounds.metadata_s)
+    responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, models.routes.default, stats,
+                          bounds.settle_s, extras.tracer, extras.encode_reply, gone=topics.gone)
     residency = Residency(models, extras.loads, responder, stats, clock) if extras.loads else None
     admission = Admission(decoder, topics, gate, models.batchers, offsets, responder, stats, clock,
                           frozenset([kafka.requests_topic, *models.table.topics()]),

@@ -27,6 +27,7 @@ from worker.core.refusals import (
     ERROR_REPLY,
     GIVE_UP,
     REPLY,
+    TOPIC_GONE,
     Refusals,
     Refused,
     next_step,
@@ -131,12 +132,14 @@ class Responder:
 
     def __init__(self, sink: Sink[SendTag], reply_topic: str, dead_letter_topic: str, default: Route,
                  stats: WorkerStats, settle_s: float = SETTLE_S, tracer: Tracer | None = None,
-                 encode: ReplyEncode | None = None) -> None:
+                 encode: ReplyEncode | None = None, gone: Callable[[str], bool] | None = None) -> None:
         """``default``: the model whose name and version a reply carries when its request has no route (it
         could not be read, or named no model); ``settle_s``: the longest wait for a record sent alone
         (worker/core/refusals.py); ``tracer``: spans for batches, replies and dead letters (None: none, and
         no cost but a test per batch and per error); ``encode``: a reply's record (default: the wire
-        contract's JSON)."""
+        contract's JSON); ``gone``: whether a topic is confirmed deleted (worker/stream/topics.py), asked of
+        a ``reply_to`` topic a send to failed (None: never)."""
+        self._gone = gone
         self._tracer = tracer
         self._encode = encode or encode_reply
         self._sink = sink
@@ -262,7 +265,8 @@ class Responder:
             deliveries, self._held = self._held + deliveries, []
         if all(delivery.error is None for delivery in deliveries):
             return deliveries
-        reasons = [refusal(d.error) if d.error is not None else None for d in deliveries]
+        gone: dict[str, bool] = {}  # reply_to topic -> confirmed deleted, asked once a call
+        reasons = [self._why_refused(d, gone) if d.error is not None else None for d in deliveries]
         together = sum(why is not None for why in reasons) > 1
         left = []
         for delivery, why in zip(deliveries, reasons, strict=True):
@@ -286,18 +290,36 @@ class Responder:
             left += self.take_refused([], resend)
         return left
 
+    def _why_refused(self, delivery: Delivery[SendTag], gone: dict[str, bool]) -> str | None:
+        """The refusal for good of a failed send, if it is one: the broker's, or TOPIC_GONE when it went to a
+        ``reply_to`` topic that a lookup now finds deleted."""
+        assert delivery.error is not None
+        why = refusal(delivery.error)
+        if why is not None or self._gone is None:
+            return why
+        position, sent = delivery.tag.position, delivery.tag.sent
+        if isinstance(sent, Answered):
+            sent = sent.reply()
+        topic = self._topic_of(sent, self._step(position, sent))
+        if topic in (self._reply_topic, self._dead_letter_topic):
+            return None
+        if topic not in gone:
+            gone[topic] = self._gone(topic)
+        return TOPIC_GONE if gone[topic] else None
+
     def _refused(self, position: Position, sent: Reply | InvalidRecord, why: str, together: bool) -> Refused:
         """Remember the refusal of what was sent for ``position``; returns where the record stands now."""
         before = self._refusals.get(position)
         step = self._step(position, sent)
         topic = self._topic_of(sent, step)
         first_why = before.why if before else f"{topic} refused it for good: {why}"
+        headed_to = before.headed_to if before else topic
         if together and not (before and before.alone):
-            refused = Refused(step, first_why, alone=True)
+            refused = Refused(step, first_why, headed_to, alone=True)
             log.info("send_refused_with_others", source=position.token(), topic=topic, error=why,
                      next_try="the same record, sent alone")
         else:
-            refused = Refused(next_step(step, why), first_why)
+            refused = Refused(next_step(step, why), first_why, headed_to)
             if refused.step == GIVE_UP:
                 raise DeliveryError(
                     f"the dead-letter topic {self._dead_letter_topic!r} refused even a cut dead letter "
@@ -328,7 +350,9 @@ class Responder:
     def _send(self, reply: Reply, claimed: bool) -> None:
         if self._refusals:
             refused = self._refusals.get(reply.position)
-            if refused is not None:  # consumed again after its refusal aborted a transaction
+            # Consumed again after its refusal aborted a transaction, and headed where it was refused (a
+            # reply_to topic deleted meanwhile is refused at admission now: its error reply goes elsewhere).
+            if refused is not None and refused.headed_to == (reply.reply_to or self._reply_topic):
                 self._send_at(refused, reply, claimed)
                 return
         self._emit(reply, claimed, reply)
@@ -408,4 +432,5 @@ _ADVICE = {
     "RECORD_LIST_TOO_LARGE": "raise the topic's max.message.bytes, or lower the producer's batch size",
     "TOPIC_AUTHORIZATION_FAILED": "grant the worker's principal WRITE on the topic",
     "INVALID_RECORD": "a compacted topic needs keyed records: check the topic's cleanup.policy",
+    TOPIC_GONE: "the reply_to topic was deleted after the request was checked: create it again, or name another",
 }

@@ -39,6 +39,14 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
     return config
 
 
+def creating_no_topics(cluster: Any) -> None:
+    """Make a kafka-python client's metadata requests ask the broker to create no topic. kafka-python 3.0.12
+    builds its ClusterMetadata without the client's ``allow_auto_create_topics``, so that every producer
+    and consumer asks for the topics it names to be created, which a broker with auto.create.topics.enable
+    (Kafka's default) does: a send to a ``reply_to`` topic deleted meanwhile would create it again."""
+    cluster.config["allow_auto_create_topics"] = False
+
+
 def producer_properties(kafka: KafkaSettings) -> dict[str, Any]:
     """kafka-python options of a reply producer from the settings: the replies' codec and the user's producer
     properties (worker/core/kafka_properties.py)."""

@@ -15,7 +15,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
-from worker.kafka.kafka_python.connection import client_config
+from worker.kafka.kafka_python.connection import client_config, creating_no_topics
 
 
 def group_consumer(kafka: KafkaSettings, **config: Any) -> KafkaConsumer:
@@ -23,7 +23,9 @@ def group_consumer(kafka: KafkaSettings, **config: Any) -> KafkaConsumer:
 
     Blocks up to kafka-python's bootstrap timeout; raises KafkaError when no broker answers.
     """
-    return KafkaConsumer(**group_consumer_config(kafka, **config))
+    consumer = KafkaConsumer(**group_consumer_config(kafka, **config))
+    creating_no_topics(consumer._cluster)
+    return consumer
 
 
 def group_consumer_config(kafka: KafkaSettings, **config: Any) -> dict[str, Any]:

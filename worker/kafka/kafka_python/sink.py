@@ -13,7 +13,7 @@ from kafka.producer.future import FutureRecordMetadata
 from worker.core.bounds import SEND_BLOCK_S
 from worker.core.messages import Headers
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.kafka_python.connection import client_config
+from worker.kafka.kafka_python.connection import client_config, creating_no_topics
 from worker.kafka.sends import LedgerSink, SendLedger
 
 log = structlog.get_logger(__name__)
@@ -31,8 +31,8 @@ class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
         ``max_block_s``)."""
         self._config = {**client_config(bootstrap_servers, security), "client_id": client_id, "acks": "all",
                         "enable_idempotence": True, "linger_ms": linger_ms, "max_block_ms": int(max_block_s * 1000),
-                        **producer_config}
-        self._producer = self.PRODUCER(**self._config)
+                        "allow_auto_create_topics": False, **producer_config}
+        self._producer = self._new_producer()
         self._pending: SendLedger[T, FutureRecordMetadata] = SendLedger(_outcome)
 
     def _queue(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> FutureRecordMetadata:
@@ -44,17 +44,39 @@ class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
             self._producer.flush(timeout=timeout_s)
 
     def _settled(self) -> None:
-        """kafka-python's idempotent (not transactional) producer turns fatal on any send the broker
-        refuses for good (a record too large for its topic, a topic it may not write to) and fails every
-        send after it with that refusal: replace it, so that the sends the Responder makes again, each
-        alone, can find which record was refused (worker/core/refusals.py)."""
+        """Replace the producer when it would fail or hold every send after this one:
+
+        - kafka-python's idempotent (not transactional) producer turns fatal on any send the broker
+          refuses for good (a record too large for its topic, a topic it may not write to) and fails every
+          send after it with that refusal: a new one lets the sends the Responder makes again, each alone,
+          find which record was refused (worker/core/refusals.py);
+        - a send to a topic deleted after it was queued is retried until the topic is back, whatever
+          delivery_timeout_ms says, and every flush waits for it (``_stuck_on_gone_topics``).
+        """
         manager = self._producer._transaction_manager  # kafka-python 3.x has no public accessor for it
-        if manager is None or manager.is_transactional() or not manager.has_fatal_error():
-            return
-        log.warning("producer_replaced", error=f"{type(manager.last_error).__name__}: {manager.last_error}")
-        with contextlib.suppress(KafkaTimeoutError):
-            self._producer.close(timeout=1)
-        self._producer = self.PRODUCER(**self._config)
+        if manager is not None and manager.has_fatal_error():
+            self._start_over(f"{type(manager.last_error).__name__}: {manager.last_error}")
+        elif self._stuck_on_gone_topics():
+            self._start_over("every send still out goes to a topic no longer in the metadata")
+
+    def _stuck_on_gone_topics(self, every: bool = True) -> bool:
+        """Whether every send still out (``every``; else any) goes to a topic the producer's metadata no longer
+        has (deleted since). Closing the producer then fails them (IllegalStateError), and the Responder asks
+        whether their topic is gone (worker/stream/topics.py) and sends what stands for them elsewhere."""
+        topics = {handle._produce_future.topic_partition.topic for handle in self._pending.handles_out()}
+        gone = [self._producer._metadata.partitions_for_topic(topic) is None for topic in topics]
+        return bool(gone) and (all(gone) if every else any(gone))
+
+    def _start_over(self, why: str) -> None:
+        log.warning("producer_replaced", error=why)
+        close_for_good(self._producer, timeout_s=1)
+        self._producer = self._new_producer()
+
+    def _new_producer(self) -> KafkaProducer:
+        """A producer whose sends never create their topic, even where the broker would."""
+        producer = self.PRODUCER(**self._config)
+        creating_no_topics(producer._metadata)
+        return producer
 
     def _close(self, timeout_s: float) -> bool:
         try:
@@ -62,6 +84,19 @@ class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
         except KafkaTimeoutError:  # kafka-python raises when the flush inside close times out
             return False
         return True
+
+
+def close_for_good(producer: KafkaProducer, timeout_s: float) -> None:
+    """Close ``producer``, failing what it has not sent within ``timeout_s``. kafka-python's ``close`` flushes
+    first and raises when the flush times out, before it would force the close: its I/O thread would go on
+    sending, for ever when a batch's topic was deleted."""
+    try:
+        producer.close(timeout=timeout_s)
+    except KafkaTimeoutError:
+        producer._sender.force_close()  # fails every batch not answered: the flush in close then returns
+        producer._sender.join(timeout_s)
+        with contextlib.suppress(KafkaTimeoutError):
+            producer.close(timeout=0)
 
 
 def _outcome(future: FutureRecordMetadata) -> tuple[bool, Exception | None]:

@@ -12,17 +12,16 @@ producer's ``init_transactions`` completes or aborts what the old one left).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, ClassVar, TypeVar
 
 from kafka import KafkaProducer
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 
 from worker.core.bounds import TRANSACTION_S
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.kafka_python.consumer import commit_offsets
-from worker.kafka.kafka_python.sink import KafkaSink
+from worker.kafka.kafka_python.sink import KafkaSink, close_for_good
 from worker.kafka.transactional import TransactionalSends
 
 T = TypeVar("T")
@@ -75,11 +74,16 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
     def _offsets(self, offsets: dict[TP, int]) -> Any:
         return commit_offsets(offsets)
 
+    def _settled(self) -> None:
+        """A transaction with a send still out to a topic deleted since (``_stuck_on_gone_topics``) would never
+        commit (none of its sends is answered while the topic cannot join it): the forced close fails them all,
+        and the abort that follows puts a new producer in place."""
+        if self._stuck_on_gone_topics(every=False):
+            self._producer._sender.force_close()
+
     def _renew_producer(self) -> None:
-        # A fenced producer's batches never finish: kafka-python's close raises when its flush times out.
-        with contextlib.suppress(KafkaTimeoutError):
-            self._producer.close(timeout=5)
-        self._producer = self.PRODUCER(**self._config)
+        close_for_good(self._producer, timeout_s=5)  # a fenced producer's batches never finish
+        self._producer = self._new_producer()
         self._producer.init_transactions()
 
     def _fatal(self, error: Exception) -> bool:
@@ -91,8 +95,9 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
 
     def _unanswered(self, error: Exception) -> bool:
         """A send that expired (delivery_timeout_ms = ``transaction_s``): kafka-python's producer went on sending
-        the next transaction's batches to where the last ones expired, and they expired too."""
-        return isinstance(error, KafkaTimeoutError)
+        the next transaction's batches to where the last ones expired, and they expired too. Or one that a forced
+        close failed (``_settled``): that producer can no longer abort."""
+        return isinstance(error, KafkaTimeoutError | IllegalStateError)
 
     def _describe(self, error: Exception) -> str:
         return f"{type(error).__name__}: {error}"
