@@ -7,9 +7,10 @@ INTERPRETER := $(if $(filter environment,$(origin PYTHON)),$(PYTHON),python3)
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet docs test test-unit test-cluster conformance lint deploy-check bench bench-cluster bench-cpu chaos clean
+.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet docs test test-unit test-cluster conformance lint deploy-check bench bench-cluster bench-cpu chaos chaos-scaling clean
 
 CHAOS_SIZE ?= full
+SCALING_ARGS ?= --runs 5 --size small
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -79,8 +80,11 @@ bench-cluster: venv  ## one broker against the three-broker cluster, side by sid
 bench-cpu: venv  ## CPU a reply: a bare librdkafka loop, the same job by hand, streamscore -> bench/results/cpu-per-reply/ (~2 min)
 	@$(WITH_SERVICES) $(PYTHON) -m bench.cpu_per_reply $(BENCH_ARGS)
 
-chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario and client (CHAOS_SIZE=small|full, ~38 min full for both clients)
+chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario and client (CHAOS_SIZE=small|full, ~43 min full for both clients)
 	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos --size $(CHAOS_SIZE)
+
+chaos-scaling: venv  ## scaling 1 -> 4 -> 8 -> 2 -> 1 under load, every client, group protocol and delivery, gaps by step (~50 min; SCALING_ARGS)
+	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos.scaling $(SCALING_ARGS)
 
 lint: venv  ## ruff (rules in pyproject.toml) and mypy --strict on worker/ and producer/ (seconds)
 	@$(PYTHON) -m ruff check .

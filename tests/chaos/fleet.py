@@ -101,17 +101,19 @@ class Fleet:
 
     def stop(self, slot: int, timeout_s: float = 60) -> int | None:
         """SIGTERM the slot's process and retire the slot; returns its exit code (None: it hung)."""
-        with self._lock:
-            worker = self._slots.pop(slot)
-        return self._terminate(slot, worker, timeout_s)
+        return self.stop_many([slot], timeout_s)[slot]
 
-    def stop_all(self, timeout_s: float = 60) -> dict[int, int | None]:
+    def stop_many(self, slots: list[int], timeout_s: float = 60) -> dict[int, int | None]:
+        """SIGTERM the slots' processes all at once, as a deployment scaled in does, and retire the slots."""
         with self._lock:
-            workers, self._slots = dict(self._slots), {}
-        self.final_stop_at = time.time()
-        for worker in workers.values():  # all at once, as a deployment scaled to zero would
+            workers = {slot: self._slots.pop(slot) for slot in slots}
+        for worker in workers.values():
             worker.process.send_signal(signal.SIGTERM)
         return {slot: self._wait_stopped(slot, worker, timeout_s) for slot, worker in workers.items()}
+
+    def stop_all(self, timeout_s: float = 60) -> dict[int, int | None]:
+        self.final_stop_at = time.time()
+        return self.stop_many(self.live(), timeout_s)
 
     def wait_assigned(self, slot: int, timeout_s: float = 90) -> None:
         """Wait until the slot's current process owns partitions (it joined the group)."""
@@ -169,10 +171,6 @@ class Fleet:
                 if event.get("event") == "worker_stopped":
                     total.update({k: v for k, v in event.items() if isinstance(v, int) and not isinstance(v, bool)})
         return total
-
-    def _terminate(self, slot: int, worker: WorkerProcess, timeout_s: float) -> int | None:
-        worker.process.send_signal(signal.SIGTERM)
-        return self._wait_stopped(slot, worker, timeout_s)
 
     def _wait_stopped(self, slot: int, worker: WorkerProcess, timeout_s: float) -> int | None:
         try:

@@ -28,6 +28,7 @@ class LoadSummary:
     failed: dict[str, str] = field(default_factory=dict)  # id -> error
     attempted: int = 0
     seconds: float = 0.0
+    sent_at: dict[str, float] = field(default_factory=dict)  # id -> wall time of the send call
 
 
 class Load:
@@ -78,7 +79,7 @@ class Load:
                 self._summary.failed[request_id] = f"not acknowledged {flush_s:g} s after the load stopped"
             self._in_flight.clear()
             s = self._summary  # a copy: a stuck producer may still call back later
-            return LoadSummary(set(s.acked), dict(s.failed), s.attempted, s.seconds)
+            return LoadSummary(set(s.acked), dict(s.failed), s.attempted, s.seconds, dict(s.sent_at))
 
     def _send_loop(self) -> None:
         next_at = time.monotonic()
@@ -96,6 +97,7 @@ class Load:
         value = orjson.dumps({"id": request_id, "inputs": [round(self._rng.random(), 4) for _ in range(16)]})
         with self._lock:
             self._summary.attempted += 1
+            self._summary.sent_at[request_id] = time.time()
             self._in_flight.add(request_id)
         try:
             future = self._producer.send(self._topic, key=request_id.encode(), value=value)

@@ -42,7 +42,18 @@ def scenario_block(result: ScenarioResult) -> str:
     ]
     rows += [("PROBLEM", problem) for problem in result.problems]
     width = max(len(name) for name, _ in rows)
-    return "\n".join([head, *(f"   {name:<{width}}  {value}" for name, value in rows)]) + "\n"
+    steps = [f"   {line}" for line in steps_table(result).splitlines()]
+    return "\n".join([head, *(f"   {name:<{width}}  {value}" for name, value in rows), *steps]) + "\n"
+
+
+def steps_table(result: ScenarioResult) -> str:
+    """Each step's figures (tests/chaos/steps.py) as a Markdown table; empty when nothing was measured."""
+    if not result.steps:
+        return ""
+    lines = ["| step | s | requests | longest gap | p50 | p99 | worst |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {s.step} | {s.seconds:.0f} | {s.sent} | {s.longest_gap_s:.2f} s (p{s.gap_partition}) | "
+              f"{s.p50_ms:.0f} ms | {s.p99_ms:.0f} ms | {s.max_ms:.0f} ms |" for s in result.steps]
+    return "\n".join(lines) + "\n"
 
 
 def summary_table(results: list[ScenarioResult]) -> str:

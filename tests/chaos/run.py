@@ -15,6 +15,7 @@ from producer.topics import create_topics
 from tests.chaos.fleet import Fleet
 from tests.chaos.load import Load
 from tests.chaos.local_services import LocalServices
+from tests.chaos.steps import LiveReplies, StepFigures, measure_steps
 from tests.chaos.tally import ReplyReader, Tally, count
 from tests.integration.kit import Topics, wait_until
 from worker.core.security import KafkaSecurity
@@ -55,12 +56,18 @@ class Context:
     timeline: list[tuple[float, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # a fault that did not happen as planned
     broker_outages: list[tuple[float, float]] = field(default_factory=list)  # c: (stopped, back), wall clock
+    steps: list[tuple[float, str]] = field(default_factory=list)  # (wall time, name): see tests/chaos/steps.py
     verbose: bool = False
 
     def note(self, what: str) -> None:
         self.timeline.append((time.time(), what))
         if self.verbose:
             print(f"  {time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
+
+    def step(self, name: str) -> None:
+        """Begin a step, measured apart (its longest gap, its latency) until the next one or the load's end."""
+        self.steps.append((time.time(), name))
+        self.note(f"step: {name}")
 
     def hold(self, seconds: float) -> None:
         """Let the load run for a while (the scenario's timing, not a wait for a condition)."""
@@ -74,6 +81,7 @@ class Scenario:
     promise: str  # what the worker promises here, as the checks read it
     inject: Callable[[Context], str] | None  # breaks things while the load runs; returns what it did
     workers: int = 2
+    partitions: int = 4  # of the requests and replies topics
     worker_args: tuple[str, ...] = ()
     worker_env: dict[str, str] = field(default_factory=dict)
     duplicates_allowed: str = "none"  # "none", or "crash window": only duplicates a worker death explains
@@ -81,6 +89,7 @@ class Scenario:
     rebalances_allowed: bool = True  # may the group rebalance once the load runs?
     needs_local_services: bool = False
     not_built: str = ""  # why it cannot run yet
+    step_gap_bound_s: float | None = None  # the longest gap a step may show; None: measured, not bounded
 
 
 @dataclass
@@ -105,6 +114,7 @@ class ScenarioResult:
     load_started: float = 0.0  # wall time
     log_dir: str = ""
     timeline: list[tuple[float, str]] = field(default_factory=list)
+    steps: list[StepFigures] = field(default_factory=list)
     exits: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -123,7 +133,7 @@ def run_scenario(scenario: Scenario, size: Size, bootstrap: str, redis_url: str,
         result.problems = [str(reason or "nothing to inject")]
         return result
     started = time.monotonic()
-    topics = _create_topics(bootstrap, scenario.key, security)
+    topics = _create_topics(bootstrap, scenario.key, scenario.partitions, security)
     log_dir = out_dir / f"{scenario.key}-{topics.requests}"
     result.log_dir = str(log_dir)
     env = {**secure_env, **scenario.worker_env, "CHAOS_STALL_TRIGGER": str(log_dir / "stall-trigger"),
@@ -160,26 +170,31 @@ def _drive(scenario: Scenario, context: Context, bootstrap: str, security: Kafka
         fleet.wait_assigned(slot)
     load = Load(bootstrap, topics.requests, context.size.rate, prefix=scenario.key, seed=context.rng.randrange(1 << 30),
                 security=security)
-    load.start()
-    result.load_started = time.time()
-    context.note(f"load started at {context.size.rate:g}/s with {scenario.workers} worker(s)")
-    try:
-        if scenario.inject is not None:
-            result.faults = scenario.inject(context)
-    finally:
-        sent = load.stop()
-        context.note(f"load stopped: {len(sent.acked)} acknowledged, {len(sent.failed)} failed")
-    reader = ReplyReader(bootstrap, topics.replies, security)
-    try:
-        _wait_answered(reader, sent.acked, context)
-        # A worker restarted a moment ago may still be importing torch, before its SIGTERM
-        # handler exists; the final stop is meant to check a running worker's clean exit.
-        fleet.wait_started()
-        stop_codes = list(fleet.stop_all().values())
-        context.note(f"workers stopped with exit codes {stop_codes}")
-        reader.read_to_end()
-    finally:
-        reader.close()
+    with LiveReplies(bootstrap, topics.replies, security) as live:
+        load.start()
+        result.load_started = time.time()
+        context.note(f"load started at {context.size.rate:g}/s with {scenario.workers} worker(s)")
+        context.step(f"{scenario.workers} worker{'s' if scenario.workers > 1 else ''}")
+        try:
+            if scenario.inject is not None:
+                result.faults = scenario.inject(context)
+        finally:
+            sent = load.stop()
+            load_stopped = time.time()
+            context.note(f"load stopped: {len(sent.acked)} acknowledged, {len(sent.failed)} failed")
+        reader = ReplyReader(bootstrap, topics.replies, security)
+        try:
+            _wait_answered(reader, sent.acked, context)
+            result.steps = measure_steps(context.steps, load_stopped, live.stop(),
+                                         {request_id: sent.sent_at[request_id] for request_id in sent.acked})
+            # A worker restarted a moment ago may still be importing torch, before its SIGTERM
+            # handler exists; the final stop is meant to check a running worker's clean exit.
+            fleet.wait_started()
+            stop_codes = list(fleet.stop_all().values())
+            context.note(f"workers stopped with exit codes {stop_codes}")
+            reader.read_to_end()
+        finally:
+            reader.close()
     # A broker outage disrupts the replies in flight during it: an ack may come only after the group
     # moved the partition, and the new owner answers the record again (docs/guarantees.md).
     disruptions_ms = [(int(e.at * 1000), int(e.at * 1000)) for e in fleet.exits if e.how in ("killed", "crashed")]
@@ -223,14 +238,19 @@ def check(scenario: Scenario, result: ScenarioResult) -> list[str]:
         problems.append(f"{len(crashes)} worker(s) died of an uncaught exception")
     if result.rebalances and not scenario.rebalances_allowed:
         problems.append(f"the group rebalanced ({result.rebalances} partitions_assigned events under load)")
+    bound = scenario.step_gap_bound_s
+    problems += [f"step {step.step}: partition {step.gap_partition} went {step.longest_gap_s:.1f} s without a reply "
+                 f"(the bound is {bound:g} s)" for step in result.steps if bound is not None
+                 and step.longest_gap_s > bound]
     bad_stops = [code for code in result.stop_codes if code != 0]
     if bad_stops:
         problems.append(f"workers did not stop cleanly on SIGTERM: exit codes {bad_stops} (None: hung, killed)")
     return problems
 
 
-def _create_topics(bootstrap: str, key: str, security: KafkaSecurity) -> Topics:
+def _create_topics(bootstrap: str, key: str, partitions: int, security: KafkaSecurity) -> Topics:
     base = f"chaos-{key}-{uuid.uuid4().hex[:8]}"
     topics = Topics(f"{base}.requests", f"{base}.replies", f"{base}.dlq")
-    create_topics(bootstrap, {topics.requests: 4, topics.replies: 4, topics.dlq: 1}, security=security)
+    create_topics(bootstrap, {topics.requests: partitions, topics.replies: partitions, topics.dlq: 1},
+                  security=security)
     return topics

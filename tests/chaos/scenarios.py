@@ -8,7 +8,8 @@ so does a broker that stops while a reply's acknowledgement is outstanding, if
 the group moves the partition before the ack arrives (scenario c).
 Scenario f kills workers as a does, in exactly-once mode: the replies are read
 with isolation_level=read_committed (as in every scenario), and none may be a
-duplicate. Scenario g stops Redis as d does, in exactly-once mode.
+duplicate. Scenario h scales the group 1 -> 4 -> 8 -> 2 -> 1 under load and
+bounds each step's longest gap in a partition's replies. Scenario g stops Redis as d does, in exactly-once mode.
 Workers run with ``--session-timeout-ms 6000`` so that a dead worker's
 partitions move in seconds rather than 45 s. In d, ``--max-poll-interval-ms``
 is shorter than the Redis outage: a worker that stopped polling while Redis is
@@ -24,6 +25,7 @@ import time
 from tests.chaos.run import SESSION_TIMEOUT_MS, Context, Scenario, Size
 
 SESSION = ("--session-timeout-ms", str(SESSION_TIMEOUT_MS))
+STEP_GAP_BOUND_S = 10.0  # h: issue #38's bound on any partition's wait for a reply during a scaling step
 
 SIZES = {
     "small": Size("small", rate=150, calm_s=4, kills=5, kill_gap_s=(2, 5), phase_s=6, outages=1, outage_s=8,
@@ -64,6 +66,35 @@ def scale_out_and_in(ctx: Context) -> str:
         ctx.note(f"scaled in: slot {slot} stopped with exit code {code}, {len(ctx.fleet.live())} workers")
         ctx.hold(ctx.size.phase_s)
     return "1 -> 2 -> 3 -> 2 -> 1 workers"
+
+
+SCALING_STEPS = (4, 8, 2, 1)  # h: the group sizes after each step, from one worker
+
+
+def scale_through_steps(ctx: Context) -> str:
+    """h. 1 -> 4 -> 8 -> 2 -> 1 workers, each change made at once, as KEDA makes it.
+
+    A scale-out starts its workers together and the step waits until each owns
+    partitions; a scale-in SIGTERMs its workers together. Each step is measured
+    apart (tests/chaos/steps.py): the longest a partition went unanswered, and
+    the latency of the requests sent meanwhile.
+    """
+    ctx.hold(ctx.size.phase_s)
+    for target in SCALING_STEPS:
+        live = ctx.fleet.live()
+        ctx.step(f"{len(live)} -> {target}")
+        if target > len(live):
+            added = [ctx.fleet.add() for _ in range(target - len(live))]
+            for slot in added:
+                ctx.fleet.wait_assigned(slot)
+            ctx.note(f"scaled out: slots {added} own partitions")
+        else:
+            codes = ctx.fleet.stop_many(live[target:])
+            ctx.note(f"scaled in: slots {sorted(codes)} stopped with exit codes {sorted(codes.values(), key=str)}")
+            ctx.problems += [f"scale-in: worker slot {slot} exited {code} on SIGTERM (None: hung)"
+                             for slot, code in codes.items() if code != 0]
+        ctx.hold(ctx.size.phase_s)
+    return " -> ".join(map(str, (1, *SCALING_STEPS))) + " workers, each step at once"
 
 
 def restart_broker(ctx: Context) -> str:
@@ -126,6 +157,9 @@ SCENARIOS = {
     "e": Scenario("e", "batch > max.poll.interval", "no loss, no duplicate from the late batch or commit",
                   stall_a_batch, worker_args=(*SESSION, "--max-poll-interval-ms", str(SESSION_TIMEOUT_MS),
                                               "--model", "tests.chaos.slow_model:stalling_linear")),
+    "h": Scenario("h", "scale 1 -> 4 -> 8 -> 2 -> 1", "no loss, no duplicate, every step's longest gap bounded",
+                  scale_through_steps, workers=1, partitions=8, worker_args=(*SESSION,),
+                  step_gap_bound_s=STEP_GAP_BOUND_S),
     # Transactions span 100 ms of steps: a kill's rebalance finds the survivors' transactions open.
     "f": Scenario("f", "SIGKILL workers, exactly-once", "no loss, no duplicate seen by a read_committed reader",
                   kill_workers, worker_args=(*SESSION, "--delivery", "exactly-once", "--commit-interval-ms", "100")),

@@ -4,7 +4,8 @@ Each test runs one scenario (see tests/chaos/scenarios.py for what it breaks), o
 and asserts its promise on what landed on the reply topic: no acknowledged
 request without a reply, duplicate replies only where a worker death explains
 them (a, c) and none elsewhere (f: SIGKILLs in exactly-once mode), clean
-exits on SIGTERM. On failure the message is the scenario's table, with the
+exits on SIGTERM, and (h) no scaling step that leaves a partition unanswered
+longer than its bound. On failure the message is the scenario's table, with the
 folder of the worker logs.
 """
 
@@ -18,7 +19,7 @@ from tests.chaos.scenarios import SCENARIOS, SIZES
 # Each scenario on one Kafka client here, the clients alternating, to keep `make test` within its time; `make
 # chaos` runs every scenario on both, at full size (docs/chaos/ keeps its figures).
 CLIENT_OF = {"a": "kafka-python", "b": "confluent", "c": "kafka-python", "d": "confluent", "e": "kafka-python",
-             "f": "confluent", "g": "kafka-python"}
+             "f": "confluent", "g": "kafka-python", "h": "kafka-python"}
 
 
 @pytest.mark.timeout(600)
