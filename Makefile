@@ -13,7 +13,7 @@ CHAOS_SIZE ?= full
 SCALING_ARGS ?= --runs 5 --size small
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 venv:  ## create .venv/ (dependencies cached per machine; PYTHON=... picks the interpreter)
 	@PYTHON=$(INTERPRETER) bash deploy/venv.sh
