@@ -1,11 +1,15 @@
 """What both clients' stream sources do alike (kafka_python/source.py, confluent/source.py): the topics they
-consume, waited for at start, and the partitions they stopped at a record batch they cannot decode."""
+consume, waited for at start, the partitions they stopped at a record batch they cannot decode, and a rewind to
+the committed offsets that waits for the group coordinator when it cannot answer."""
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Collection
 from typing import ClassVar
+
+import structlog
 
 from worker.core.clock import Clock
 from worker.core.offsets import TopicPartition as TP
@@ -13,12 +17,16 @@ from worker.core.sections import KafkaSettings
 from worker.kafka.metadata import missing_requests_topic, wait_for
 from worker.kafka.undecodable import codec_of, report_stopped
 
+log = structlog.get_logger(__name__)
+REWIND_RETRY_S = 0.2  # pause before a poll asks again for the committed offsets a rewind could not read
+
 
 class GroupSource(ABC):
     """A Source's client-free part: a member of ``kafka.group`` consuming the requests topic and
     ``model_topics``. Not thread-safe. A client's source supplies the abstract methods."""
 
     CLIENT: ClassVar[str]  # the client's name in log lines
+    COMMITTED_ERRORS: ClassVar[tuple[type[Exception], ...]]  # what reading the committed offsets may raise
 
     def __init__(self, kafka: KafkaSettings, clock: Clock, metadata_s: float, model_topics: tuple[str, ...]) -> None:
         """``metadata_s``: the longest a metadata request may block (worker/core/bounds.py)."""
@@ -27,6 +35,7 @@ class GroupSource(ABC):
         self._reset_to_earliest = kafka.auto_offset_reset == "earliest"
         self._metadata_s = metadata_s
         self._undecodable: dict[TP, str] = {}  # partitions stopped at a batch we cannot decode, and its codec
+        self._rewind_owed = False  # a rewind could not read the committed offsets: nothing is consumed until it can
 
     def start(self, wait_s: float = 10.0) -> None:
         """Wait up to ``wait_s`` for each topic in the broker's metadata (one created a moment ago may not be
@@ -51,6 +60,31 @@ class GroupSource(ABC):
     def finished(self) -> bool:
         return False  # a live topic never ends
 
+    def rewind(self) -> None:
+        """Put each assigned partition back to its committed offset. When the group coordinator cannot tell them
+        now (it is moving: a broker died), nothing is consumed until it can: each poll asks again first
+        (``_rewound``). Consuming on from the positions in hand would skip what an aborted transaction held."""
+        try:
+            self._seek_committed()
+        except self.COMMITTED_ERRORS as exc:
+            if not self._rewind_owed:
+                log.warning("rewind_waits_for_coordinator", error=f"{type(exc).__name__}: {exc}")
+            self._rewind_owed = True
+            return
+        if self._rewind_owed:
+            log.info("rewound")
+        self._rewind_owed = False
+
+    def _rewound(self, timeout_s: float) -> bool:
+        """False while a rewind is owed and the committed offsets still cannot be read: the caller returns no
+        records, after a pause of up to ``timeout_s``."""
+        if self._rewind_owed:
+            self.rewind()
+            if self._rewind_owed:
+                time.sleep(min(timeout_s, REWIND_RETRY_S))
+                return False
+        return True
+
     @abstractmethod
     def _partitions(self, topic: str) -> Collection[int] | None:
         """The topic's partitions in the broker's metadata; None while there are none."""
@@ -62,3 +96,8 @@ class GroupSource(ABC):
     @abstractmethod
     def _assigned(self) -> set[TP]:
         """The partitions assigned to this member now."""
+
+    @abstractmethod
+    def _seek_committed(self) -> None:
+        """Seek each assigned partition to its committed offset (or the reset policy's end without one).
+        Raises one of COMMITTED_ERRORS when the committed offsets cannot be read."""

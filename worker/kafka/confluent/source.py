@@ -25,7 +25,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 from confluent_kafka import (
@@ -87,6 +87,7 @@ def consumer_config(kafka: KafkaSettings, read_committed: bool) -> dict[str, Any
 
 class ConfluentSource(GroupSource):
     CLIENT = "confluent"
+    COMMITTED_ERRORS: ClassVar[tuple[type[Exception], ...]] = (KafkaException,)
 
     def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float,
                  model_topics: tuple[str, ...] = ()) -> None:
@@ -132,6 +133,8 @@ class ConfluentSource(GroupSource):
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
         """Blocks up to ``timeout_s`` for the first record, then takes those already fetched. Records of a
         partition revoked meanwhile are not returned."""
+        if not self._rewound(timeout_s):
+            return []
         messages = self._poll(timeout_s, max_records)
         now = self._clock.monotonic()
         return [raw_record(m, now) for m in messages]
@@ -177,7 +180,7 @@ class ConfluentSource(GroupSource):
             dropped = {(m.topic(), m.partition()) for m in messages} - {(m.topic(), m.partition()) for m in kept}
             ours_again = [tp for tp in self._consumer.assignment() if tp_of(tp) in dropped]
             if ours_again:
-                self._seek_committed(ours_again)
+                self._seek_committed_of(ours_again)
         return kept
 
     def take_revoked(self) -> set[TP]:
@@ -248,7 +251,7 @@ class ConfluentSource(GroupSource):
         for (topic, partition), offset in first.items():
             self._seek(TopicPartition(topic, partition, offset))
 
-    def _seek_committed(self, partitions: list[TopicPartition]) -> None:
+    def _seek_committed_of(self, partitions: list[TopicPartition]) -> None:
         for tp in self._consumer.committed(partitions, timeout=self._metadata_s):
             if tp.offset >= 0:
                 self._seek(tp)
@@ -274,10 +277,10 @@ class ConfluentSource(GroupSource):
     def group_metadata(self) -> Any:
         return self._consumer.consumer_group_metadata()
 
-    def rewind(self) -> None:
+    def _seek_committed(self) -> None:
         assigned = self._consumer.assignment()
         if assigned:
-            self._seek_committed(assigned)
+            self._seek_committed_of(assigned)
 
     def list_topics(self) -> set[str]:
         """Up to the metadata bound; safe from another thread (librdkafka's handles are). Raises KafkaException."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 from kafka import ConsumerRebalanceListener
@@ -58,6 +58,7 @@ class _Listener(RevocationRecorder, ConsumerRebalanceListener):  # type: ignore[
 
 class KafkaSource(GroupSource):
     CLIENT = "kafka-python"
+    COMMITTED_ERRORS: ClassVar[tuple[type[Exception], ...]] = (KafkaError,)
 
     def __init__(self, kafka: KafkaSettings, clock: Clock, *, read_committed: bool, metadata_s: float,
                  model_topics: tuple[str, ...] = ()) -> None:
@@ -94,6 +95,8 @@ class KafkaSource(GroupSource):
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
         """A retriable error (the broker away: kafka-python raises its connection error out of the
         coordinator lookup) is logged and polled again next time, after a short pause."""
+        if not self._rewound(timeout_s):
+            return []
         try:
             fetched = fetch(self._consumer, timeout_s, max_records)
         except UnsupportedCodecError as exc:
@@ -174,7 +177,7 @@ class KafkaSource(GroupSource):
     def group_metadata(self) -> Any:
         return self._consumer.group_metadata()
 
-    def rewind(self) -> None:
+    def _seek_committed(self) -> None:
         assigned = list(self._consumer.assignment())
         committed = {tp: self._consumer.committed(tp) for tp in assigned}
         for tp, offset in committed.items():

@@ -1,0 +1,75 @@
+"""A rewind whose committed offsets cannot be read (the group coordinator moving after a broker died) stops
+consuming until they can: seen on the three-broker cluster, where the worker exited instead (an uncaught
+NOT_COORDINATOR from librdkafka's ``committed``) after a transaction aborted by a leader kill."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from worker.core.clock import SystemClock
+from worker.core.offsets import TopicPartition as TP
+from worker.core.settings import Settings
+from worker.kafka import group_source
+from worker.kafka.group_source import GroupSource
+
+
+class CoordinatorMoving(Exception):
+    pass
+
+
+class Source(GroupSource):
+    """Positions in memory; the committed offsets unreadable for the first ``failures`` reads."""
+
+    CLIENT = "test"
+    COMMITTED_ERRORS: ClassVar[tuple[type[Exception], ...]] = (CoordinatorMoving,)
+
+    def __init__(self, failures: int) -> None:
+        kafka = Settings.from_values(kafka_bootstrap_servers="127.0.0.1:1", redis_url="memory://",
+                                     requests_topic="req").with_derived_defaults().kafka
+        super().__init__(kafka, SystemClock(), metadata_s=1.0, model_topics=())
+        self.failures = failures
+        self.committed = {("req", 0): 10}
+        self.position = {("req", 0): 25}  # read past the commit: the aborted transaction's records
+
+    def poll(self) -> list[int]:
+        if not self._rewound(timeout_s=0.0):
+            return []
+        offset = self.position[("req", 0)]
+        self.position[("req", 0)] += 1
+        return [offset]
+
+    def _seek_committed(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise CoordinatorMoving("NOT_COORDINATOR")
+        self.position.update(self.committed)
+
+    def _partitions(self, topic: str) -> set[int]:
+        return {0}
+
+    def _subscribe(self) -> None:
+        pass
+
+    def _assigned(self) -> set[TP]:
+        return set(self.position)
+
+
+@pytest.fixture(autouse=True)
+def _no_pause(monkeypatch):
+    monkeypatch.setattr(group_source, "REWIND_RETRY_S", 0.0)
+
+
+def test_a_rewind_that_can_read_the_committed_offsets_takes_effect_at_once():
+    source = Source(failures=0)
+    source.rewind()
+    assert source.poll() == [10]
+
+
+def test_a_rewind_that_cannot_read_them_consumes_nothing_until_a_later_poll_can():
+    source = Source(failures=3)
+    source.rewind()  # does not raise
+    assert [source.poll(), source.poll()] == [[], []]  # still unreadable: nothing past the commit is consumed
+    assert source.poll() == [10]  # the third failure was the second poll's; this one rewinds, then reads
+    assert source.poll() == [11]
