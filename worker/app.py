@@ -495,7 +495,8 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     source, sink, transactions = build_kafka(settings, clock)
     log.info("step_bounds", worst_step_s=round(bounds.worst_step_s(settings.delivery.exactly_once), 2),
              settle_s=bounds.settle_s, send_block_s=bounds.send_block_s, metadata_s=bounds.metadata_s,
-             store_call_s=round(bounds.store_call_s, 2), transaction_s=bounds.transaction_s)
+             store_call_s=round(bounds.store_call_s, 2), transaction_s=bounds.transaction_s,
+             transaction_call_s=bounds.transaction_call_s)
     extras = Extras(transactions=transactions, reloads=build_reloads(settings, models, stats),
                     shadow=build_shadow(settings, models, stats, clock),
                     tracer=build_tracer(settings, os.environ, tracer_provider),

@@ -46,3 +46,43 @@ def test_no_timeout_means_no_bound(producer):
     done = []
     producer._bounded(lambda timeout: done.append(timeout), (-1,), -1, "init_transactions")
     assert done == [-1]
+
+
+def test_send_offsets_to_transaction_gets_at_most_its_own_short_timeout(producer, monkeypatch):
+    """It answers in milliseconds, or hangs past any timeout (librdkafka #5456, #5511): a long wait buys nothing."""
+    calls = []
+    monkeypatch.setattr(transactions.BoundedProducer, "_bounded",
+                        lambda self, call, args, timeout, what: calls.append((args[-1], timeout)))
+    producer.send_offsets_to_transaction([], None, 5.0)
+    producer.send_offsets_to_transaction([], None, 1.0)
+    producer.send_offsets_to_transaction([], None)
+    assert calls == [(transactions.OFFSETS_S, transactions.OFFSETS_S), (1.0, 1.0),
+                     (transactions.OFFSETS_S, transactions.OFFSETS_S)]
+    assert transactions.OFFSETS_S < transactions.TRANSACTION_CALL_S
+
+
+def test_only_librdkafkas_own_timeout_of_init_transactions_is_resumed():
+    """Asked again, librdkafka resumes the call; a new producer would race it for the producer epoch. Our
+    own give-up (fatal: the call is stuck) and any other error get a new producer."""
+    sink = transactions.TransactionalSink.__new__(transactions.TransactionalSink)
+    error = confluent_kafka.KafkaError
+    assert sink._init_timed_out(confluent_kafka.KafkaException(error(error._TIMED_OUT, "retry call to resume")))
+    assert not sink._init_timed_out(confluent_kafka.KafkaException(error(error._TIMED_OUT, "stuck", fatal=True)))
+    assert not sink._init_timed_out(confluent_kafka.KafkaException(error(error.CONCURRENT_TRANSACTIONS)))
+
+
+def test_a_transactional_producers_request_waits_no_longer_than_a_call_unless_the_user_says(monkeypatch):
+    """One in flight to a paused leader is retried only once it times out (librdkafka's default: 60 s)."""
+    made = []
+
+    class Recorded:
+        def __init__(self, config):
+            made.append(config)
+
+        def init_transactions(self, timeout):
+            pass
+
+    monkeypatch.setattr(transactions, "BoundedProducer", Recorded)
+    transactions.TransactionalSink("127.0.0.1:1", "w", "w.tx", call_s=5.0)
+    transactions.TransactionalSink("127.0.0.1:1", "w", "w.tx", call_s=5.0, **{"socket.timeout.ms": 20_000})
+    assert [config["socket.timeout.ms"] for config in made] == [5_000, 20_000]

@@ -67,22 +67,31 @@ def test_an_answered_call_returns():
     assert bounded._transaction_manager.calls == ["commit"] and result.waited_ms == [2500.0]
 
 
-def test_a_send_waits_for_its_answer_no_longer_than_a_transactional_call(monkeypatch):
+def test_a_send_waits_for_its_answer_no_longer_than_transaction_s_and_a_request_no_longer_than_a_call(monkeypatch):
     """kafka-python answers a send stuck behind a dead leader only at its delivery timeout (120 s by default),
-    and a transaction commits only once its sends are answered: bounded by transaction_s instead."""
+    and a transaction commits only once its sends are answered: bounded by transaction_s instead. One request
+    (to a paused leader, a dead coordinator) waits no longer than a transactional call; the user's settings
+    win, each on its own."""
     built: list[dict[str, object]] = []
 
     class Recorded(BoundedProducer):
         def __init__(self, **config: object) -> None:
             built.append(config)
             self._metadata = SimpleNamespace(config={})
+            self.config = {**config, "api_version": (4, 1)}
 
         def init_transactions(self) -> None:
             pass
 
     monkeypatch.setattr(TransactionalSink, "PRODUCER", Recorded)
-    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0)
-    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (15_000, 14_998)
+    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0, call_s=5.0)
+    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (15_000, 5_000)
+    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=4.0, call_s=5.0)
+    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (4_000, 3_998)
+    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0, request_timeout_ms=20_000)
+    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (20_002, 20_000)
+    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0, delivery_timeout_ms=3_000)
+    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (3_000, 2_998)
     TransactionalSink("127.0.0.1:1", "w", "w.tx", transaction_s=15.0, request_timeout_ms=40_000,
                       delivery_timeout_ms=60_000)
     assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (60_000, 40_000)  # the user's
@@ -93,3 +102,23 @@ def test_a_transactional_call_that_got_no_answer_replaces_the_producer_without_a
     assert sink._fatal(KafkaTimeoutError("commit_transaction got no answer within 15.0 s"))
     assert sink._unanswered(KafkaTimeoutError("Expiring 24 record(s)"))
     assert not sink._fatal(KafkaError("something else")) and not sink._unanswered(KafkaError("something else"))
+
+
+def test_a_replacement_producer_takes_the_broker_version_its_predecessor_learned(monkeypatch):
+    """Without it kafka-python asks the first bootstrap server before the constructor returns: a paused broker
+    there held the replacement."""
+    built: list[dict[str, object]] = []
+
+    class Recorded(BoundedProducer):
+        def __init__(self, **config: object) -> None:
+            built.append(config)
+            self._metadata = SimpleNamespace(config={})
+            self.config = {**config, "api_version": (4, 1)}
+
+        def init_transactions(self) -> None:
+            pass
+
+    monkeypatch.setattr(TransactionalSink, "PRODUCER", Recorded)
+    sink = TransactionalSink("127.0.0.1:1", "w", "w.tx")
+    sink._new_producer()
+    assert "api_version" not in built[0] and built[1]["api_version"] == (4, 1)

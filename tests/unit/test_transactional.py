@@ -32,11 +32,12 @@ class Producer:
 class Sink(TransactionalSends[str]):
     CLIENT_ERRORS: ClassVar[tuple[type[Exception], ...]] = (Refused,)
 
-    def __init__(self, producer: Producer, fatal: bool = False) -> None:
+    def __init__(self, producer: Producer, fatal: bool = False, answered: bool = True) -> None:
         self._producer = producer
-        self._pending = SendLedger(lambda handle: (True, None))
+        self._pending = SendLedger(lambda handle: (answered, None))
         self.fatal = fatal
         self.renewed = 0
+        self.flush_raises: BaseException | None = None
 
     SEND_ERRORS: ClassVar[tuple[type[Exception], ...]] = ()
 
@@ -44,7 +45,8 @@ class Sink(TransactionalSends[str]):
         return object()
 
     def _flush(self, timeout_s: float) -> None:
-        pass
+        if self.flush_raises is not None:
+            raise self.flush_raises
 
     def _close(self, timeout_s: float) -> bool:
         return True
@@ -135,6 +137,28 @@ def test_a_replacement_that_cannot_initialise_fails_the_steps_until_one_can_and_
                                                            "commit_transaction"]
 
 
+@pytest.mark.parametrize("timed_out", [True, False])
+def test_a_replacement_whose_init_ran_out_of_time_is_asked_again_rather_than_replaced(timed_out):
+    """A second producer would race the first's init_transactions, still going, for the producer epoch, and be
+    fenced when it completes: the client resumes the first instead. Any other failure gets a new producer."""
+    sink = Sink(Producer(fail="abort_transaction"))
+    resumed: list[bool] = []
+
+    def renew() -> None:
+        resumed.append(sink._resume_init)
+        if len(resumed) <= 2:
+            raise Refused("init_transactions")
+        sink._producer = Producer()
+
+    sink._renew_producer = renew  # type: ignore[method-assign]
+    sink._init_timed_out = lambda error: timed_out  # type: ignore[method-assign]
+    sink.send("replies", None, b"a", [], "a")
+    sink.abort("step failed")  # the abort is refused, the replacement's init runs out of time
+    sink.send("replies", None, b"b", [], "b")  # asked again: out of time again
+    sink.commit({("requests", 0): 3}, "group")  # and again: initialised
+    assert resumed == [False, timed_out, timed_out] and not sink._resume_init
+
+
 def test_a_commit_without_a_producer_aborts():
     sink = Sink(Producer(fail="begin_transaction"))
 
@@ -189,3 +213,32 @@ def test_a_failed_send_that_did_not_expire_is_aborted_as_before():
     sink.settle()
     sink.abort("1 sends failed")
     assert sink.renewed == 0 and producer.calls == ["begin_transaction", "abort_transaction"]
+
+
+@pytest.mark.parametrize("raised", [Refused("fenced"), "wrapped"])
+def test_a_producer_that_raises_in_its_flush_fails_the_sends_out_and_the_abort_replaces_it(raised):
+    """librdkafka's flush raises a fatal error (fenced: an abandoned producer's init_transactions completed
+    after its successor's), wrapped in a SystemError when it comes out of a delivery callback."""
+    if raised == "wrapped":
+        raised = SystemError("delivered returned a result with an exception set")
+        raised.__cause__ = Refused("fenced")
+    producer = Producer()
+    sink = Sink(producer, answered=False)
+    sink.flush_raises = raised
+    sink.send("replies", None, b"a", [], "a")
+    sink.send("replies", None, b"b", [], "b")
+    failed = sink.settle(5.0)
+    assert [d.tag for d in failed] == ["a", "b"] and all(isinstance(d.error, Refused) for d in failed)
+    assert len(sink._pending) == 0
+    with capture_logs() as logs:
+        sink.abort("2 sends failed")  # what the commit policy decides on a failed send
+    assert producer.calls == ["begin_transaction"] and sink.renewed == 1 and not sink.open  # no abort call
+    assert [log["event"] for log in logs] == ["transaction_aborted", "producer_replaced"]
+
+
+def test_a_system_error_not_caused_by_the_client_is_raised():
+    sink = Sink(Producer())
+    sink.flush_raises = SystemError("ours")
+    sink.send("replies", None, b"a", [], "a")
+    with pytest.raises(SystemError, match="ours"):
+        sink.settle(5.0)

@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 METADATA_S = 5.0  # one metadata request (committed offsets), or the loop waiting for a reply topic's lookup
 SEND_BLOCK_S = 10.0  # a send waiting for room in a full queue, or for its topic's metadata
 SETTLE_S = 30.0  # waiting for the broker's acknowledgements of a step's sends
-TRANSACTION_S = 30.0  # one transactional call (commit, abort, offsets) on librdkafka
+TRANSACTION_S = 30.0  # a transaction's sends waiting for their answers (kafka-python's delivery timeout)
+# One transactional call (init, offsets, commit, abort). One that gets no answer this long is talking to a
+# coordinator that is away or moved: the producer is replaced, and its successor looks the coordinators up anew.
+TRANSACTION_CALL_S = 5.0
 STORE_CONNECT_S = 1.0  # a dedup store connection
 STORE_READ_S = 2.0  # a dedup store answer
 STORE_RETRIES = 1  # more tries of one store command after a connection error or a timeout
@@ -37,6 +40,7 @@ class StepBounds:
     send_block_s: float
     settle_s: float
     transaction_s: float
+    transaction_call_s: float
     store_connect_s: float
     store_read_s: float
 
@@ -47,6 +51,7 @@ class StepBounds:
         store_cap = cap / (STORE_RETRIES + 1)
         return cls(metadata_s=min(METADATA_S, cap), send_block_s=min(SEND_BLOCK_S, cap),
                    settle_s=min(SETTLE_S, cap), transaction_s=min(TRANSACTION_S, cap),
+                   transaction_call_s=min(TRANSACTION_CALL_S, cap),
                    store_connect_s=min(STORE_CONNECT_S, store_cap / 3),
                    store_read_s=min(STORE_READ_S, store_cap * 2 / 3))
 
@@ -57,9 +62,9 @@ class StepBounds:
 
     def worst_step_s(self, exactly_once: bool) -> float:
         """A step's blocking calls at their bounds: a reply-topic lookup, a claim, a send, the settle, the done
-        marks, and with exactly-once the transaction's commit."""
+        marks, and with exactly-once the transaction's two calls (offsets, commit)."""
         return (self.metadata_s + 2 * self.store_call_s + self.send_block_s + self.settle_s
-                + (self.transaction_s if exactly_once else 0.0))
+                + (2 * self.transaction_call_s if exactly_once else 0.0))
 
 
 def step_bounds(kafka: KafkaSettings, operations: OperationsSettings) -> StepBounds:

@@ -48,6 +48,7 @@ class ClientTransport(Building):
             transactional = self.built(kafka, lambda: self.TRANSACTIONAL_SINK(
                 kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id,
                 security=kafka.kafka_security, max_block_s=bounds.send_block_s, transaction_s=bounds.transaction_s,
+                call_s=bounds.transaction_call_s,
                 **self.PRODUCER_PROPERTIES(kafka)))
             sink, transactions = transactional, ExactlyOnce(transactional, source)
             log.info("exactly_once", transactional_id=delivery.transactional_id, kafka_client=self.NAME)

@@ -53,6 +53,12 @@ class SendLedger(Generic[T, H]):
         """Forget every send (an aborted transaction's: none of them counts)."""
         self._sends = []
 
+    def give_up(self, error: Exception) -> list[Delivery[T]]:
+        """Every send still out, reported failed with ``error`` and forgotten (whatever its client does with it)."""
+        given_up = [Delivery(tag, error) for tag, _, _ in self._sends]
+        self._sends = []
+        return given_up
+
     def settle(self) -> list[Delivery[T]]:
         """Every finished send in the order made; the unfinished ones stay for the next call."""
         deliveries = []

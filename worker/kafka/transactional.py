@@ -36,6 +36,7 @@ class TransactionalSends(LedgerSink[T, Any]):
     _in_transaction = False
     _timeout: tuple[float, ...] = ()  # the last argument of the calls that take one (commit, abort, offsets)
     _renewal_failure: Exception | None = None  # why the last replacement producer could not be initialised
+    _resume_init = False  # its init_transactions ran out of time still going: ask it again, make no other producer
     _expired: Exception | None = None  # a send that expired unanswered: the producer's view of the cluster is stale
 
     @property
@@ -59,7 +60,17 @@ class TransactionalSends(LedgerSink[T, Any]):
         super().send(topic, key, value, headers, tag)
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
-        deliveries = super().settle(timeout_s)
+        """A producer fenced or broken while it flushes (librdkafka's ``flush`` raises then, seen when an
+        abandoned producer's ``init_transactions`` completed after its successor's) fails every send still
+        out: the abort that follows replaces it."""
+        try:
+            deliveries = super().settle(timeout_s)
+        except Exception as exc:
+            failure = exc.__cause__ if isinstance(exc, SystemError) else exc
+            if not isinstance(failure, self.CLIENT_ERRORS):  # not the client's, alone or wrapped
+                raise
+            self._expired = failure
+            return self._pending.give_up(failure)
         self._expired = next((d.error for d in deliveries if d.error is not None and self._unanswered(d.error)),
                              self._expired)
         return deliveries
@@ -118,10 +129,12 @@ class TransactionalSends(LedgerSink[T, Any]):
         try:
             self._renew_producer()
         except self.CLIENT_ERRORS as exc:  # init_transactions got no answer: its coordinator is away
-            log.warning("producer_not_renewed", error=self._describe(exc))
+            self._resume_init = self._init_timed_out(exc)
+            log.warning("producer_not_renewed", error=self._describe(exc), resumed_next=self._resume_init)
             self._renewal_failure = exc
             return exc
         self._renewal_failure = None
+        self._resume_init = False
         return None
 
     def _fatal(self, error: Exception) -> bool:
@@ -133,13 +146,21 @@ class TransactionalSends(LedgerSink[T, Any]):
         than aborted by this one (default: abort)."""
         return False
 
+    def _init_timed_out(self, error: Exception) -> bool:
+        """Whether a replacement's ``init_transactions`` ran out of time with the call still going (its
+        coordinator is moving). The next try then asks the same producer again, which the client resumes: a
+        new producer would race the first for the producer epoch, and be fenced when the first completes
+        (seen on the three-broker cluster, on librdkafka). Default: never."""
+        return False
+
     @abstractmethod
     def _offsets(self, offsets: dict[TP, int]) -> Any:
         """Next offsets to read, as the client's ``send_offsets_to_transaction`` takes them."""
 
     @abstractmethod
     def _renew_producer(self) -> None:
-        """Close the producer, whatever its state, and put a new one with transactions initialised in its place."""
+        """Close the producer, whatever its state, and put a new one with transactions initialised in its place;
+        with ``_resume_init``, initialise the one in place again instead."""
 
     @abstractmethod
     def _describe(self, error: Exception) -> str:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TypeVar
 
 from tests.doubles.memory_client.broker import GroupMetadata, MemoryBroker
 from tests.doubles.memory_client.errors import InvalidConfiguration, MemoryKafkaError
-from worker.core.bounds import TRANSACTION_S
+from worker.core.bounds import TRANSACTION_CALL_S
 from worker.core.messages import Headers, Position
 from worker.core.offsets import TopicPartition as TP
 from worker.kafka.sends import LedgerSink, SendLedger
@@ -94,10 +94,10 @@ class MemorySink(LedgerSink[T, Answer]):
 class MemoryTransactionalSink(TransactionalSends[T], MemorySink[T]):
     CLIENT_ERRORS: ClassVar[tuple[type[Exception], ...]] = (MemoryKafkaError,)
 
-    def __init__(self, broker: MemoryBroker, transactional_id: str, transaction_s: float = TRANSACTION_S) -> None:
+    def __init__(self, broker: MemoryBroker, transactional_id: str, call_s: float = TRANSACTION_CALL_S) -> None:
         super().__init__(broker)
         self._transactional_id = transactional_id
-        self._timeout = (transaction_s,)
+        self._timeout = (call_s,)
         self._producer = MemoryProducer(broker, transactional_id)
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
 

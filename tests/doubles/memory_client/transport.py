@@ -34,7 +34,7 @@ class MemoryTransport(Building):
             source.start()
             return source, sink, None
         transactional: MemoryTransactionalSink[SendTag] = MemoryTransactionalSink(
-            broker, delivery.transactional_id, transaction_s=bounds.transaction_s)
+            broker, delivery.transactional_id, call_s=bounds.transaction_call_s)
         source.start()
         return source, transactional, ExactlyOnce(transactional, source)
 

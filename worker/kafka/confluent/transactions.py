@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from worker.core.bounds import SEND_BLOCK_S, TRANSACTION_S
+from worker.core.bounds import SEND_BLOCK_S, TRANSACTION_CALL_S
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.confluent.consumer import positions
@@ -34,7 +34,11 @@ from worker.kafka.confluent.sink import ConfluentSink
 from worker.kafka.transactional import TransactionalSends
 
 T = TypeVar("T")
-OVERRUN_S = 5.0  # how long past its own timeout a transactional call may block before it is given up
+OVERRUN_S = 1.0  # how long past its own timeout a transactional call may block before it is given up
+# send_offsets_to_transaction's own timeout. It answers in milliseconds, or at once with an error when the group
+# coordinator is moving, but hangs past any timeout when librdkafka still holds a dead broker as the group
+# coordinator (librdkafka #5456, #5511): on the three-broker cluster, after every kill of the coordinator's node.
+OFFSETS_S = 2.0
 
 
 class _Caller:
@@ -74,6 +78,7 @@ class BoundedProducer(Producer):
 
     def send_offsets_to_transaction(self, positions: list[TopicPartition], group_metadata: Any,
                                     timeout: float = -1) -> None:
+        timeout = min(timeout, OFFSETS_S) if timeout >= 0 else OFFSETS_S
         self._bounded(super().send_offsets_to_transaction, (positions, group_metadata, timeout), timeout,
                       "send_offsets_to_transaction")
 
@@ -102,25 +107,42 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
 
     def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
                  security: KafkaSecurity = PLAINTEXT, max_block_s: float = SEND_BLOCK_S,
-                 transaction_s: float = TRANSACTION_S, **producer_config: Any) -> None:
-        """``transaction_s``: the longest one transactional call (init, offsets, commit, abort) may block;
-        ``producer_config``: more librdkafka properties."""
+                 call_s: float = TRANSACTION_CALL_S, transaction_s: float | None = None,
+                 **producer_config: Any) -> None:
+        """``call_s``: the longest one transactional call (init, offsets, commit, abort) may block;
+        ``producer_config``: more librdkafka properties. ``transaction_s`` is kafka-python's bound on a
+        transaction's sends: librdkafka keeps its own (``message.timeout.ms``, at most the transaction timeout).
+
+        A request waits at most ``call_s`` for its answer (``socket.timeout.ms``, librdkafka's 60 s, unless
+        ``producer_config`` sets it): one in flight to a paused leader or coordinator is retried only once it
+        times out, and the transaction cannot commit before (a paused broker held replies 21 s on the
+        three-broker cluster)."""
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, max_block_s=max_block_s,
-                         producer_class=BoundedProducer, **{**producer_config, "transactional.id": transactional_id})
-        self._timeout = (transaction_s,)
-        self._producer.init_transactions(transaction_s)  # aborts what a previous instance left open
+                         producer_class=BoundedProducer, **{"socket.timeout.ms": int(call_s * 1000),
+                                                            **producer_config, "transactional.id": transactional_id})
+        self._timeout = (call_s,)
+        self._producer.init_transactions(call_s)  # aborts what a previous instance left open
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
         return positions(offsets)
 
     def _fatal(self, error: Exception) -> bool:
+        """Fatal, or a call that got no answer within ``call_s`` (``_TIMED_OUT``): librdkafka keeps such a call
+        going, and an abort meanwhile only fails (``_CONFLICT``, seen on the three-broker cluster). The new
+        producer's ``init_transactions`` settles the open transaction with whichever coordinator now holds it."""
         code = error.args[0] if error.args else None
-        return isinstance(code, KafkaError) and code.fatal()
+        return isinstance(code, KafkaError) and (code.fatal() or code.code() == KafkaError._TIMED_OUT)
 
     def _renew_producer(self) -> None:
-        self._producer.flush(0)  # serve the reports of the purged sends; they are forgotten
-        self._producer = BoundedProducer(self._config)
+        if not self._resume_init:
+            self._producer.flush(0)  # serve the reports of the purged sends; they are forgotten
+            self._producer = BoundedProducer(self._config)
         self._producer.init_transactions(*self._timeout)
+
+    def _init_timed_out(self, error: Exception) -> bool:
+        """librdkafka's own timeout, not ours (BoundedProducer's, fatal: that call is stuck)."""
+        code = error.args[0] if error.args else None
+        return isinstance(code, KafkaError) and code.code() == KafkaError._TIMED_OUT and not code.fatal()
 
     def _describe(self, error: Exception) -> str:
         return str(error)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 from kafka import KafkaProducer
 from kafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 
-from worker.core.bounds import TRANSACTION_S
+from worker.core.bounds import TRANSACTION_CALL_S, TRANSACTION_S
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.kafka_python.consumer import commit_offsets
@@ -54,21 +54,29 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
 
     def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
                  security: KafkaSecurity = PLAINTEXT, transaction_s: float = TRANSACTION_S,
-                 **producer_config: Any) -> None:
-        """``transaction_s``: the longest one transactional call (offsets, commit, abort) may block, and the longest
-        a send may wait for its answer (unless ``producer_config`` sets request_timeout_ms or delivery_timeout_ms);
-        ``init_transactions`` is bounded by ``max_block_ms``.
+                 call_s: float = TRANSACTION_CALL_S, **producer_config: Any) -> None:
+        """``call_s``: the longest one transactional call (offsets, commit, abort) may block; ``transaction_s``:
+        the longest a send may wait for its answer (unless ``producer_config`` sets request_timeout_ms or
+        delivery_timeout_ms); ``init_transactions`` is bounded by ``max_block_ms``.
 
         A transaction commits only once its sends are answered, and kafka-python answers a send stuck behind a
         dead leader or transaction coordinator only when its delivery timeout (120 s by default) expires: on the
         three-broker cluster that held every commit, and every reply, for 120 s after a leader kill. Failed
-        after ``transaction_s``, the send aborts the transaction and the producer is replaced."""
-        bound_ms = int(transaction_s * 1000)
-        sends = ({} if {"request_timeout_ms", "delivery_timeout_ms"} & producer_config.keys() else
-                 {"delivery_timeout_ms": bound_ms, "request_timeout_ms": bound_ms - linger_ms})
+        after ``transaction_s``, the send aborts the transaction and the producer is replaced.
+
+        Each request waits at most ``call_s`` for its answer (request_timeout_ms), apart from the delivery
+        timeout: kafka-python's transaction manager waits that long for a dead coordinator before it looks the
+        coordinator up again, and a produce request waits that long on a paused leader before it is retried
+        (at ``transaction_s`` less linger_ms, both held replies 15 s after a fault on the three-broker cluster)."""
+        delivery_ms = producer_config.pop("delivery_timeout_ms", None)
+        request_ms = producer_config.pop("request_timeout_ms", None)
+        bound_ms = int(transaction_s * 1000) if delivery_ms is None else delivery_ms
+        request_ms = min(int(call_s * 1000), bound_ms - linger_ms) if request_ms is None else request_ms
+        sends = {"request_timeout_ms": request_ms,
+                 "delivery_timeout_ms": max(bound_ms, request_ms + linger_ms) if delivery_ms is None else delivery_ms}
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, transactional_id=transactional_id,
                          **sends, **producer_config)
-        self._timeout = (transaction_s,)
+        self._timeout = (call_s,)
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
@@ -82,12 +90,15 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
             self._producer._sender.force_close()
 
     def _renew_producer(self) -> None:
-        close_for_good(self._producer, timeout_s=5)  # a fenced producer's batches never finish
+        """Always a new producer: kafka-python's ``init_transactions`` asked again after a timeout waits for the
+        same request, and on the three-broker cluster that one never finished (its transaction manager kept
+        waiting for the dead coordinator): a worker asking it again answered nothing for minutes."""
+        close_for_good(self._producer, timeout_s=0)  # its transaction is given up: nothing it holds is waited for
         self._producer = self._new_producer()
         self._producer.init_transactions()
 
     def _fatal(self, error: Exception) -> bool:
-        """A transactional call that got no answer within ``transaction_s`` (its coordinator is away): an abort
+        """A transactional call that got no answer within ``call_s`` (its coordinator is away): an abort
         would wait as long for the same coordinator, and fail. The new producer's ``init_transactions`` finds the
         coordinator that took over and settles the open transaction there: on the three-broker cluster this took
         a leader kill's gap from 30.6 s (commit, then abort, each timing out)."""
