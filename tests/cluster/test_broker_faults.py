@@ -40,8 +40,24 @@ CLUSTER = REPO / "deploy" / "local" / "cluster.sh"
 PARTITIONS = 4
 
 
+FAULTS: list[str] = []  # this test's fault actions, "HH:MM:SS.mmm kill 2": matched with the worker's log
+
+
 def cluster(*args: str) -> None:
+    if args[0] in {"kill", "stop", "start", "pause", "resume"}:
+        FAULTS.append(f"{clock(time.time())} {' '.join(args)}")
     subprocess.run([str(CLUSTER), *args], check=True, capture_output=True, text=True, timeout=180)
+
+
+def clock(epoch_s: float) -> str:
+    """UTC wall-clock time as the worker's log writes it."""
+    return time.strftime("%H:%M:%S", time.gmtime(epoch_s)) + f".{int(epoch_s * 1000) % 1000:03d}"
+
+
+def longest_gaps(stamps_ms: list[int], count: int = 3) -> list[tuple[float, float]]:
+    """The ``count`` longest gaps between consecutive timestamps (ms), as (seconds, start epoch s)."""
+    gaps = sorted(((b - a) / 1000, a / 1000) for a, b in zip(stamps_ms, stamps_ms[1:], strict=False))
+    return gaps[::-1][:count]
 
 
 def create_replicated_topics(admin: KafkaAdminClient) -> Topics:
@@ -176,6 +192,7 @@ def test_a_broker_fault_under_load_loses_nothing_and_the_worker_keeps_going(
     if client == "confluent":
         pytest.importorskip("confluent_kafka")
     exactly_once = delivery == "exactly-once"
+    FAULTS.clear()
     admin = KafkaAdminClient(bootstrap_servers=cluster_bootstrap)
     topics = create_replicated_topics(admin)
     worker = start_worker(cluster_bootstrap, cluster_redis_url, topics, tmp_path, "--kafka-client", client,
@@ -209,7 +226,10 @@ def test_a_broker_fault_under_load_loses_nothing_and_the_worker_keeps_going(
     lost = sent - set(by_id)
     duplicates = sum(len(replies) - 1 for replies in by_id.values())
     stamps = sorted(r.timestamp for r in reader.landed.records)
-    gap_s = max(b - a for a, b in zip(stamps, stamps[1:], strict=False)) / 1000
+    gaps = longest_gaps(stamps)
+    gap_s = gaps[0][0]
+    print(f"\nfaults: {'; '.join(FAULTS)}\nlongest gaps: "
+          + "; ".join(f"{seconds:.1f} s from {clock(start)}" for seconds, start in gaps))
     print(f"\n| {scenario} | {client} | {delivery} | {len(sent)} | {len(by_id)} | {len(lost)} | {duplicates} | "
           f"{gap_s:.1f} s | {fault_s:.0f} s |")
     reader.close()
