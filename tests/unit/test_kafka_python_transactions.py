@@ -67,16 +67,14 @@ def test_an_answered_call_returns():
     assert bounded._transaction_manager.calls == ["commit"] and result.waited_ms == [2500.0]
 
 
-def test_a_send_waits_for_its_answer_no_longer_than_transaction_s_and_a_request_no_longer_than_a_call(monkeypatch):
-    """kafka-python answers a send stuck behind a dead leader only at its delivery timeout (120 s by default),
-    and a transaction commits only once its sends are answered: bounded by transaction_s instead. One request
-    (to a paused leader, a dead coordinator) waits no longer than a transactional call; the user's settings
-    win, each on its own."""
-    built: list[dict[str, object]] = []
+@pytest.fixture
+def built(monkeypatch) -> list[dict[str, object]]:
+    """The config of each producer the sink builds (a stand-in that connects nowhere)."""
+    configs: list[dict[str, object]] = []
 
     class Recorded(BoundedProducer):
         def __init__(self, **config: object) -> None:
-            built.append(config)
+            configs.append(config)
             self._metadata = SimpleNamespace(config={})
             self.config = {**config, "api_version": (4, 1)}
 
@@ -84,6 +82,14 @@ def test_a_send_waits_for_its_answer_no_longer_than_transaction_s_and_a_request_
             pass
 
     monkeypatch.setattr(TransactionalSink, "PRODUCER", Recorded)
+    return configs
+
+
+def test_a_send_waits_for_its_answer_no_longer_than_transaction_s_and_a_request_no_longer_than_a_call(built):
+    """kafka-python answers a send stuck behind a dead leader only at its delivery timeout (120 s by default),
+    and a transaction commits only once its sends are answered: bounded by transaction_s instead. One request
+    (to a paused leader, a dead coordinator) waits no longer than a transactional call; the user's settings
+    win, each on its own."""
     TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0, call_s=5.0)
     assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (15_000, 5_000)
     TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=4.0, call_s=5.0)
@@ -104,21 +110,9 @@ def test_a_transactional_call_that_got_no_answer_replaces_the_producer_without_a
     assert not sink._fatal(KafkaError("something else")) and not sink._unanswered(KafkaError("something else"))
 
 
-def test_a_replacement_producer_takes_the_broker_version_its_predecessor_learned(monkeypatch):
+def test_a_replacement_producer_takes_the_broker_version_its_predecessor_learned(built):
     """Without it kafka-python asks the first bootstrap server before the constructor returns: a paused broker
     there held the replacement."""
-    built: list[dict[str, object]] = []
-
-    class Recorded(BoundedProducer):
-        def __init__(self, **config: object) -> None:
-            built.append(config)
-            self._metadata = SimpleNamespace(config={})
-            self.config = {**config, "api_version": (4, 1)}
-
-        def init_transactions(self) -> None:
-            pass
-
-    monkeypatch.setattr(TransactionalSink, "PRODUCER", Recorded)
     sink = TransactionalSink("127.0.0.1:1", "w", "w.tx")
     sink._new_producer()
     assert "api_version" not in built[0] and built[1]["api_version"] == (4, 1)
