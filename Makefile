@@ -7,7 +7,7 @@ INTERPRETER := $(if $(filter environment,$(origin PYTHON)),$(PYTHON),python3)
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet docs test test-unit test-cluster conformance lint deploy-check bench bench-cluster bench-cpu chaos chaos-scaling clean
+.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet docs test test-unit test-cluster conformance lint deploy-check bench bench-cluster bench-cpu bench-quix chaos chaos-scaling clean
 
 CHAOS_SIZE ?= full
 SCALING_ARGS ?= --runs 5 --size small
@@ -79,6 +79,10 @@ bench-cluster: venv  ## one broker against the three-broker cluster, side by sid
 
 bench-cpu: venv  ## CPU a reply: a bare librdkafka loop, the same job by hand, streamscore -> bench/results/cpu-per-reply/ (~2 min)
 	@$(WITH_SERVICES) $(PYTHON) -m bench.cpu_per_reply $(BENCH_ARGS)
+
+bench-quix: venv  ## bench-cpu plus the same job as a Quix Streams app, in its own .venv-quix/ -> bench/results/cpu-per-reply/ (~5 min)
+	@bash bench/quix_venv.sh
+	@$(WITH_SERVICES) $(PYTHON) -m bench.cpu_per_reply --quix $(BENCH_ARGS)
 
 chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario and client (CHAOS_SIZE=small|full, ~43 min full for both clients)
 	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos --size $(CHAOS_SIZE)

@@ -1,13 +1,16 @@
-"""The command line of each contender, all run with this Python from the repository root."""
+"""The command line of each contender, all run with this Python from the repository root (the Quix Streams
+contender with its own environment's)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from bench.topics import RunTopics
 
 CommandFor = Callable[[RunTopics], list[str]]
+QUIX_PYTHON = Path(__file__).resolve().parents[1] / ".venv-quix" / "bin" / "python"
 
 
 def kafka_ceiling(bootstrap: str, topics: RunTopics, reply_bytes: int) -> list[str]:
@@ -26,6 +29,13 @@ def confluent_by_hand(bootstrap: str, redis_url: str, topics: RunTopics) -> list
     return [sys.executable, "-m", "bench.confluent_by_hand", "--bootstrap-servers", bootstrap,
             "--requests-topic", topics.requests, "--reply-topic", topics.replies, "--group", topics.group,
             "--redis-url", redis_url]
+
+
+def quix(bootstrap: str, redis_url: str, topics: RunTopics, dedup: str = "redis") -> list[str]:
+    """The Quix Streams contender, on its own environment's interpreter (``bash bench/quix_venv.sh``)."""
+    return [str(QUIX_PYTHON), "-m", "bench.quix_app", "--bootstrap-servers", bootstrap,
+            "--requests-topic", topics.requests, "--reply-topic", topics.replies, "--group", topics.group,
+            "--redis-url", redis_url, "--dedup", dedup]
 
 
 def naive(bootstrap: str, topics: RunTopics, model: str, torch_threads: int) -> list[str]:

@@ -14,6 +14,12 @@ loop, fresh topics each run, interleaved over ``--repeats``):
 - with ``--kafka-python``, also the bare kafka-python loop
   (``bench/kafka_ceiling.py``, the same work as the bare librdkafka loop) and
   streamscore on ``--kafka-client kafka-python``;
+- with ``--quix``, also the same job as a Quix Streams application
+  (``bench/quix_app.py``, one message at a time, in its own environment:
+  ``bash bench/quix_venv.sh`` first; ``make bench-quix`` does both), the same
+  application with its dedup in Quix's own state (RocksDB and a changelog
+  topic) instead of Redis, and without dedup (not the same job: what the
+  lightest per-message app costs);
 - the same job by hand, ``bench/confluent_by_hand.py``: decode, claim in
   Redis, prepare and run the model in batches of 64, reply, flush, write the
   done marks, commit asynchronously, and nothing else: what the job itself
@@ -52,8 +58,12 @@ STREAMSCORE = "streamscore on confluent"
 BY_HAND = "the same job by hand"
 BARE_KAFKA_PYTHON = "bare kafka-python loop"
 STREAMSCORE_KAFKA_PYTHON = "streamscore on kafka-python"
+QUIX = "Quix Streams, one message at a time"
+QUIX_STATE = "Quix Streams, one message at a time, dedup in its state"
+QUIX_NO_DEDUP = "Quix Streams, one message at a time, no dedup"
 LABELS = {BARE: "bare", BY_HAND: "by-hand", STREAMSCORE: "streamscore", BARE_KAFKA_PYTHON: "bare-kafka-python",
-          STREAMSCORE_KAFKA_PYTHON: "streamscore-kafka-python"}
+          STREAMSCORE_KAFKA_PYTHON: "streamscore-kafka-python", QUIX: "quix",
+          QUIX_STATE: "quix-state", QUIX_NO_DEDUP: "quix-no-dedup"}
 BARE_LOOPS = (BARE, BARE_KAFKA_PYTHON)
 REPLY_SAMPLES = 200
 
@@ -67,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                         "--worker-args='--commit-interval-ms 100'")
     parser.add_argument("--kafka-python", action="store_true",
                         help="also a bare kafka-python loop (bench/kafka_ceiling.py) and streamscore on kafka-python")
+    parser.add_argument("--quix", action="store_true",
+                        help="also the same job as a Quix Streams application (bench/quix_app.py; needs "
+                             "`bash bench/quix_venv.sh` first)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/cpu-per-reply"))
     args = parser.parse_args(argv)
     bootstrap, redis_url = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get("REDIS_URL")
@@ -76,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.requests < 1000 or args.repeats < 1:
         print("error: --requests must be at least 1,000 and --repeats at least 1", file=sys.stderr)
+        return 2
+    if args.quix and not commands.QUIX_PYTHON.exists():
+        print(f"error: --quix needs {commands.QUIX_PYTHON}: run `bash bench/quix_venv.sh` first", file=sys.stderr)
         return 2
     workload = WORKLOADS["churn"]
     pool = RequestPool(workload, args.requests)
@@ -90,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.kafka_python:
         contenders[BARE_KAFKA_PYTHON] = lambda topics: commands.kafka_ceiling(bootstrap, topics, reply_bytes)
         contenders[STREAMSCORE_KAFKA_PYTHON] = partial(_worker, ctx, redis_url, "kafka-python", extra)
+    if args.quix:
+        contenders[QUIX] = lambda topics: commands.quix(bootstrap, redis_url, topics)
+        contenders[QUIX_STATE] = lambda topics: commands.quix(bootstrap, redis_url, topics, dedup="quix-state")
+        contenders[QUIX_NO_DEDUP] = lambda topics: commands.quix(bootstrap, redis_url, topics, dedup="none")
     runs: dict[str, list[ThroughputRun]] = {name: [] for name in contenders}
     for repeat in range(args.repeats):
         for name, command in contenders.items():
@@ -134,10 +154,17 @@ def _table(runs: dict[str, list[ThroughputRun]], args: argparse.Namespace) -> st
     for top, bottom, about in ((STREAMSCORE, BARE, "issue #19's target: at most 2.00"),
                                (BY_HAND, BARE, "what the job itself costs, over the Kafka work alone"),
                                (STREAMSCORE, BY_HAND, "what the framework costs, over the job by hand"),
-                               (STREAMSCORE_KAFKA_PYTHON, BARE_KAFKA_PYTHON, "the same on kafka-python")):
+                               (STREAMSCORE_KAFKA_PYTHON, BARE_KAFKA_PYTHON, "the same on kafka-python"),
+                              (QUIX, STREAMSCORE, "the per-message stream processor over streamscore")):
         above, below = cpu.get(top), cpu.get(bottom)
         if above and below:
             lines.append(f"- {top} / {bottom}, CPU a reply: {above / below:.2f} ({about})")
+    ours = median([r.per_s for r in runs[STREAMSCORE]])
+    for quix, about in ((QUIX, "issue #37's target: at least 2.00"), (QUIX_STATE, "Quix's own dedup"),
+                        (QUIX_NO_DEDUP, "not the same job")):
+        theirs = median([r.per_s for r in runs.get(quix, [])])
+        if ours and theirs:
+            lines.append(f"- {STREAMSCORE} / {quix}, req/s: {ours / theirs:.2f} ({about})")
     return "\n".join(lines) + "\n"
 
 

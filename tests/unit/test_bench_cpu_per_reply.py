@@ -3,7 +3,19 @@ bad settings, without a broker."""
 
 import argparse
 
-from bench.cpu_per_reply import BARE, BARE_KAFKA_PYTHON, BY_HAND, STREAMSCORE, STREAMSCORE_KAFKA_PYTHON, _table, main
+from bench import commands
+from bench.cpu_per_reply import (
+    BARE,
+    BARE_KAFKA_PYTHON,
+    BY_HAND,
+    QUIX,
+    QUIX_NO_DEDUP,
+    QUIX_STATE,
+    STREAMSCORE,
+    STREAMSCORE_KAFKA_PYTHON,
+    _table,
+    main,
+)
 from bench.results import ThroughputRun
 
 
@@ -35,6 +47,25 @@ def test_the_kafka_python_rows_get_their_own_ratio_and_none_against_the_confluen
     assert any(line.startswith(f"- {STREAMSCORE_KAFKA_PYTHON} / {BARE_KAFKA_PYTHON}, CPU a reply: 4.50 ")
                for line in lines)
     assert sum(line.startswith("- ") for line in lines) == 4
+
+
+def test_the_quix_rows_get_streamscores_throughput_over_theirs():
+    runs = {BARE: [run(50_000, 5.0)], BY_HAND: [run(25_000, 12.0)], STREAMSCORE: [run(20_000, 30.0)],
+            QUIX: [run(2_000, 280.0), run(3_000, 260.0)], QUIX_STATE: [run(12_500, 80.0)],
+            QUIX_NO_DEDUP: [run(None, None)]}
+    lines = _table(runs, argparse.Namespace(requests=100, repeats=2, worker_args="")).splitlines()
+    assert f"| {QUIX} | 2,500 | 270.0 | — | 280.0, 260.0 |" in lines
+    assert any(line.startswith(f"- {STREAMSCORE} / {QUIX}, req/s: 8.00 ") for line in lines)
+    assert any(line.startswith(f"- {STREAMSCORE} / {QUIX_STATE}, req/s: 1.60 ") for line in lines)
+    assert not any(line.startswith(f"- {STREAMSCORE} / {QUIX_NO_DEDUP}, req/s") for line in lines)  # no figure
+
+
+def test_quix_without_its_environment_stops_it_saying_how_to_build_it(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:3/0")
+    monkeypatch.setattr(commands, "QUIX_PYTHON", tmp_path / "absent" / "python")
+    assert main(["--quix"]) == 2
+    assert "bench/quix_venv.sh" in capsys.readouterr().err
 
 
 def test_bad_settings_stop_it_naming_them(monkeypatch, capsys):
