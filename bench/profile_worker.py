@@ -26,14 +26,14 @@ from worker.core.shutdown import StopRequest
 # Functions whose cumulative time is one area of the worker's work, in the loop's order.
 AREAS = {
     "poll (Kafka fetch)": "source.py:poll",
-    "decode and check": "wire.py:decode_request",
+    "decode and check": "json_requests.py:decode",
     "dedup claim": "dedup_gate.py:claim",
     "model": "runner.py:run",
-    "reply encode": "wire.py:encode_reply",
-    "reply send (Kafka client)": "sink.py:send",
-    "wait for acks": "sink.py:settle",
+    "answer (encode and send)": "replies.py:_answer_in_one_pass",
+    "of it, reply send (Kafka client)": "sends.py:send",
+    "wait for acks": "sends.py:settle",
     "dedup done marks": "dedup_gate.py:complete",
-    "offset commit": "source.py:commit",
+    "offset commit": "source.py:commit_async",
 }
 
 
@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", default="churn", choices=sorted(WORKLOADS))
     parser.add_argument("--requests", type=int, default=40_000)
     parser.add_argument("--top", type=int, default=25, help="functions to list (default 25)")
+    parser.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"),
+                        help="list by time inside and below each function, or inside it only (default cumulative)")
     parser.add_argument("--no-profile", action="store_true",
                         help="time the run without cProfile (whose overhead slows Python code most)")
     parser.add_argument("worker_args", nargs="*",
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.requests:,} requests in {wall_s:.1f} s ({args.requests / wall_s:,.0f} req/s); "
           f"process CPU {cpu_s / args.requests * 1e6:.0f} µs per request (all threads)")
     if profiler is not None:
-        _report(pstats.Stats(profiler), args.requests, args.top)
+        _report(pstats.Stats(profiler), args.requests, args.top, args.sort)
     return 0
 
 
@@ -102,7 +104,7 @@ def _settings(workload: str, topics: RunTopics, worker_args: list[str]) -> Setti
     return Settings.from_sources(given)
 
 
-def _report(stats: pstats.Stats, requests: int, top: int) -> None:
+def _report(stats: pstats.Stats, requests: int, top: int, sort: str) -> None:
     print("\nmain-thread time by area (cumulative, µs per request):")
     table = stats.stats  # type: ignore[attr-defined]
     for area, where in AREAS.items():
@@ -111,7 +113,7 @@ def _report(stats: pstats.Stats, requests: int, top: int) -> None:
                     if path.endswith(file_part) and name == function)
         print(f"  {area:<28} {total / requests * 1e6:8.1f}")
     print()
-    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats(sort).print_stats(top)
 
 
 if __name__ == "__main__":
