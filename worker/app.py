@@ -40,6 +40,7 @@ from worker.core.settings import (
 from worker.core.shutdown import StopRequest
 from worker.core.stats import ServedModel, WorkerStats
 from worker.core.timerange import TimeRange
+from worker.core.transactional_ids import hold as hold_transactional_id
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_cluster import CLUSTER_SCHEME, RedisClusterDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
@@ -349,10 +350,15 @@ def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[Se
     """The request source (started: subscribed to the requests topic), the reply sink and, for exactly-once,
     the transactions over both, on the chosen client library.
 
-    Raises ServiceUnavailable when no broker answers, LookupError when the requests topic does not exist.
+    Raises ServiceUnavailable when no broker answers, LookupError when the requests topic does not exist,
+    ConfigError when another worker on this host holds the transactional id given.
     """
-    kafka = settings.kafka
-    return _transport(kafka).stream(kafka, settings.delivery, step_bounds(kafka, settings.operations), clock,
+    kafka, delivery = settings.kafka, settings.delivery
+    if delivery.exactly_once:
+        given = settings.given_transactional_id
+        delivery = replace(delivery, transactional_id=hold_transactional_id(delivery.transactional_id,
+                                                                            given=bool(given)))
+    return _transport(kafka).stream(kafka, delivery, step_bounds(kafka, settings.operations), clock,
                                     tuple(settings.models.topics()))
 
 

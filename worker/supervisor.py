@@ -33,7 +33,8 @@ log = structlog.get_logger(__name__)
 def child_commands(argv: list[str], processes: int, client_id: str, device: str,
                    cuda_devices: int, transactional_id: str = "", http_port: int = 0) -> list[list[str]]:
     """The command line of each child: the parent's, with --processes 1 and its own identity (and,
-    with an ``http_port``, its own port: child i serves on http_port + i)."""
+    with an ``http_port``, its own port: child i serves on http_port + i). A ``transactional_id`` the user
+    gave becomes ``<id>-<i>``; without one, each child makes its own default (worker/core/transactional_ids.py)."""
     commands = []
     for index in range(processes):
         extra = ["--processes", "1", "--client-id", f"{client_id}-{index}"]

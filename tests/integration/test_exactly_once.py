@@ -65,3 +65,32 @@ def test_partitions_moving_while_transactions_span_steps_leave_no_reply_seen_twi
     by_id = landed.by_id()
     assert sorted(by_id) == sorted(sent.acked)
     assert [i for i, replies in by_id.items() if len(replies) > 1] == []
+
+
+def test_two_workers_started_by_hand_with_the_defaults_get_their_own_transactional_ids(
+        bootstrap, redis_url, topics, tmp_path, kafka_client):
+    """Under the old default (<group>.<client-id>) two such workers fenced each other's producers again and
+    again; now the second on a host takes the next slot of the default id, and neither is fenced."""
+    committed = TopicReader(bootstrap, topics.replies, read_committed=True)
+    options = (*EXACTLY_ONCE, "--kafka-client", kafka_client)
+    workers = [start_worker(bootstrap, redis_url, topics, tmp_path, *options, name=name) for name in ("a", "b")]
+    for worker in workers:
+        wait_until(lambda w=worker: any(e["event"] == "partitions_assigned" for e in w.events()), 90,
+                   "both workers to get partitions")
+    load = Load(bootstrap, topics.requests, rate=300, prefix="h")
+    load.start()
+    try:
+        time.sleep(4)
+    finally:
+        sent = load.stop()
+    committed.read_until(lambda got: sent.acked <= got.by_id().keys(), 120, "every request answered",
+                         watch=workers[0])
+    assert [worker.stop() for worker in workers] == [0, 0]
+    by_id = committed.read(1.0).by_id()
+
+    ids = [next(e["transactional_id"] for e in w.events() if e["event"] == "exactly_once") for w in workers]
+    base = min(ids, key=len)
+    assert sorted(ids) == sorted([base, f"{base}.1"])  # whichever started first took the id, the other slot .1
+    assert [e for w in workers for e in w.events() if e["event"] == "producer_replaced"] == []
+    assert sorted(by_id) == sorted(sent.acked)
+    assert [i for i, replies in by_id.items() if len(replies) > 1] == []

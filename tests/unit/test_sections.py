@@ -4,6 +4,7 @@ they always had, and each part of the worker is built from its sections alone.""
 from __future__ import annotations
 
 import ast
+import socket
 from dataclasses import fields
 from pathlib import Path
 from typing import Literal, get_args, get_origin, get_type_hints
@@ -129,7 +130,7 @@ def test_derived_defaults_span_sections_as_before():
                                    client_id="w3").with_derived_defaults()
     assert (derived.kafka.reply_topic, derived.kafka.dead_letter_topic, derived.kafka.group) == (
         "req.replies", "req.dlq", "streamscore-pkg.mod.make")
-    assert derived.delivery.transactional_id == "streamscore-pkg.mod.make.w3"
+    assert derived.delivery.transactional_id == f"streamscore-pkg.mod.make.w3.{socket.gethostname()}"
 
 
 def test_the_redis_password_never_shows_in_a_repr():

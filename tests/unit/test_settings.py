@@ -1,4 +1,5 @@
 import argparse
+import socket
 
 import pytest
 
@@ -104,7 +105,8 @@ def test_a_poll_worth_of_batches_must_fit_in_max_poll_interval():
 
 def test_exactly_once_derives_a_transactional_id_per_worker():
     env = {"STREAMSCORE_REQUESTS_TOPIC": "req", "STREAMSCORE_DELIVERY": "exactly-once"}
-    assert Settings.from_sources(parse(["--client-id", "w7"]), env).delivery.transactional_id == "streamscore-churn.w7"
+    derived = Settings.from_sources(parse(["--client-id", "w7"]), env).delivery.transactional_id
+    assert derived == f"streamscore-churn.w7.{socket.gethostname()}"
     assert Settings.from_sources(parse(["--transactional-id", "mine"]), env).delivery.transactional_id == "mine"
     assert Settings.from_sources(None, {"STREAMSCORE_REQUESTS_TOPIC": "req"}).delivery.transactional_id == ""
 

@@ -230,7 +230,8 @@ class DeliverySettings:
                                   "dedup suppresses redeliveries) or exactly-once (replies and offsets in one Kafka "
                                   "transaction: read replies with isolation.level=read_committed)")
     transactional_id: str = setting("", "exactly-once: this worker's transactional id, unique among running "
-                                     "workers and the same across its restarts (default: <group>.<client-id>)")
+                                     "workers and the same across its restarts (default: "
+                                     "<group>.<client-id>.<host>, with .1, .2, ... for the next workers on one host)")
 
     @property
     def exactly_once(self) -> bool:

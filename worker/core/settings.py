@@ -44,6 +44,7 @@ from worker.core.sections import (
     setting_names,
 )
 from worker.core.security import KafkaSecurity
+from worker.core.transactional_ids import own_transactional_id
 
 # Also importable from here, where a setting's check lives for every caller (the producer's --kafka-client too).
 __all__ = ["KAFKA_CLIENTS", "TOOLING_ENV", "BatchingSettings", "DedupSettings", "DeliverySettings", "KafkaSettings",
@@ -127,20 +128,26 @@ class Settings:
         return dataclasses.replace(self, model=entry.model_settings(self.model), batching=entry.batching(self.batching),
                                    models=ModelTable((alone,), alone.name, self.models.source))
 
+    @property
+    def given_transactional_id(self) -> str:
+        """The transactional id the user set, or "" for the default one (made unique to its worker at start)."""
+        own = own_transactional_id(self.kafka.group, self.kafka.client_id)
+        return "" if self.delivery.transactional_id == own else self.delivery.transactional_id
+
     def with_derived_defaults(self) -> Settings:
         """Unset names derived: the reply and dead-letter topics from the requests topic, the group from the
-        model (the default one of a model table), and with exactly-once the transactional id from the group and
-        the client id."""
+        model (the default one of a model table), and with exactly-once the transactional id from the group, the
+        client id and the host (worker/core/transactional_ids.py)."""
         kafka, delivery = self.kafka, self.delivery
         model = self.models.default if self.models.entries else self.model.model
         group = kafka.group or f"streamscore-{model.replace(':', '.').replace('/', '.')}"
-        own_transactional_id = f"{group}.{kafka.client_id}" if delivery.exactly_once else ""
+        own_id = own_transactional_id(group, kafka.client_id) if delivery.exactly_once else ""
         return self.replace(
             reply_topic=kafka.reply_topic or f"{kafka.requests_topic}.replies",
             dead_letter_topic=kafka.dead_letter_topic or f"{kafka.requests_topic}.dlq",
             shadow_topic=kafka.shadow_topic or f"{kafka.requests_topic}.shadow",
             group=group,
-            transactional_id=delivery.transactional_id or own_transactional_id,
+            transactional_id=delivery.transactional_id or own_id,
         )
 
 

@@ -1,0 +1,87 @@
+"""Each exactly-once worker's own transactional id (worker/core/transactional_ids.py): the default names the
+host, and workers on one host take slots held by lock files; a given id another process holds stops the start."""
+
+import fcntl
+import hashlib
+import os
+import socket
+
+import pytest
+
+from worker.core import transactional_ids
+from worker.core.errors import ConfigError
+from worker.core.settings import Settings
+from worker.core.transactional_ids import hold, own_transactional_id
+
+
+@pytest.fixture(autouse=True)
+def _fresh_locks(monkeypatch):
+    """Each test starts holding nothing, and lets go of what it took."""
+    monkeypatch.setattr(transactional_ids, "_HELD", {})
+    yield
+    for descriptor in transactional_ids._HELD.values():
+        os.close(descriptor)
+
+
+def held_elsewhere(directory, transactional_id):
+    """Lock ``transactional_id``'s file as another process would (a second open file description conflicts
+    with this process's own, as another process's does)."""
+    name = f"streamscore-txn-{hashlib.sha256(transactional_id.encode()).hexdigest()[:20]}.lock"
+    descriptor = os.open(directory / name, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return descriptor
+
+
+def test_the_default_names_the_group_the_client_and_the_host():
+    assert own_transactional_id("g", "c", host="pod-7") == "g.c.pod-7"
+    assert own_transactional_id("g", "c") == f"g.c.{socket.gethostname()}"
+
+
+def test_a_free_id_is_taken_as_it_is_and_taken_again_by_a_worker_built_later_in_the_same_process(tmp_path):
+    assert hold("g.c.h", given=False, directory=tmp_path) == "g.c.h"
+    assert hold("g.c.h", given=False, directory=tmp_path) == "g.c.h"  # a restart in-process keeps its id
+    assert hold("mine", given=True, directory=tmp_path) == "mine"
+
+
+def test_the_next_default_worker_on_a_host_takes_the_next_free_slot(tmp_path):
+    others = [held_elsewhere(tmp_path, "g.c.h"), held_elsewhere(tmp_path, "g.c.h.1")]
+    try:
+        assert hold("g.c.h", given=False, directory=tmp_path) == "g.c.h.2"
+    finally:
+        for descriptor in others:
+            os.close(descriptor)
+
+
+def test_a_slot_let_go_by_its_process_is_free_again(tmp_path):
+    other = held_elsewhere(tmp_path, "g.c.h")
+    os.close(other)  # that worker exited (killed or not: the kernel lets go of its lock)
+    assert hold("g.c.h", given=False, directory=tmp_path) == "g.c.h"
+
+
+def test_a_given_id_another_worker_holds_stops_the_start_naming_the_setting(tmp_path):
+    other = held_elsewhere(tmp_path, "shared")
+    try:
+        with pytest.raises(ConfigError, match="--transactional-id"):
+            hold("shared", given=True, directory=tmp_path)
+    finally:
+        os.close(other)
+
+
+def test_every_slot_held_stops_the_start(tmp_path):
+    others = [held_elsewhere(tmp_path, "g.c.h"), held_elsewhere(tmp_path, "g.c.h.1")]
+    try:
+        with pytest.raises(ConfigError, match="2 workers on this host"):
+            hold("g.c.h", given=False, directory=tmp_path, slots=2)
+    finally:
+        for descriptor in others:
+            os.close(descriptor)
+
+
+def test_only_an_id_the_user_set_counts_as_given():
+    default = Settings.from_values(requests_topic="req", model="churn", delivery="exactly-once",
+                                   client_id="w").with_derived_defaults()
+    assert default.delivery.transactional_id == f"streamscore-churn.w.{socket.gethostname()}"
+    assert default.given_transactional_id == ""
+    given = Settings.from_values(requests_topic="req", model="churn", delivery="exactly-once", client_id="w",
+                                 transactional_id="mine").with_derived_defaults()
+    assert given.given_transactional_id == "mine"
