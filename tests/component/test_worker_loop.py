@@ -79,14 +79,19 @@ def test_records_still_arriving_join_the_batch_until_nothing_more_arrives(wait):
     assert h.worker.stats.batch_sizes == {24: 1}
 
 
-def test_a_poll_that_came_back_full_sends_its_partial_batch_at_once():
+def test_a_full_poll_is_claimed_while_the_poll_before_is_scored_and_its_partial_batch_goes_at_once():
     h = Harness(max_batch_size=8, max_wait_ms=10_000, max_poll_records=10)
-    for i in range(13):
+    for i in range(23):
         h.source.produce({"id": f"r{i}", "inputs": INPUTS})
-    h.worker.step()  # 10 polled, more waiting: a batch of 8 and one of 2, no waiting
+    h.worker.step()  # 10 polled, more waiting: claimed on the helper thread, not scored yet
+    assert h.replies() == []
+    h.worker.step()  # 10 more polled and claimed; the first 10 go: a batch of 8 and one of 2, no waiting
     assert h.reply_ids() == sorted(f"r{i}" for i in range(10))
-    h.worker.step()  # the 3 left drain the topic: they wait for more
-    assert len(h.replies()) == 10
+    h.worker.step()  # the 3 left drain the topic: they go with the 10 in hand, claimed ahead from a backlog
+    assert len(h.replies()) == 23
+    h.source.produce({"id": "r23", "inputs": INPUTS})
+    h.worker.step()  # no backlog now: a lone request waits for more, as ever
+    assert len(h.replies()) == 23
 
 
 def test_duplicate_id_is_scored_once_and_counted():

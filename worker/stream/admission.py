@@ -54,10 +54,11 @@ class Admission:
         self._stats = stats
         self._clock = clock
 
-    def admit(self, records: Sequence[RawRecord]) -> None:
+    def admit(self, records: Sequence[RawRecord], claim_now: bool = True) -> None:
         """Track, decode and check every record; refuse the bad ones, claim the rest. May block on the
         dedup store (never for long: the gate backs off while it is down), and on the schema registry (up to
-        its timeout, once per schema id not cached)."""
+        its timeout, once per schema id not cached). Without ``claim_now``, the claim is only started (the
+        store's answer is waited for on a helper thread) and ``take_claimed`` takes its answer."""
         valid: list[Request] = []
         for record in records:
             pos = record.position
@@ -65,7 +66,10 @@ class Admission:
         for record, decoded in self._decoder.decode(records, self._clock.monotonic()):
             self._sort(self._checked(record, decoded), valid)
         self._stats.consumed += len(records)
-        self.take_claimed(valid)
+        if claim_now:
+            self.take_claimed(valid)
+        else:
+            self._gate.start_claim(valid, self._clock.monotonic())
 
     @property
     def blocked(self) -> bool:

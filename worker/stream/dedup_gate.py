@@ -13,6 +13,7 @@ stops the worker with its cause, rather than pausing it silently for ever. Time 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import structlog
@@ -40,6 +41,9 @@ class DedupGate:
         self._backoff_s = FIRST_BACKOFF_S
         self.failures = 0  # failed calls in a row
         self.failed_calls = 0  # every failed call so far
+        self._out: tuple[list[Request], Future[list[bool]]] | None = None  # a claim started, not finished
+        self._left: set[TP] = set()  # partitions dropped while it was out
+        self._helper: ThreadPoolExecutor | None = None
 
     @property
     def blocked(self) -> bool:
@@ -49,28 +53,55 @@ class DedupGate:
     @property
     def waiting(self) -> int:
         """Requests waiting for their claim, and answered ids for their done marks."""
-        return len(self._to_claim) + len(self._to_complete)
+        return self.claiming + len(self._to_complete)
 
     @property
     def claiming(self) -> int:
         """Requests waiting for their claim (routed already: the models they name must stay)."""
-        return len(self._to_claim)
+        return len(self._to_claim) + (len(self._out[0]) if self._out is not None else 0)
+
+    def start_claim(self, requests: Sequence[Request], now: float) -> None:
+        """Queue requests, and start claiming everything queued on a helper thread when the store is due and
+        no claim is out: the loop's thread goes on (scoring what it holds) until ``claim`` takes the answer."""
+        self._to_claim.extend(requests)
+        if self._out is not None or not self._to_claim or now < self._retry_at:
+            return
+        if self._helper is None:
+            self._helper = ThreadPoolExecutor(1, thread_name_prefix="dedup-claim")
+        waiting, self._to_claim = self._to_claim, []
+        self._out = (waiting, self._helper.submit(self._store.claim, waiting))
 
     def claim(self, requests: Sequence[Request], now: float) -> list[tuple[Request, bool]]:
         """Queue requests for claiming, then claim everything queued if the store is due.
 
         Returns (request, fresh) for each request claimed now: fresh means score it,
-        not fresh means it is a duplicate. Requests not yet claimed stay queued.
+        not fresh means it is a duplicate. Requests not yet claimed stay queued. A claim started before
+        (``start_claim``) is waited for first.
         """
+        claimed = self._finish_claim(now)
         self._to_claim.extend(requests)
-        if not self._to_claim:
-            return []
+        if not self._to_claim or self._out is not None:
+            return claimed
         waiting = self._to_claim
         ok, verdicts = self._call("dedup_claim", lambda: self._store.claim(waiting), now)
         if not ok or verdicts is None:
-            return []
+            return claimed
         self._to_claim = []
-        return list(zip(waiting, verdicts, strict=True))
+        return claimed + list(zip(waiting, verdicts, strict=True))
+
+    def _finish_claim(self, now: float) -> list[tuple[Request, bool]]:
+        """The answer of the claim out, if any: the requests of partitions dropped meanwhile left out, and on a
+        failure every request back at the head of the queue."""
+        if self._out is None:
+            return []
+        (waiting, answer), self._out = self._out, None
+        left, self._left = self._left, set()
+        ok, verdicts = self._call("dedup_claim", answer.result, now)
+        if not ok or verdicts is None:
+            self._to_claim[:0] = [r for r in waiting if (r.position.topic, r.position.partition) not in left]
+            return []
+        return [(r, fresh) for r, fresh in zip(waiting, verdicts, strict=True)
+                if (r.position.topic, r.position.partition) not in left]
 
     def complete(self, done: Sequence[tuple[Position, Completed]], now: float) -> list[Position]:
         """Queue done marks and claim releases, write everything queued if due; returns the positions written."""
@@ -89,6 +120,9 @@ class DedupGate:
         kept = [r for r in self._to_claim if (r.position.topic, r.position.partition) not in partitions]
         dropped = len(self._to_claim) - len(kept)
         self._to_claim = kept
+        if self._out is not None:  # their answers are left out when it comes
+            self._left |= partitions
+            dropped += sum((r.position.topic, r.position.partition) in partitions for r in self._out[0])
         return dropped
 
     def _call(self, what: str, call: Callable[[], T], now: float) -> tuple[bool, T | None]:

@@ -8,7 +8,9 @@ Redis work, in this order each step:
    (max_wait_ms applies only while the topic is drained), as do those in hand when the model is idle and a
    short poll finds nothing more arriving (unless wait_to_fill);
 2. admit: decode, route to a model, refuse what cannot be scored, claim ids in the dedup store, batch what is
-   fresh (stream/admission.py);
+   fresh (stream/admission.py). Under a backlog the inline scorer runs a poll behind: a helper thread waits
+   for the store's answer to this poll's claims while the loop scores the poll before (3), whose requests,
+   claimed ahead from a backlog, all go at once; this one is batched before settling, and scored next step;
 3. answer the batch the scorer finished (but not for partitions that left while it ran), offer it to shadow
    scoring, and hand the scorer the next ready batch, round robin among the models (stream/replies.py);
 4. settle: wait for the broker's acknowledgements of the step's sends; the commit policy decides what they made
@@ -41,9 +43,7 @@ log = structlog.get_logger(__name__)
 REBALANCE_POLL_S = 0.05  # poll timeout while a rebalance completes (nothing is scored meanwhile)
 SCORING_WAIT_S = 0.05  # longest wait on a busy scorer between polls
 IDLE_POLL_S = 0.2  # with nothing pending: wake up now and then to notice stop()
-# With a batch pending and the model idle: a poll this short that finds nothing means nothing more is
-# arriving now, and the batch in hand goes (unless wait_to_fill). Chosen, not measured: the gap is not tuned yet.
-ARRIVAL_GAP_S = 0.002
+ARRIVAL_GAP_S = 0.002  # a poll this short finding nothing: the batch in hand goes to the idle model (chosen)
 LOAD_POLL_S = 0.05  # longest poll while a model loads on first use: its waiting requests go once it is in
 
 
@@ -51,9 +51,8 @@ class Worker:
     def __init__(self, parts: LoopParts, clock: Clock, stats: WorkerStats, *, kafka: KafkaSettings,
                  batching: BatchingSettings, operations: OperationsSettings,
                  stop_requested: StopRequest | None = None) -> None:
-        """The loop over ``parts`` (stream/parts.py: built by ``assemble``), counting in ``stats``. The sections
-        say the topics and poll limits (``kafka``), whether batches wait to fill (``batching``) and how long to
-        drain (``operations``)."""
+        """The loop over ``parts`` (stream/parts.py: built by ``assemble``), counting in ``stats``; ``kafka``: the
+        topics and poll limits, ``batching``: whether batches wait to fill, ``operations``: how long to drain."""
         self._parts, self._kafka, self._operations, self._clock = parts, kafka, operations, clock
         self._bounds = step_bounds(kafka, operations)
         self._source, self._sink, self._scorer, self._gate = parts.source, parts.sink, parts.scorer, parts.gate
@@ -67,6 +66,7 @@ class Worker:
         self._upkeep = parts.upkeep
         self._opportunistic = not batching.wait_to_fill
         self._send_now = False  # the batch in hand goes now: a backlog, or nothing arriving for an idle model
+        self._behind = False  # the requests in hand were claimed ahead, from a backlog: they go at once
 
     def stop(self) -> None:
         """Ask the loop to finish the work in hand and return. Safe from a signal handler or thread."""
@@ -102,22 +102,26 @@ class Worker:
         backlog = len(records) >= self._kafka.max_poll_records  # a full poll: more records are waiting
         # An idle model and a poll that found nothing send the batch in hand at once: waiting for more would
         # only add latency (a batch that fills while the model works is what makes batches large under load).
-        self._send_now = backlog or (self._opportunistic and not records and not self._scorer.busy)
+        self._send_now = backlog or self._behind or (self._opportunistic and not records and not self._scorer.busy)
         self._last_poll = self.stats.last_iteration = self._clock.monotonic()
         self.stats.record_rebalancing(self._source.rebalancing(), self._last_poll)
         if self._membership.polled():
             records = []  # an aborted transaction: the source gives these again from the committed offsets
-        self._admission.admit(records)
+        ahead = backlog and self._parts.claims_ahead  # claimed while the poll before is scored (step 2)
+        self._admission.admit(records, claim_now=not ahead)
         if self._scorer.busy and (not records or self._batchers.ready(self._clock.monotonic(), self._send_now)):
             # Nothing came in, or the next batch is ready already: wait on the model, not the network.
             self._scorer.wait(SCORING_WAIT_S)
         self._score_ready()
+        in_hand = self._in_hand()  # what waits for the scorer, besides a poll claimed ahead
+        if ahead:
+            self._admission.take_claimed()
+        self._behind = ahead
         self.settle()
-        # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep
-        # polling (to stay in the group).
+        # While the dedup store is down, or a backlog waits for the scorer, fetch nothing new but keep polling.
         self._source.pause(self.stats.record_pause(
             dedup_outage=self._gate.blocked, registry_outage=self._admission.blocked,
-            backlog=self._batchers.pending + self._waiting_for_model() >= self._kafka.max_poll_records))
+            backlog=min(in_hand, self._in_hand()) >= self._kafka.max_poll_records))
         now = self._clock.monotonic()
         self.stats.record_progress(self._holding(), self._gate.failed_calls, now)
         self.stats.step_seconds.observe(now - began)
@@ -143,22 +147,19 @@ class Worker:
             for request in self._residency.step(self._scoring, claiming):
                 self._admission.place(request, now, wall_ms)
 
-    def _waiting_for_model(self) -> int:
-        return self._residency.waiting if self._residency is not None else 0
+    def _in_hand(self) -> int:
+        """Requests batched or waiting for their model (an aborted transaction drops them all)."""
+        return self._batchers.pending + (self._residency.waiting if self._residency is not None else 0)
 
     def _holding(self) -> int:
-        """Records in hand: batched, waiting for their model or on the dedup store, being scored, sent and
-        unacknowledged."""
-        return (self._batchers.pending + self._waiting_for_model() + self._gate.waiting + int(self._scorer.busy)
-                + self._sink.pending)
+        """Records in hand: batched, waiting for a model or the dedup store, being scored, sent, unacknowledged."""
+        return self._in_hand() + self._gate.waiting + int(self._scorer.busy) + self._sink.pending
 
     def _score_ready(self) -> None:
         """Answer the scorer's finished batch, and give it the next ready one, as long as it takes them; with
         several models, one batch a step, so that a poll comes between two batches of one model and the
-        requests of another still in Kafka get their turn in the round robin.
-
-        Mid-rebalance, neither: a reply now could be for a partition that is leaving.
-        """
+        requests of another still in Kafka get their turn in the round robin. Mid-rebalance, neither: a reply
+        now could be for a partition that is leaving."""
         while not self._source.rebalancing():
             self.answer_scored()
             if self._scorer.busy:
@@ -177,7 +178,7 @@ class Worker:
             return 0.0  # take what has arrived, then wait on the scorer (see step)
         deadline = self._batchers.deadline()
         if deadline is None:
-            return LOAD_POLL_S if self._waiting_for_model() else IDLE_POLL_S
+            return LOAD_POLL_S if self._residency is not None and self._residency.waiting else IDLE_POLL_S
         wait_s = max(0.0, deadline - self._clock.monotonic())
         return min(wait_s, ARRIVAL_GAP_S) if self._opportunistic else wait_s
 
