@@ -85,8 +85,9 @@ class StatsCollector(Collector):
         yield stopped
         paused = GaugeMetricFamily("streamscore_paused", "1 while consumption is paused for this reason: "
                                    "dedup_outage (the dedup store, Redis, does not answer), registry_outage (the "
-                                   "schema registry does not answer), backlog (the requests waiting to be scored "
-                                   "reach --max-poll-records); else 0.", labels=["reason"])
+                                   "schema registry does not answer), backlog (the requests waiting to be scored, "
+                                   "besides a poll whose ids are being claimed ahead, reach --max-poll-records); "
+                                   "else 0.", labels=["reason"])
         for reason in PAUSE_REASONS:
             paused.add_metric([reason], 1 if s.paused[reason] else 0)
         yield paused
