@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
@@ -122,20 +123,23 @@ def open_loop(bootstrap: str, requests_topic: str, reply_topic: str, bodies: lis
     if not stages:
         reader.stages.clear()
         reader.batch_sizes.clear()
-    return _latency(sender.summary, reader, rate, load, warmup_s)
+    return latency_run(sender.summary.sent_at_ms, sender.summary.sent_at_ms, reader, rate, load, warmup_s)
 
 
-def _latency(sent: SendSummary, reader: LatencyReader, rate: float, load: float, warmup_s: float) -> LatencyRun:
-    start_ms = min(sent.sent_at_ms.values())
-    measured_ids = [i for i, at in sent.sent_at_ms.items() if at >= start_ms + warmup_s * 1000]
+def latency_run(sent_ms: Mapping[str, float], from_ms: Mapping[str, float], reader: LatencyReader, rate: float,
+                load: float, warmup_s: float) -> LatencyRun:
+    """The figures of one open-loop run: each request's latency is reply read - ``from_ms`` (its actual send, or
+    its planned one: bench/tail_sender.py), after the first ``warmup_s`` of sends."""
+    start_ms = min(sent_ms.values())
+    measured_ids = [i for i, at in sent_ms.items() if at >= start_ms + warmup_s * 1000]
     answered = [i for i in measured_ids if i in reader.received_ms]
-    latencies = sorted(reader.received_ms[i] - sent.sent_at_ms[i] for i in answered)
+    latencies = sorted(reader.received_ms[i] - from_ms[i] for i in answered)
     sizes = [reader.batch_sizes[i] for i in answered if reader.batch_sizes.get(i)]
-    span_s = (max(sent.sent_at_ms.values()) - start_ms) / 1000
+    span_s = (max(sent_ms.values()) - start_ms) / 1000
     return LatencyRun(
-        load=load, offered_per_s=rate, achieved_per_s=(sent.sent - 1) / span_s if span_s > 0 else 0.0,
-        sent=sent.sent, measured=len(answered),
-        missing=sum(1 for i in sent.sent_at_ms if i not in reader.received_ms),
+        load=load, offered_per_s=rate, achieved_per_s=(len(sent_ms) - 1) / span_s if span_s > 0 else 0.0,
+        sent=len(sent_ms), measured=len(answered),
+        missing=sum(1 for i in sent_ms if i not in reader.received_ms),
         p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95), p99_ms=percentile(latencies, 99),
         max_ms=latencies[-1] if latencies else None,
         mean_batch_size=sum(sizes) / len(sizes) if sizes else None,
