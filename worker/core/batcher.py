@@ -128,7 +128,8 @@ class Batcher(Generic[T]):
 def request_batcher(batching: BatchingSettings, cost: Callable[[Any], int] | None) -> Batcher[Request]:
     """Size and wait limits (or a latency target), plus a token budget when asked for (the model must say what
     an item costs)."""
-    wait: BatchWait = (LatencyTarget(batching.latency_target_ms / 1000) if batching.latency_target_ms
+    wait: BatchWait = (LatencyTarget(batching.latency_target_ms / 1000, fill=batching.wait_to_fill)
+                       if batching.latency_target_ms
                        else FixedWait(batching.max_wait_ms / 1000))
     if not batching.max_batch_tokens:
         return Batcher(batching.max_batch_size, batching.max_wait_ms / 1000, wait=wait)

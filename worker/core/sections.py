@@ -203,8 +203,10 @@ class BatchingSettings:
                                   "larger batches, for models whose batch cost hardly grows with its size")
     latency_target_ms: int = setting(
         0, "instead of max_wait_ms: a target for queue wait + batch wait + compute, from each record's Kafka "
-        "timestamp; a batch waits only while its oldest request still meets it after the batch's compute "
-        "(learned online); 0: off", per_model=True)
+        "timestamp. A batch waits for more only while that pays (the wait it adds to the requests in hand, at "
+        "the arrival rate seen, is less than what a batch costs whatever its size: both learned online) and "
+        "never once its oldest request would miss the target after the batch's compute; 0: off",
+        per_model=True)
     max_batch_tokens: int = setting(0, "text models: cap a batch's summed token count too; 0 means no cap",
                                     per_model=True)
     max_record_bytes: int = setting(1_048_576, "larger request values are refused (record_too_large)")
