@@ -2,7 +2,7 @@
 and heavy load, beside the floor of the machine.
 
 First, each configuration's throughput at saturation: one worker process
-over a pre-filled topic (closed loop). Then, for each repeat and
+over a pre-filled topic (closed loop), once a repeat. Then, for each repeat and
 configuration in turn (interleaved, so that the machine's drift spreads over
 all of them), a fresh worker, idle, meets open-loop runs at 10 %, 50 % and
 90 % of a common reference rate (the best fixed wait's median throughput, or
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--waits-ms", default="0,2,10,50", help="the fixed waits (default 0,2,10,50)")
     parser.add_argument("--target-ms", type=int, default=50, help="the latency target (default 50)")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--requests", type=int, default=40_000, help="closed-loop run (default 40,000)")
+    parser.add_argument("--requests", type=int, default=100_000, help="closed-loop run (default 100,000)")
     parser.add_argument("--open-loop-s", type=float, default=10.0, help="measured, after the warm-up (default 10)")
     parser.add_argument("--warmup-s", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3, help="open-loop runs of each configuration (default 3)")
@@ -110,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     model = WORKLOADS[args.workload].model
     runs = configs([int(w) for w in args.waits_ms.split(",")], args.target_ms, not args.no_floor)
     workers = [c for c in runs if c.wait_ms is not None]
-    for config in workers:
-        config.saturation.append(closed_loop(ctx, _label(config, "sat"), pool.take(args.requests),
-                                             partial(_command, ctx, redis_url, model, args.batch_size, config),
-                                             90.0, from_worker=True))
-        say(f"{config.label}: {config.saturation[-1].per_s or 0:,.0f} req/s closed loop")
+    for repeat in range(args.repeats):
+        for config in workers:
+            config.saturation.append(closed_loop(ctx, f"{_label(config, 'sat')}-{repeat}", pool.take(args.requests),
+                                                 partial(_command, ctx, redis_url, model, args.batch_size, config),
+                                                 90.0, from_worker=True))
+            say(f"{config.label}: {config.saturation[-1].per_s or 0:,.0f} req/s closed loop (repeat {repeat + 1})")
     reference = args.reference_per_s or max(c.saturation_per_s() or 0.0 for c in workers if c.target_ms is None)
     rates = [load * reference for load in LOADS]
     reply_bytes = reply_size(servable, pool.take(32))
@@ -126,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                     sends, reader = send_and_read(bootstrap, topics.requests, topics.replies,
                                                   pool.take(round(rate * (args.warmup_s + args.open_loop_s))),
                                                   rate, files, args.kafka_client)
+                    if config.wait_ms is None:  # the bare loop's headers only have the right size
+                        reader.stages.clear()
+                        reader.batch_sizes.clear()
                     x = latency_run(sends["sent_ms"], sends["planned_ms"], reader, rate, load, args.warmup_s)
                     config.latency.append(x)
                     say(f"{config.label} at {load:.0%} ({rate:,.0f}/s, repeat {repeat + 1}): p50 {x.p50_ms or 0:.0f} "
@@ -183,7 +187,7 @@ def markdown(meta: dict[str, object], runs: list[Config]) -> str:
     lines = [f"Command: `{meta['command']}` ({meta['started_at']}); loads are fractions of "
              f"{meta['reference_per_s']:,.0f} req/s ({source}), on {meta['kafka_client']}, batch "
              f"{meta['batch_size']}; latency = reply read - planned send, {meta['open_loop_s']:g} s a run; each "
-             f"cell is the median of {meta['repeats']} runs, each run's p99 in brackets.", "",
+             f"cell is the median of {meta['repeats']} runs, each run's p99 (and req/s) in brackets.", "",
              "| configuration | req/s at saturation | " + " | ".join(
                  f"p50 / p99 ms at {load:.0%}" for load in LOADS) + " | mean batch at 10 / 50 / 90 % |",
              "|---|---:|" + "---:|" * len(LOADS) + "---:|"]
@@ -195,7 +199,9 @@ def markdown(meta: dict[str, object], runs: list[Config]) -> str:
                          f"[{each}]")
         batches = " / ".join(f"{config.median(load, 'mean_batch_size') or 0:.1f}" for load in LOADS)
         per_s = config.saturation_per_s()
-        lines.append(f"| {config.label} | {'-' if per_s is None else f'{per_s:,.0f}'} | " + " | ".join(cells)
+        each_per_s = ", ".join(f"{x.per_s or 0:,.0f}" for x in config.saturation)
+        lines.append(f"| {config.label} | {'-' if per_s is None else f'{per_s:,.0f} [{each_per_s}]'} | "
+                     + " | ".join(cells)
                      + f" | {batches if config.wait_ms is not None else '-'} |")
     return "\n".join(lines) + "\n"
 

@@ -33,7 +33,7 @@ def test_each_cell_is_the_median_of_the_repeats_with_each_runs_p99():
             "kafka_client": "confluent", "batch_size": 64, "open_loop_s": 10.0, "repeats": 3}
     table = markdown(meta, [floor, target])
     assert f"| {FLOOR} | - | 1.0 / 20 [30, 10, 20] |" in table
-    assert "| target 50 ms | 1,000 | 2.0 / 20 [30, 10, 20] | 2.0 / 100 [150, 50, 100] |" in table
+    assert "| target 50 ms | 1,000 [900, 1,100, 1,000] | 2.0 / 20 [30, 10, 20] | 2.0 / 100 [150, 50, 100] |" in table
     assert table.rstrip().endswith("| 4.0 / 4.0 / 4.0 |")
 
 

@@ -1,4 +1,4 @@
-"""How long a batch waits for more requests: a fixed wait, or as long as a latency target allows. Pure.
+"""How long a batch waits for more requests: a fixed wait, or while waiting pays, within a latency target. Pure.
 
 ``FixedWait`` is ``--max-wait-ms``: the oldest pending request waits at most
 that long after it was polled. ``LatencyTarget`` is ``--latency-target-ms``, a
@@ -7,13 +7,14 @@ record's Kafka timestamp. It learns what a batch of n requests costs
 (``BatchCost``, a line a + b·n fitted online to the batches scored) and how
 fast requests arrive (``ArrivalRate``), and waits for the next request only
 while that pays: while the wait it adds to the n requests in hand, n times
-the expected gap to the next arrival, is less than the a a batch fewer saves;
-never past the point where the oldest request's target would no longer hold
-with the next batch's predicted compute after it. Both are upper bounds: the
-loop adds the opportunistic half, a batch goes as soon as the model is idle
-and a poll finds nothing more arriving (stream/loop.py). ``wait_to_fill``
-turns off both early sends: a batch then waits all the wait allows. Neither ever drops a request: only a request's own
-``deadline_ms`` makes it expired.
+the expected gap to the next arrival, is less than a, what one batch fewer
+saves; never past the point where the oldest request's target would no
+longer hold with the next batch's predicted compute after it. Both are upper
+bounds: the loop adds the opportunistic half, a batch goes as soon as the
+model is idle and a poll finds nothing more arriving (stream/loop.py).
+``wait_to_fill`` turns off both early sends: a batch then waits all the wait
+allows. Neither ever drops a request: only a request's own ``deadline_ms``
+makes it expired.
 """
 
 from __future__ import annotations
