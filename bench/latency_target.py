@@ -172,6 +172,7 @@ def _floor(ctx: RunContext, label: str, reply_bytes: int, open_loops: Callable[[
         process.stop()
         topics.delete(ctx.bootstrap)
 
+
 def _label(config: Config, phase: str) -> str:
     return f"lt-{phase}-" + "".join(c if c.isalnum() else "-" for c in config.label)
 
