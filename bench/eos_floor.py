@@ -18,6 +18,7 @@ the issue's worker figures are measured against.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import threading
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,14 +69,18 @@ def _cluster(*args: str) -> None:
 class Reader(threading.Thread):
     """read_committed, from the start of the topic: when each record became visible."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, assigned: bool = False) -> None:
+        """``assigned``: every partition assigned, no group joined (no group coordinator a kill can take away)."""
         super().__init__(daemon=True)
         self.arrivals: list[float] = []
         self._stopping = threading.Event()
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-floor-{uuid.uuid4().hex[:8]}",
                                    "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                                    "enable.auto.commit": False})
-        self._consumer.subscribe([topic])
+        if assigned:
+            self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        else:
+            self._consumer.subscribe([topic])
 
     def run(self) -> None:
         while not self._stopping.is_set():
@@ -127,19 +132,21 @@ class Transactional:
         producer.init_transactions()
         return producer
 
-    def transaction(self, topic: str, values: list[bytes]) -> None:
-        """Send ``values`` in one transaction and commit it. Raises what the library raised."""
+    def transaction(self, topic: str, values: list[bytes], keyed: bool = False) -> None:
+        """Send ``values`` in one transaction and commit it; ``keyed``: each value its own key, so that a
+        transaction spans the topic's partitions (else the client's sticky partitioner may put it in one).
+        Raises what the library raised."""
         producer: object = self._producer
         if self.client == "confluent":
             assert isinstance(producer, Producer)
             producer.begin_transaction()
             for value in values:
-                producer.produce(topic, value)
+                producer.produce(topic, value, key=value if keyed else None)
             producer.commit_transaction(self._timeout_s)
             return
         producer.begin_transaction()  # type: ignore[attr-defined]
         for value in values:
-            producer.send(topic, value=value)  # type: ignore[attr-defined]
+            producer.send(topic, key=value if keyed else None, value=value)  # type: ignore[attr-defined]
         producer.commit_transaction(self._timeout_s)  # type: ignore[attr-defined]
 
     def abort(self) -> bool:
@@ -156,13 +163,16 @@ class Transactional:
         return True  # kafka-python's errors do not say: an abort is tried, and the producer replaced if it fails
 
     def close(self, timeout_s: float = 5) -> None:
-        try:
+        """A producer given up on: what it still holds after ``timeout_s`` is not waited for. kafka-python's is
+        closed by force (its own close raises after a flush that timed out and leaves it open, to raise again
+        when collected)."""
+        from worker.kafka.kafka_python.sink import close_for_good
+
+        with contextlib.suppress(Exception):  # a producer given up on, whatever state it is in
             if self.client == "confluent":
                 self._producer.flush(timeout_s)  # type: ignore[attr-defined]
             else:
-                self._producer.close(timeout_s)  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - a producer given up on: what it still holds is not waited for
-            pass
+                close_for_good(self._producer, timeout_s)  # type: ignore[arg-type]
 
 
 def one_run(client: str, bootstrap: str, args: argparse.Namespace, say: Callable[[str], None]) -> Run:
@@ -183,16 +193,7 @@ def one_run(client: str, bootstrap: str, args: argparse.Namespace, say: Callable
         if down_node is not None and killed_at is not None and now - killed_at >= args.down_s:
             _cluster("start", str(down_node))
             down_node = None
-        values = [f"{run.sent + i}".encode() for i in range(per_transaction)]
-        try:
-            producer.transaction(topic, values)
-            run.sent += len(values)
-            run.commits.append(time.monotonic())
-        except Exception as exc:  # noqa: BLE001 - the library's failure is what is measured
-            if producer.abortable(exc) and producer.abort():
-                run.aborted += 1
-            else:
-                producer.replace()
+        _one_transaction(producer, topic, run, per_transaction)
         time.sleep(max(0.0, args.commit_ms / 1000 - (time.monotonic() - now)))
     if down_node is not None:
         _cluster("start", str(down_node))
@@ -205,6 +206,65 @@ def one_run(client: str, bootstrap: str, args: argparse.Namespace, say: Callable
     run.producer_gap_s = _longest_gap(run.commits, killed_at)
     _cluster("up")  # every node back and in sync before the next run
     return run
+
+
+def _one_transaction(producer: Transactional, topic: str, run: Run, records: int, keyed: bool = False) -> None:
+    """Send ``records`` in one transaction and commit it; on failure abort, or replace the producer."""
+    values = [f"{run.sent + i}".encode() for i in range(records)]
+    try:
+        producer.transaction(topic, values, keyed)
+        run.sent += len(values)
+        run.commits.append(time.monotonic())
+    except Exception as exc:  # noqa: BLE001 - the library's failure is what is measured
+        if producer.abortable(exc) and producer.abort():
+            run.aborted += 1
+        else:
+            producer.replace()
+
+
+class Beside(threading.Thread):
+    """The floor in someone else's faults: a bare transactional producer of ``client`` sending ``rate`` records a
+    second to a topic of its own, each transaction over all its partitions (so that every leader kill reaches
+    it), and its read_committed reader, for as long as it runs (tests/cluster runs one beside the worker,
+    through the same kills). ``stop`` returns the reader's longest gap."""
+
+    def __init__(self, client: str, bootstrap: str, rate: float = 200.0, commit_ms: float = 100.0,
+                 call_timeout_s: float = 10.0) -> None:
+        super().__init__(daemon=True)
+        self.topic = _create_topic(bootstrap)
+        self.figures = Run(client)
+        self._reader = Reader(bootstrap, self.topic, assigned=True)
+        self._producer = Transactional(client, bootstrap, call_timeout_s)
+        self._records = max(1, round(rate * commit_ms / 1000))
+        self._commit_s = commit_ms / 1000
+        self._stopping = threading.Event()
+        self._since = 0.0
+
+    def start(self) -> None:
+        """Returns once the reader sees the first commit (at most 30 s): the gap is measured from there."""
+        self._reader.start()
+        super().start()
+        deadline = time.monotonic() + 30
+        while not self._reader.arrivals and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._since = self._reader.arrivals[0] if self._reader.arrivals else time.monotonic()
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            began = time.monotonic()
+            _one_transaction(self._producer, self.topic, self.figures, self._records, keyed=True)
+            time.sleep(max(0.0, self._commit_s - (time.monotonic() - began)))
+
+    def stop(self) -> float:
+        self._stopping.set()
+        self.join(60)
+        self._producer.close()
+        time.sleep(3)  # the last commits become visible
+        self._reader.stop()
+        arrivals = self._reader.arrivals
+        self.figures.seen, self.figures.replaced = len(arrivals), self._producer.replaced
+        self.figures.reader_gap_s = _longest_gap(arrivals, self._since)
+        return self.figures.reader_gap_s
 
 
 def _longest_gap(times: list[float], since: float) -> float:
