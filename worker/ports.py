@@ -164,6 +164,9 @@ class Transactions(Protocol):
         """
     def abort(self, reason: str) -> None:
         """Abort the transaction; the source consumes again from its committed offsets."""
+    def recover(self) -> None:
+        """Between transactions: try again to replace a producer whose replacement failed (its predecessor's
+        transaction stays open until one succeeds, and the source's rewind waits for those offsets)."""
 
 
 class TransactionalProducer(Protocol):
@@ -174,6 +177,7 @@ class TransactionalProducer(Protocol):
     def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
         """Commit the open transaction with these consumer offsets; raises TransactionAborted after aborting."""
     def abort(self, reason: str) -> None: ...
+    def renew_if_due(self) -> None: ...
 
 
 class RewindableSource(Protocol):

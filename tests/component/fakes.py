@@ -215,6 +215,9 @@ class FakeExactlyOnce:
         self.sink.uncommitted = []
         self.source.rewind()
 
+    def recover(self) -> None:
+        pass
+
 
 class SlowScorer:
     """A scorer on a thread of its own, on the fake clock: each batch takes ``batch_s`` seconds (one value

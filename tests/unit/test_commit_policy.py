@@ -80,6 +80,7 @@ class RecordingTransactions:
         self.fail = fail
         self.committed: list[dict] = []
         self.open = False  # the real ones open at the first send; these tests open none without a delivery
+        self.recoveries = 0
 
     def commit(self, offsets):
         if self.fail:
@@ -90,6 +91,9 @@ class RecordingTransactions:
 
     def abort(self, reason):
         self.log.append("abort")
+
+    def recover(self):
+        self.recoveries += 1
 
 
 def at_least_once(source: RecordingSource, offsets: OffsetTracker, gate: DedupGate, interval_s: float,
@@ -464,3 +468,13 @@ def test_a_committer_without_transactions_refuses_a_transaction_decided():
                           DedupGate(RecordingStore()))
     with pytest.raises(WorkerError, match="without transactions"):
         committer.settle([], now=1.0, force=True)
+
+
+def test_every_settle_lets_the_transactions_recover_a_producer_even_with_nothing_to_commit():
+    """A failed replacement producer leaves its predecessor's transaction open, and the rewind consumes nothing
+    until it is settled: only a step that asks again gets the worker out (ExactlyOnce.recover)."""
+    transactions = RecordingTransactions([])
+    committer = transactional(transactions, OffsetTracker(), DedupGate(RecordingStore()), 0.0, 0.0)
+    committer.settle([], now=0.0, force=False)
+    committer.settle([], now=1.0, force=True)
+    assert transactions.recoveries == 2 and transactions.committed == []

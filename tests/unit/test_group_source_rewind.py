@@ -73,3 +73,29 @@ def test_a_rewind_that_cannot_read_them_consumes_nothing_until_a_later_poll_can(
     assert [source.poll(), source.poll()] == [[], []]  # still unreadable: nothing past the commit is consumed
     assert source.poll() == [10]  # the third failure was the second poll's; this one rewinds, then reads
     assert source.poll() == [11]
+
+
+def test_kafka_pythons_committed_offsets_are_read_within_the_metadata_bound_for_all_partitions_together():
+    """kafka-python asks again, without a bound, while the offsets read as unstable (a transaction holding them
+    still open): a rewind then held the worker until the broker's transaction timeout (60 s). Bounded, the read
+    raises, the rewind stays owed, and the next step can replace the producer that holds the transaction."""
+    from kafka.errors import KafkaTimeoutError
+
+    from worker.kafka.kafka_python.source import KafkaSource
+
+    class Consumer:
+        def __init__(self) -> None:
+            self.timeouts_ms: list[int] = []
+
+        def assignment(self) -> set[tuple[str, int]]:
+            return {("req", 0), ("req", 1)}
+
+        def committed(self, tp: tuple[str, int], timeout_ms: int) -> int:
+            self.timeouts_ms.append(timeout_ms)
+            raise KafkaTimeoutError("UNSTABLE_OFFSET_COMMIT until the timeout")
+
+    source = object.__new__(KafkaSource)  # no broker: only the committed-offset read is exercised
+    source._consumer, source._metadata_s = Consumer(), 1.0
+    with pytest.raises(KafkaTimeoutError):
+        source._seek_committed()
+    assert len(source._consumer.timeouts_ms) == 1 and 0 < source._consumer.timeouts_ms[0] <= 1000

@@ -137,6 +137,33 @@ def test_a_replacement_that_cannot_initialise_fails_the_steps_until_one_can_and_
                                                            "commit_transaction"]
 
 
+def test_between_transactions_a_failed_replacement_is_tried_again_without_a_send():
+    """A rewind after the failed commit consumes nothing while the old transaction's offsets are unstable, so no
+    send comes to try again: ``renew_if_due`` does, each step. It does nothing while a transaction is open, or
+    when no replacement is due."""
+    sink = Sink(Producer(fail="commit_transaction"), fatal=True)
+    attempts = []
+
+    def renew() -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise Refused("init_transactions")
+        sink._producer = Producer()
+
+    sink._renew_producer = renew  # type: ignore[method-assign]
+    sink.send("replies", None, b"a", [], "a")
+    with pytest.raises(TransactionAborted):
+        sink.commit({("requests", 0): 3}, "group")  # fatal: replaced, and the replacement fails
+    assert len(attempts) == 1
+    sink.renew_if_due()
+    assert len(attempts) == 2
+    sink.renew_if_due()  # none due now
+    sink.send("replies", None, b"b", [], "b")
+    sink._renewal_failure = Refused("as if a replacement had failed meanwhile")
+    sink.renew_if_due()  # a transaction is open: its producer is not closed under it
+    assert len(attempts) == 2 and sink.open
+
+
 @pytest.mark.parametrize("timed_out", [True, False])
 def test_a_replacement_whose_init_ran_out_of_time_is_asked_again_rather_than_replaced(timed_out):
     """A second producer would race the first's init_transactions, still going, for the producer epoch, and be

@@ -29,3 +29,6 @@ class ExactlyOnce:
     def abort(self, reason: str) -> None:
         self._sink.abort(reason)
         self._source.rewind()
+
+    def recover(self) -> None:
+        self._sink.renew_if_due()

@@ -115,6 +115,14 @@ class TransactionalSends(LedgerSink[T, Any]):
         except self.CLIENT_ERRORS as exc:  # fenced or fatal: only a new producer can go on
             self._replace_producer(exc)
 
+    def renew_if_due(self) -> None:
+        """Between transactions, try again to put a new producer in place if the last try failed. Its
+        predecessor's transaction, offsets included, stays open until a new producer of the same id is
+        initialised: a rewind reads those offsets as unstable and consumes nothing, so no send would try again
+        (on the three-broker cluster the worker waited out the 60 s transaction timeout)."""
+        if not self._in_transaction:
+            self._renewed_if_needed()
+
     def _replace_producer(self, error: Exception) -> None:
         log.warning("producer_replaced", error=self._describe(error))
         self._in_transaction = False

@@ -60,6 +60,8 @@ class Committer:
 
     def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
         """Raises DeliveryError, TransactionAborted, or what the broker refused of the last asynchronous commit."""
+        if self._transactions is not None:
+            self._transactions.recover()
         written = self._gate.complete(self._policy.take(deliveries), now)
         self._carry_out(self._policy.decide(written, now, force, self._source.rebalancing()), now)
 

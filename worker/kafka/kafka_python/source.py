@@ -178,8 +178,14 @@ class KafkaSource(GroupSource):
         return self._consumer.group_metadata()
 
     def _seek_committed(self) -> None:
+        """Within the metadata bound for all partitions together. kafka-python's own wait has none: it asks again
+        while the offsets read as unstable (a transaction holding them still open), and on the three-broker
+        cluster that held a rewind until the broker's transaction timeout (60 s), while the step that would
+        have replaced the producer holding it open never came (docs/chaos/cluster-eos-failover-2026-12-05.md)."""
         assigned = list(self._consumer.assignment())
-        committed = {tp: self._consumer.committed(tp) for tp in assigned}
+        deadline = time.monotonic() + self._metadata_s
+        committed = {tp: self._consumer.committed(tp, timeout_ms=max(1, int((deadline - time.monotonic()) * 1000)))
+                     for tp in assigned}
         for tp, offset in committed.items():
             if offset is not None:
                 self._consumer.seek(tp, offset)
