@@ -25,10 +25,6 @@ class Manager:
         self.result = result
         self.calls: list[str] = []
 
-    def initialize_transactions(self) -> Result:
-        self.calls.append("init")
-        return self.result
-
     def begin_commit(self) -> Result:
         self.calls.append("commit")
         return self.result
@@ -55,9 +51,8 @@ def producer(result: Result) -> BoundedProducer:
 
 
 @pytest.mark.parametrize("call", [lambda p: p.commit_transaction(2.5), lambda p: p.abort_transaction(2.5),
-                                  lambda p: p.send_offsets_to_transaction({}, "group", 2.5),
-                                  lambda p: p.init_transactions(2.5)],
-                         ids=["commit", "abort", "offsets", "init"])
+                                  lambda p: p.send_offsets_to_transaction({}, "group", 2.5)],
+                         ids=["commit", "abort", "offsets"])
 def test_a_call_with_no_answer_raises_after_its_bound(call):
     result = Result(answered=False)
     with pytest.raises(KafkaTimeoutError, match="no answer within 2.5 s"):
@@ -83,8 +78,8 @@ def built(monkeypatch) -> list[dict[str, object]]:
             self._metadata = SimpleNamespace(config={})
             self.config = {**config, "api_version": (4, 1)}
 
-        def init_transactions(self, timeout_s: float | None = None) -> None:
-            configs[-1]["init_transactions_s"] = timeout_s
+        def init_transactions(self) -> None:
+            pass
 
     monkeypatch.setattr(TransactionalSink, "PRODUCER", Recorded)
     return configs
@@ -121,12 +116,3 @@ def test_a_replacement_producer_takes_the_broker_version_its_predecessor_learned
     sink = TransactionalSink("127.0.0.1:1", "w", "w.tx")
     sink._new_producer()
     assert "api_version" not in built[0] and built[1]["api_version"] == (4, 1)
-
-
-def test_a_replacement_producer_gets_a_transactional_call_to_initialise(built):
-    """The first producer waits ``max_block_ms`` (the worker's start); a replacement, made while a coordinator
-    moves, gets ``call_s``: one asked while the old coordinator was still named never answered on the
-    three-broker cluster, and the next step makes another producer rather than wait."""
-    sink = TransactionalSink("127.0.0.1:1", "w", "w.tx", call_s=2.5)
-    sink._renew_producer()
-    assert [config["init_transactions_s"] for config in built] == [None, 2.5]

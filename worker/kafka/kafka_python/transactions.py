@@ -31,14 +31,6 @@ class BoundedProducer(KafkaProducer):  # type: ignore[misc]  # kafka-python has 
     """A KafkaProducer whose transactional calls take a timeout, as librdkafka's do. It waits on what
     kafka-python's own calls wait on (its transaction manager's result, kafka-python 3.x)."""
 
-    def init_transactions(self, timeout_s: float | None = None) -> None:
-        """Within ``timeout_s``, else ``max_block_ms``. Once only with ``timeout_s``: the sink never asks again,
-        it makes a new producer (``TransactionalSink._renew_producer``)."""
-        if timeout_s is None:
-            super().init_transactions()
-        else:
-            self._bounded(lambda manager: manager.initialize_transactions(), timeout_s, "init_transactions")
-
     def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout_s: float | None = None) -> None:
         self._bounded(lambda manager: manager.send_offsets_to_transaction(offsets, group_metadata), timeout_s,
                       "send_offsets_to_transaction")
@@ -65,16 +57,18 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
                  call_s: float = TRANSACTION_CALL_S, **producer_config: Any) -> None:
         """``call_s``: the longest one transactional call (offsets, commit, abort) may block; ``transaction_s``:
         the longest a send may wait for its answer (unless ``producer_config`` sets request_timeout_ms or
-        delivery_timeout_ms); the first ``init_transactions`` is bounded by ``max_block_ms``, a replacement's
-        by ``call_s``.
+        delivery_timeout_ms); ``init_transactions`` is bounded by ``max_block_ms``: at twice the request timeout,
+        a request to a broker that does not answer (paused) is retried elsewhere within it. Bounded by ``call_s``,
+        no replacement on kafka-python was initialised while the leader stayed paused (20.4-20.8 s, four runs,
+        docs/chaos/cluster-eos-failover-2026-12-05.md).
 
         A transaction commits only once its sends are answered, and kafka-python answers a send stuck behind a
         dead leader or transaction coordinator only when its delivery timeout (120 s by default) expires: on the
         three-broker cluster that held every commit, and every reply, for 120 s after a leader kill. Failed
         after ``transaction_s``, the send aborts the transaction and the producer is replaced. At 10 s
-        (worker/core/bounds.py) a leader kill's gap was a median 15.4 s over five runs, at 15 s 25.5 s
-        (docs/chaos/cluster-eos-failover-2026-12-05.md): the sends expire soon after the controller moved the
-        leaders and the coordinator (the broker session timeout, 9 s there).
+        (worker/core/bounds.py) the sends expire soon after the controller moved the leaders and the coordinator
+        (the broker session timeout, 9 s on the three-broker cluster); at 15 s a leader kill's recovery often
+        met the next kill (docs/chaos/cluster-eos-failover-2026-12-05.md).
 
         Each request waits at most ``call_s`` for its answer (request_timeout_ms), apart from the delivery
         timeout: kafka-python's transaction manager waits that long for a dead coordinator before it looks the
@@ -107,7 +101,7 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         waiting for the dead coordinator): a worker asking it again answered nothing for minutes."""
         close_for_good(self._producer, timeout_s=0)  # its transaction is given up: nothing it holds is waited for
         self._producer = self._new_producer()
-        self._producer.init_transactions(*self._timeout)
+        self._producer.init_transactions()
 
     def _fatal(self, error: Exception) -> bool:
         """A transactional call that got no answer within ``call_s`` (its coordinator is away): an abort
