@@ -156,9 +156,9 @@ INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # the group and
 def fully_replicated(admin: KafkaAdminClient, topics: Topics) -> None:
     """The test's topics and the coordinators' logs back in sync on three nodes: the transaction log takes
     writes only with two in sync (transaction.state.log.min.isr), so a second kill before its restarted node
-    caught up leaves no coordinator for a third of the transactional ids until a node returns. That is two
-    faults at once, which no client can ride out: a worker's new producers then initialised only once the
-    node killed last was back (2026-12-05, the third kill 3 s after the second node's restart)."""
+    caught up would leave some transactional ids without a coordinator until a node returns: two faults at
+    once, which no client can ride out. (On 2026-12-05 the wait returned 2-6 s after each restart, so it
+    changed the runs' timing little.)"""
     names = [topics.requests, topics.replies, *(t for t in INTERNAL_TOPICS if t in admin.list_topics())]
     wait_until(lambda: all(len(p["isr_nodes"]) == 3 for p in partitions(admin, *names)),
                120, "every partition back in sync on three nodes")
