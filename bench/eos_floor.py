@@ -163,16 +163,20 @@ class Transactional:
         return True  # kafka-python's errors do not say: an abort is tried, and the producer replaced if it fails
 
     def close(self, timeout_s: float = 5) -> None:
-        """A producer given up on: what it still holds after ``timeout_s`` is not waited for. kafka-python's is
-        closed by force (its own close raises after a flush that timed out and leaves it open, to raise again
-        when collected)."""
-        from worker.kafka.kafka_python.sink import close_for_good
+        _close(self.client, self._producer, timeout_s)
 
-        with contextlib.suppress(Exception):  # a producer given up on, whatever state it is in
-            if self.client == "confluent":
-                self._producer.flush(timeout_s)  # type: ignore[attr-defined]
-            else:
-                close_for_good(self._producer, timeout_s)  # type: ignore[arg-type]
+
+def _close(client: str, producer: object, timeout_s: float) -> None:
+    """A producer given up on: what it still holds after ``timeout_s`` is not waited for. kafka-python's is closed
+    by force (its own close raises after a flush that timed out and leaves it open, to raise again when
+    collected)."""
+    from worker.kafka.kafka_python.sink import close_for_good
+
+    with contextlib.suppress(Exception):  # a producer given up on, whatever state it is in
+        if client == "confluent":
+            producer.flush(timeout_s)  # type: ignore[attr-defined]
+        else:
+            close_for_good(producer, timeout_s)  # type: ignore[arg-type]
 
 
 def one_run(client: str, bootstrap: str, args: argparse.Namespace, say: Callable[[str], None]) -> Run:
@@ -222,26 +226,75 @@ def _one_transaction(producer: Transactional, topic: str, run: Run, records: int
             producer.replace()
 
 
+class Plain:
+    """One library's plain producer as the worker's at-least-once sink is set up (acks=all, idempotent): the
+    at-least-once floor. A failed send is counted, not retried by hand: the library retries until its delivery
+    timeout."""
+
+    def __init__(self, client: str, bootstrap: str) -> None:
+        self.client = client
+        self.failed = 0
+        if client == "confluent":
+            self._producer: object = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                               "enable.idempotence": True, "linger.ms": 5})
+        else:
+            from kafka import KafkaProducer
+
+            self._producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all",
+                                           enable_idempotence=True, linger_ms=5)
+
+    def send(self, topic: str, values: list[bytes]) -> None:
+        """Each value its own key, so that the records spread over the topic's partitions."""
+        if self.client == "confluent":
+            producer = self._producer
+            assert isinstance(producer, Producer)
+            for value in values:
+                while True:
+                    try:
+                        producer.produce(topic, value, key=value, on_delivery=self._delivered)
+                        break
+                    except BufferError:  # the local queue is full while a leader is away: wait for room
+                        producer.poll(0.1)
+            producer.poll(0)
+            return
+        for value in values:
+            self._producer.send(topic, key=value, value=value).add_errback(  # type: ignore[attr-defined]
+                lambda _error: self._count_failure())
+
+    def _delivered(self, error: object, _message: object) -> None:
+        if error is not None:
+            self._count_failure()
+
+    def _count_failure(self) -> None:
+        self.failed += 1
+
+    def close(self, timeout_s: float = 5) -> None:
+        _close(self.client, self._producer, timeout_s)
+
+
 class Beside(threading.Thread):
-    """The floor in someone else's faults: a bare transactional producer of ``client`` sending ``rate`` records a
-    second to a topic of its own, each transaction over all its partitions (so that every leader kill reaches
-    it), and its read_committed reader, for as long as it runs (tests/cluster runs one beside the worker,
-    through the same kills). ``stop`` returns the reader's longest gap."""
+    """The floor in someone else's faults: a bare producer of ``client`` sending ``rate`` records a second to a
+    topic of its own, spread over all its partitions (so that every leader kill reaches it), and its reader, for
+    as long as it runs (tests/cluster runs one beside the worker, through the same kills). ``transactional``: in
+    transactions committed every ``commit_ms``, read read_committed (the exactly-once floor); otherwise a
+    plain idempotent producer sending every ``commit_ms`` (the at-least-once floor). ``stop`` returns the
+    reader's longest gap."""
 
     def __init__(self, client: str, bootstrap: str, rate: float = 200.0, commit_ms: float = 100.0,
-                 call_timeout_s: float = 10.0) -> None:
+                 call_timeout_s: float = 10.0, transactional: bool = True) -> None:
         super().__init__(daemon=True)
         self.topic = _create_topic(bootstrap)
         self.figures = Run(client)
         self._reader = Reader(bootstrap, self.topic, assigned=True)
-        self._producer = Transactional(client, bootstrap, call_timeout_s)
+        self._producer: Transactional | Plain = (Transactional(client, bootstrap, call_timeout_s) if transactional
+                                                 else Plain(client, bootstrap))
         self._records = max(1, round(rate * commit_ms / 1000))
         self._commit_s = commit_ms / 1000
         self._stopping = threading.Event()
         self._since = 0.0
 
     def start(self) -> None:
-        """Returns once the reader sees the first commit (at most 30 s): the gap is measured from there."""
+        """Returns once the reader sees the first record (at most 30 s): the gap is measured from there."""
         self._reader.start()
         super().start()
         deadline = time.monotonic() + 30
@@ -252,17 +305,23 @@ class Beside(threading.Thread):
     def run(self) -> None:
         while not self._stopping.is_set():
             began = time.monotonic()
-            _one_transaction(self._producer, self.topic, self.figures, self._records, keyed=True)
+            if isinstance(self._producer, Transactional):
+                _one_transaction(self._producer, self.topic, self.figures, self._records, keyed=True)
+            else:
+                self._producer.send(self.topic, [f"{self.figures.sent + i}".encode() for i in range(self._records)])
+                self.figures.sent += self._records
             time.sleep(max(0.0, self._commit_s - (time.monotonic() - began)))
 
     def stop(self) -> float:
         self._stopping.set()
         self.join(60)
         self._producer.close()
-        time.sleep(3)  # the last commits become visible
+        time.sleep(3)  # the last records become visible
         self._reader.stop()
         arrivals = self._reader.arrivals
-        self.figures.seen, self.figures.replaced = len(arrivals), self._producer.replaced
+        self.figures.seen = len(arrivals)
+        if isinstance(self._producer, Transactional):
+            self.figures.replaced = self._producer.replaced
         self.figures.reader_gap_s = _longest_gap(arrivals, self._since)
         return self.figures.reader_gap_s
 

@@ -7,9 +7,9 @@ acknowledged gets an ``ok`` reply (0 lost), none is answered twice (in
 exactly-once mode as a read_committed reader sees the reply topic; in
 at-least-once mode counted, and bounded by the dedup store), and the worker
 never exits. Each prints a line of figures: sent, answered, lost, duplicates,
-the longest gap between replies, the fault's length and, in exactly-once mode, the longest gap of a bare
-transactional producer of the same client run beside the worker through the same faults (bench/eos_floor.py,
-the issue's floor; docs/chaos/).
+the longest gap between replies, the fault's length and the longest gap of a bare producer of the same
+client run beside the worker through the same faults (bench/eos_floor.py, the issue's floor; docs/chaos/):
+transactional in exactly-once mode, a plain idempotent one in at-least-once mode.
 
 - ``leader kills``: the busiest partition leader SIGKILLed, restarted once the
   others lead, three times over;
@@ -218,9 +218,8 @@ def test_a_broker_fault_under_load_loses_nothing_and_the_worker_keeps_going(
 
     try:
         reader.read_until(lambda got: len(got.records) >= 300, 90, "the worker answering", watch=worker)
-        if exactly_once:  # the floor in the same faults: a bare transactional producer of the same client
-            floor = Beside(client, cluster_bootstrap)
-            floor.start()
+        floor = Beside(client, cluster_bootstrap, transactional=exactly_once)  # the floor in the same faults
+        floor.start()
         started = time.monotonic()
         SCENARIOS[scenario](admin, topics, alive)
         fault_s = time.monotonic() - started
