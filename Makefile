@@ -7,13 +7,13 @@ INTERPRETER := $(if $(filter environment,$(origin PYTHON)),$(PYTHON),python3)
 PYTHON := .venv/bin/python
 WITH_SERVICES := deploy/local/with-services.sh
 
-.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet docs test test-unit test-cluster conformance lint deploy-check bench bench-cluster bench-cpu bench-quix chaos chaos-scaling clean
+.PHONY: help venv up up-secure down status up-cluster down-cluster demo fleet docs test test-unit test-cluster conformance lint deploy-check bench bench-cluster bench-cpu bench-quix chaos chaos-scaling chaos-scaling-cluster clean
 
 CHAOS_SIZE ?= full
 SCALING_ARGS ?= --runs 5 --size small
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-21s %s\n", $$1, $$2}'
 
 venv:  ## create .venv/ (dependencies cached per machine; PYTHON=... picks the interpreter)
 	@PYTHON=$(INTERPRETER) bash deploy/venv.sh
@@ -89,6 +89,13 @@ chaos: venv  ## chaos suite on local Kafka + Redis: a table per scenario and cli
 
 chaos-scaling: venv  ## scaling 1 -> 4 -> 8 -> 2 -> 1 under load, every client, group protocol and delivery, gaps by step (~50 min; SCALING_ARGS)
 	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos.scaling $(SCALING_ARGS)
+
+chaos-scaling-cluster: venv  ## the same on the three-broker cluster, topics replicated 3 (~60 min; needs Redis: make up)
+	@was=$$(deploy/local/cluster.sh status | grep -c 'running (pid' || true); \
+	eval "$$(deploy/local/cluster.sh up)" || exit 1; rc=0; \
+	REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:16379/0} \
+	  $(PYTHON) -m tests.chaos.scaling --replication 3 $(SCALING_ARGS) || rc=$$?; \
+	[ "$$was" = 3 ] || deploy/local/cluster.sh down; exit $$rc
 
 lint: venv  ## ruff (rules in pyproject.toml) and mypy --strict on worker/ and producer/ (seconds)
 	@$(PYTHON) -m ruff check .

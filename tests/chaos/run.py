@@ -120,10 +120,11 @@ class ScenarioResult:
 
 def run_scenario(scenario: Scenario, size: Size, bootstrap: str, redis_url: str, out_dir: Path,
                  seed: int = 0, verbose: bool = False, secure_env: dict[str, str] | None = None,
-                 kafka_client: str = "kafka-python") -> ScenarioResult:
+                 kafka_client: str = "kafka-python", replication: int = 1) -> ScenarioResult:
     """``secure_env``: the variables of a secured way in (``services.sh env --secure``), given to the workers
     and read by the harness's own clients; the services to stop and start are then the secured ones.
-    ``kafka_client``: the workers' Kafka client library (--kafka-client)."""
+    ``kafka_client``: the workers' Kafka client library (--kafka-client). ``replication``: the replication
+    factor of the scenario's topics (3 on the three-broker cluster)."""
     result = ScenarioResult(scenario.key, scenario.title, size.name, "not run", scenario.promise, kafka_client)
     secure_env = secure_env or {}
     security = KafkaSecurity.from_sources(None, secure_env)
@@ -133,7 +134,7 @@ def run_scenario(scenario: Scenario, size: Size, bootstrap: str, redis_url: str,
         result.problems = [str(reason or "nothing to inject")]
         return result
     started = time.monotonic()
-    topics = _create_topics(bootstrap, scenario.key, scenario.partitions, security)
+    topics = _create_topics(bootstrap, scenario.key, scenario.partitions, security, replication)
     log_dir = out_dir / f"{scenario.key}-{topics.requests}"
     result.log_dir = str(log_dir)
     env = {**secure_env, **scenario.worker_env, "CHAOS_STALL_TRIGGER": str(log_dir / "stall-trigger"),
@@ -248,9 +249,9 @@ def check(scenario: Scenario, result: ScenarioResult) -> list[str]:
     return problems
 
 
-def _create_topics(bootstrap: str, key: str, partitions: int, security: KafkaSecurity) -> Topics:
+def _create_topics(bootstrap: str, key: str, partitions: int, security: KafkaSecurity, replication: int) -> Topics:
     base = f"chaos-{key}-{uuid.uuid4().hex[:8]}"
     topics = Topics(f"{base}.requests", f"{base}.replies", f"{base}.dlq")
     create_topics(bootstrap, {topics.requests: partitions, topics.replies: partitions, topics.dlq: 1},
-                  security=security)
+                  security=security, replication=replication)
     return topics

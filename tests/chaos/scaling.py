@@ -2,6 +2,9 @@
 
     python -m tests.chaos.scaling [--runs 5] [--size full] [--table docs/chaos/scaling-DATE.md]
 
+On the three-broker cluster (``eval "$(deploy/local/cluster.sh up)"``, its bootstrap in
+KAFKA_BOOTSTRAP_SERVERS) add ``--replication 3``.
+
 Each combination runs ``--runs`` times. A run passes when no request is lost,
 none is answered twice (read_committed), every worker stops cleanly and no
 step leaves a partition without a reply longer than the bound
@@ -55,19 +58,22 @@ def combinations(clients: list[str], protocols: list[str], deliveries: list[str]
             if protocol != "consumer" or "consumer" in CLIENTS[client].group_protocols]
 
 
-def run(combination: Combination, size: str, bootstrap: str, redis_url: str, out: Path, seed: int) -> ScenarioResult:
+def run(combination: Combination, size: str, bootstrap: str, redis_url: str, out: Path, seed: int,
+        replication: int) -> ScenarioResult:
     scenario = replace(SCENARIOS["h"], worker_args=(*PROTOCOLS[combination.protocol],
                                                     *DELIVERIES[combination.delivery]))
     folder = out / combination.client / combination.protocol / combination.delivery
     return run_scenario(scenario, SIZES[size], bootstrap, redis_url, folder, seed, verbose=True,
-                        kafka_client=combination.client)
+                        kafka_client=combination.client, replication=replication)
 
 
-def markdown(runs: dict[Combination, list[ScenarioResult]], command: str) -> str:
+def markdown(runs: dict[Combination, list[ScenarioResult]], command: str, bootstrap: str) -> str:
     """The summary table (medians and worst over the runs, by step) and each run's own figures."""
+    brokers = len(bootstrap.split(","))
     lines = [f"# Scaling under load: 1 -> 4 -> 8 -> 2 -> 1 workers ({time.strftime('%Y-%m-%d')})", "",
-             f"`{command}`", "", "Longest gap: the longest one request partition went without a reply arriving "
-             "(read_committed), counted in the step where the wait began; p99: the latency of the requests sent "
+             f"`{command}`, on {brokers} broker{'s' if brokers > 1 else ''} ({bootstrap})", "",
+             "Longest gap: the longest one request partition went without a reply arriving "
+             "(read_committed), counted in the step that holds most of the wait; p99: the latency of the requests sent "
              f"in the step (tests/chaos/steps.py). Bound on every step's gap: {STEP_GAP_BOUND_S:g} s.", "",
              "| client | protocol | delivery | runs passed | lost | duplicates | step | longest gap, median | "
              "worst | p99, median | worst |", "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
@@ -103,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="worker logs and results.json (default: a new folder in /tmp)")
     parser.add_argument("--table", type=Path, help="write the Markdown tables here too")
     parser.add_argument("--seed", type=int, default=20261204)
+    parser.add_argument("--replication", type=int, default=1,
+                        help="replication factor of the topics (default: 1; 3 on the three-broker cluster)")
     args = parser.parse_args(argv)
     chosen = {name: [v.strip() for v in value.split(",") if v.strip()] for name, value in
               (("client", args.kafka_client), ("protocol", args.protocols), ("delivery", args.deliveries))}
@@ -118,11 +126,13 @@ def main(argv: list[str] | None = None) -> int:
         for number in range(args.runs):
             print(f"scaling: {combination.name}, run {number + 1} of {args.runs} ({args.size})", file=sys.stderr,
                   flush=True)
-            result = run(combination, args.size, bootstrap, redis_url, out / f"run{number + 1}", args.seed + number)
+            result = run(combination, args.size, bootstrap, redis_url, out / f"run{number + 1}", args.seed + number,
+                         args.replication)
             print(scenario_block(result), flush=True)
             runs.setdefault(combination, []).append(result)
             write_json([r for results in runs.values() for r in results], out / "results.json")
-    table = markdown(runs, "python -m tests.chaos.scaling " + " ".join(argv if argv is not None else sys.argv[1:]))
+    table = markdown(runs, "python -m tests.chaos.scaling " + " ".join(argv if argv is not None else sys.argv[1:]),
+                     bootstrap)
     print(table.split("\n## Each run")[0])
     if args.table:
         args.table.write_text(table)
