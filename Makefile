@@ -51,14 +51,16 @@ test: venv lint deploy-check docs  ## lint, the docs site, then the whole test s
 test-unit: venv  ## unit and component tests only (no services, ~4 min)
 	@$(PYTHON) -m pytest tests/unit tests/component
 
-# Starts the cluster unless all three nodes run, and stops it afterwards only if it started it.
-# Redis: REDIS_URL, else the local single Redis (make up).
-test-cluster: venv  ## broker faults on the three-broker cluster, both clients and modes (tests/cluster, ~15 min; needs Redis: make up)
-	@was=$$(deploy/local/cluster.sh status | grep -c 'running (pid' || true); \
+# $(call on_cluster,COMMAND): runs COMMAND with the cluster's KAFKA_BOOTSTRAP_SERVERS; starts the cluster unless
+# all three nodes run, and stops it afterwards only if it started it. Redis: REDIS_URL, else the local single
+# Redis (make up).
+on_cluster = was=$$(deploy/local/cluster.sh status | grep -c 'running (pid' || true); \
 	eval "$$(deploy/local/cluster.sh up)" || exit 1; rc=0; \
-	RUN_CLUSTER_TESTS=1 REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:16379/0} \
-	  $(PYTHON) -m pytest tests/cluster -s $(PYTEST_ARGS) || rc=$$?; \
+	REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:16379/0} $(1) || rc=$$?; \
 	[ "$$was" = 3 ] || deploy/local/cluster.sh down; exit $$rc
+
+test-cluster: venv  ## broker faults on the three-broker cluster, both clients and modes (tests/cluster, ~15 min; needs Redis: make up)
+	@$(call on_cluster,RUN_CLUSTER_TESTS=1 $(PYTHON) -m pytest tests/cluster -s $(PYTEST_ARGS))
 
 # A small size of the same suite runs in `make test` (tests/conformance).
 conformance: venv  ## clients we did not write (Java, librdkafka), every codec, on Kafka 4.1, 4.4 and 3.9 -> docs/interop/ (~15 min)
@@ -91,11 +93,7 @@ chaos-scaling: venv  ## scaling 1 -> 4 -> 8 -> 2 -> 1 under load, every client, 
 	@$(WITH_SERVICES) $(PYTHON) -m tests.chaos.scaling $(SCALING_ARGS)
 
 chaos-scaling-cluster: venv  ## the same on the three-broker cluster, topics replicated 3 (~60 min; needs Redis: make up)
-	@was=$$(deploy/local/cluster.sh status | grep -c 'running (pid' || true); \
-	eval "$$(deploy/local/cluster.sh up)" || exit 1; rc=0; \
-	REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:16379/0} \
-	  $(PYTHON) -m tests.chaos.scaling --replication 3 $(SCALING_ARGS) || rc=$$?; \
-	[ "$$was" = 3 ] || deploy/local/cluster.sh down; exit $$rc
+	@$(call on_cluster,$(PYTHON) -m tests.chaos.scaling --replication 3 $(SCALING_ARGS))
 
 lint: venv  ## ruff (rules in pyproject.toml) and mypy --strict on worker/ and producer/ (seconds)
 	@$(PYTHON) -m ruff check .
