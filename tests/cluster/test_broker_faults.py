@@ -134,17 +134,6 @@ def what_a_reader_sees(bootstrap: str, topics: Topics, sent: set[str]) -> str:
     return "; ".join(said)
 
 
-def delete_topics(bootstrap: str, topics: Topics) -> None:
-    """Best effort, with a client of its own: the test's admin may still name a controller that moved."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.delete_topics([topics.requests, topics.replies, topics.dlq])
-    except Exception as exc:  # noqa: BLE001 - cleanup only: the figures are out already
-        print(f"topics not deleted: {exc!r}")
-    finally:
-        admin.close()
-
-
 def busiest_leader(admin: KafkaAdminClient, topics: Topics) -> int:
     leaders = Counter(p["leader_id"] for p in partitions(admin, topics.requests, topics.replies))
     return int(leaders.most_common(1)[0][0])
@@ -250,7 +239,7 @@ def test_a_broker_fault_under_load_loses_nothing_and_the_worker_keeps_going(
           f"{gap_s:.1f} s | {fault_s:.0f} s | {floor_gap} |")
     reader.close()
     admin.close()
-    delete_topics(cluster_bootstrap, topics)
+    topics.delete(cluster_bootstrap)
     assert not lost, f"{len(lost)} requests never answered, e.g. {sorted(lost)[:10]}"
     assert all(reply["status"] == "ok" for replies in by_id.values() for reply in replies)
     if exactly_once:
