@@ -11,7 +11,7 @@ checks them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -185,8 +185,11 @@ class RewindableSource(Protocol):
 
     def group_metadata(self) -> Any:
         """This member's group identity (the broker fences a member the group dropped)."""
-    def rewind(self) -> None:
-        """Consume every assigned partition again from its committed offset."""
+    def generation(self) -> int:
+        """As Source.generation: a partition held through one generation was committed by no one else."""
+    def rewind(self, known: Mapping[TP, int] | None = None) -> None:
+        """Consume every assigned partition again from its committed offset: the one in ``known`` where it has
+        one (offsets this member committed itself in this generation), the group coordinator's otherwise."""
 
 
 class CommitPolicy(Protocol):

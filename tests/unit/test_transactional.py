@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import pytest
 from structlog.testing import capture_logs
 
-from worker.core.errors import TransactionAborted
+from worker.core.errors import CommitUncertain, TransactionAborted
 from worker.kafka.sends import SendLedger
 from worker.kafka.transactional import TransactionalSends
 
@@ -95,6 +95,19 @@ def test_a_fatal_commit_error_replaces_the_producer_without_aborting():
         sink.commit({}, "group")
     assert "abort_transaction" not in producer.calls and sink.renewed == 1 and len(sink._pending) == 0
     assert [log["event"] for log in logs] == ["producer_replaced"]
+
+
+@pytest.mark.parametrize(("failing", "fatal", "uncertain"), [
+    ("commit_transaction", True, True),  # unanswered, the producer replaced: the coordinator may complete it
+    ("commit_transaction", False, False),  # aborted by this producer: nothing of it was committed
+    ("send_offsets_to_transaction", True, False),  # the commit was never asked for
+])
+def test_only_a_commit_left_to_a_replaced_producer_is_uncertain(failing, fatal, uncertain):
+    sink = Sink(Producer(fail=failing), fatal=fatal)
+    sink.send("replies", None, b"a", [], "a")
+    with pytest.raises(TransactionAborted) as raised:
+        sink.commit({("requests", 0): 10}, "group")
+    assert isinstance(raised.value, CommitUncertain) is uncertain
 
 
 def test_a_send_that_cannot_begin_a_transaction_is_reported_failed_and_the_producer_replaced():

@@ -61,6 +61,12 @@ class TransactionAborted(WorkerError):
     """The transaction was aborted: none of its replies or offsets count; consume again from the commit."""
 
 
+class CommitUncertain(TransactionAborted):
+    """A commit went unanswered and its producer was replaced: the coordinator may still complete it (a new
+    producer's init finishes a commit the coordinator had begun), so only the group coordinator knows the
+    committed offsets now. Nothing of it counts as delivered; it is consumed again from there."""
+
+
 class DeliveryError(WorkerError):
     """The broker did not take a reply or dead letter; the worker must restart to redeliver."""
 

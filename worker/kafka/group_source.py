@@ -1,12 +1,13 @@
 """What both clients' stream sources do alike (kafka_python/source.py, confluent/source.py): the topics they
 consume, waited for at start, the partitions they stopped at a record batch they cannot decode, and a rewind to
-the committed offsets that waits for the group coordinator when it cannot answer."""
+the committed offsets that asks the group coordinator only for those it was not given, and waits for it when
+it cannot answer."""
 
 from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import ClassVar
 
 import structlog
@@ -36,6 +37,7 @@ class GroupSource(ABC):
         self._metadata_s = metadata_s
         self._undecodable: dict[TP, str] = {}  # partitions stopped at a batch we cannot decode, and its codec
         self._rewind_owed = False  # a rewind could not read the committed offsets: nothing is consumed until it can
+        self._known: dict[TP, int] = {}  # the offsets the last rewind was given
 
     def start(self, wait_s: float = 10.0) -> None:
         """Wait up to ``wait_s`` for each topic in the broker's metadata (one created a moment ago may not be
@@ -60,12 +62,18 @@ class GroupSource(ABC):
     def finished(self) -> bool:
         return False  # a live topic never ends
 
-    def rewind(self) -> None:
-        """Put each assigned partition back to its committed offset. When the group coordinator cannot tell them
-        now (it is moving: a broker died), nothing is consumed until it can: each poll asks again first
-        (``_rewound``). Consuming on from the positions in hand would skip what an aborted transaction held."""
+    def rewind(self, known: Mapping[TP, int] | None = None) -> None:
+        """Put each assigned partition back to its committed offset: the one in ``known`` where it has one,
+        without a request, and the group coordinator's for the others. When that coordinator cannot tell them
+        now (it is moving: a broker died or stopped answering), nothing is consumed until it can: each poll
+        asks again first (``_rewound``). Consuming on from the positions in hand would skip what an aborted
+        transaction held."""
+        self._known = dict(known or {})
+        assigned = self._assigned()
+        for tp in assigned & self._known.keys():
+            self._seek(tp, self._known[tp])
         try:
-            self._seek_committed()
+            self._seek_committed(assigned - self._known.keys())
         except self.COMMITTED_ERRORS as exc:
             if not self._rewind_owed:
                 log.warning("rewind_waits_for_coordinator", error=f"{type(exc).__name__}: {exc}")
@@ -79,7 +87,7 @@ class GroupSource(ABC):
         """False while a rewind is owed and the committed offsets still cannot be read: the caller returns no
         records, after a pause of up to ``timeout_s``."""
         if self._rewind_owed:
-            self.rewind()
+            self.rewind(self._known)
             if self._rewind_owed:
                 time.sleep(min(timeout_s, REWIND_RETRY_S))
                 return False
@@ -98,6 +106,10 @@ class GroupSource(ABC):
         """The partitions assigned to this member now."""
 
     @abstractmethod
-    def _seek_committed(self) -> None:
-        """Seek each assigned partition to its committed offset (or the reset policy's end without one).
-        Raises one of COMMITTED_ERRORS when the committed offsets cannot be read."""
+    def _seek(self, tp: TP, offset: int) -> None:
+        """Consume ``tp`` from ``offset`` next."""
+
+    @abstractmethod
+    def _seek_committed(self, partitions: set[TP]) -> None:
+        """Seek each of ``partitions`` to its committed offset (or the reset policy's end without one): no
+        request when there are none. Raises one of COMMITTED_ERRORS when the committed offsets cannot be read."""

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 import structlog
 
-from worker.core.errors import TransactionAborted
+from worker.core.errors import CommitUncertain, TransactionAborted
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.kafka.sends import LedgerSink
@@ -38,6 +38,7 @@ class TransactionalSends(LedgerSink[T, Any]):
     _renewal_failure: Exception | None = None  # why the last replacement producer could not be initialised
     _resume_init = False  # its init_transactions ran out of time still going: ask it again, make no other producer
     _expired: Exception | None = None  # a send that expired unanswered: the producer's view of the cluster is stale
+    _replacements = 0  # producers replaced so far
 
     @property
     def open(self) -> bool:
@@ -78,17 +79,20 @@ class TransactionalSends(LedgerSink[T, Any]):
     def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
         """Commit every send since the last commit together with ``offsets`` (next offsets to read).
 
-        Call after ``settle`` reported every send delivered. Raises TransactionAborted.
+        Call after ``settle`` reported every send delivered. Raises TransactionAborted, or CommitUncertain when
+        the commit went unanswered and the producer was replaced instead of aborting.
         """
         failure = self._renewed_if_needed()
         if failure is not None:
             raise TransactionAborted(f"no transactional producer: {self._describe(failure)}") from failure
+        committing, replacements = False, self._replacements
         try:
             if not self._in_transaction:
                 self._producer.begin_transaction()
                 self._in_transaction = True
             if offsets:
                 self._producer.send_offsets_to_transaction(self._offsets(offsets), group_metadata, *self._timeout)
+            committing = True
             self._producer.commit_transaction(*self._timeout)
             self._in_transaction = False
         except self.CLIENT_ERRORS as exc:
@@ -97,6 +101,8 @@ class TransactionalSends(LedgerSink[T, Any]):
                 self._replace_producer(exc)
             else:
                 self.abort(f"commit failed: {self._describe(exc)}")
+            if committing and self._replacements != replacements:  # not aborted by this producer: it may commit
+                raise CommitUncertain(str(exc)) from exc
             raise TransactionAborted(str(exc)) from exc
 
     def abort(self, reason: str) -> None:
@@ -125,6 +131,7 @@ class TransactionalSends(LedgerSink[T, Any]):
 
     def _replace_producer(self, error: Exception) -> None:
         log.warning("producer_replaced", error=self._describe(error))
+        self._replacements += 1
         self._in_transaction = False
         self._renewal_failure = error
         self._renewed_if_needed()

@@ -10,7 +10,7 @@ Asynchronous commits are answered inside the next poll. Not thread-safe; the bro
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from tests.doubles.memory_client.broker import GroupMetadata, MemoryBroker
 from tests.doubles.memory_client.errors import IllegalGeneration, RebalanceInProgress
@@ -122,9 +122,12 @@ class MemorySource:
         """This member's identity, which a transaction's offsets carry (worker/kafka/exactly_once.py)."""
         return GroupMetadata(self._group, self._member_id, self._generation)
 
-    def rewind(self) -> None:
-        """Consume every assigned partition again from its committed offset (after an aborted transaction)."""
-        self._positions = self._starts(self._assigned)
+    def rewind(self, known: Mapping[TP, int] | None = None) -> None:
+        """Consume every assigned partition again from its committed offset (after an aborted transaction):
+        ``known``'s where it has one, the group's otherwise."""
+        known = known or {}
+        self._positions = {**self._starts(self._assigned - known.keys()),
+                           **{tp: offset for tp, offset in known.items() if tp in self._assigned}}
 
     def _exists(self, topic: str) -> Callable[[], bool]:
         return lambda: self._broker.partitions_of(topic) > 0

@@ -249,17 +249,20 @@ class ConfluentSource(GroupSource):
         for m in messages:
             first.setdefault((m.topic(), m.partition()), m.offset())  # type: ignore[arg-type]
         for (topic, partition), offset in first.items():
-            self._seek(TopicPartition(topic, partition, offset))
+            self._seek_position(TopicPartition(topic, partition, offset))
 
     def _seek_committed_of(self, partitions: list[TopicPartition]) -> None:
         for tp in self._consumer.committed(partitions, timeout=self._metadata_s):
             if tp.offset >= 0:
-                self._seek(tp)
+                self._seek_position(tp)
             else:
-                self._seek(TopicPartition(tp.topic, tp.partition,
-                                          OFFSET_BEGINNING if self._reset_to_earliest else OFFSET_END))
+                self._seek_position(TopicPartition(tp.topic, tp.partition,
+                                                   OFFSET_BEGINNING if self._reset_to_earliest else OFFSET_END))
 
-    def _seek(self, position: TopicPartition) -> None:
+    def _seek(self, tp: TP, offset: int) -> None:
+        self._seek_position(TopicPartition(*tp, offset))
+
+    def _seek_position(self, position: TopicPartition) -> None:
         try:
             self._consumer.seek(position)
         except KafkaException as exc:  # not ours any more: its next owner starts from the committed offset
@@ -277,10 +280,9 @@ class ConfluentSource(GroupSource):
     def group_metadata(self) -> Any:
         return self._consumer.consumer_group_metadata()
 
-    def _seek_committed(self) -> None:
-        assigned = self._consumer.assignment()
-        if assigned:
-            self._seek_committed_of(assigned)
+    def _seek_committed(self, partitions: set[TP]) -> None:
+        if partitions:
+            self._seek_committed_of([TopicPartition(topic, partition) for topic, partition in partitions])
 
     def list_topics(self) -> set[str]:
         """Up to the metadata bound; safe from another thread (librdkafka's handles are). Raises KafkaException."""

@@ -28,7 +28,7 @@ from kafka.errors import (
     RebalanceInProgressError,
     UnsupportedCodecError,
 )
-from kafka.structs import MemberState
+from kafka.structs import MemberState, TopicPartition
 
 from worker.core.clock import Clock
 from worker.core.errors import CommitDeferred
@@ -177,15 +177,17 @@ class KafkaSource(GroupSource):
     def group_metadata(self) -> Any:
         return self._consumer.group_metadata()
 
-    def _seek_committed(self) -> None:
+    def _seek(self, tp: TP, offset: int) -> None:
+        self._consumer.seek(TopicPartition(*tp), offset)
+
+    def _seek_committed(self, partitions: set[TP]) -> None:
         """Within the metadata bound for all partitions together. kafka-python's own wait has none: it asks again
         while the offsets read as unstable (a transaction holding them still open), and on the three-broker
         cluster that held a rewind until the broker's transaction timeout (60 s), while the step that would
         have replaced the producer holding it open never came (docs/chaos/cluster-eos-failover-2026-12-05.md)."""
-        assigned = list(self._consumer.assignment())
         deadline = time.monotonic() + self._metadata_s
         committed = {tp: self._consumer.committed(tp, timeout_ms=max(1, int((deadline - time.monotonic()) * 1000)))
-                     for tp in assigned}
+                     for tp in map(TopicPartition._make, partitions)}
         for tp, offset in committed.items():
             if offset is not None:
                 self._consumer.seek(tp, offset)
