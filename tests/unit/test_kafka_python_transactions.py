@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
 
 from worker.kafka.kafka_python.transactions import BoundedProducer, TransactionalSink
@@ -24,6 +25,10 @@ class Manager:
     def __init__(self, result: Result) -> None:
         self.result = result
         self.calls: list[str] = []
+
+    def initialize_transactions(self) -> Result:
+        self.calls.append("init")
+        return self.result
 
     def begin_commit(self) -> Result:
         self.calls.append("commit")
@@ -51,8 +56,9 @@ def producer(result: Result) -> BoundedProducer:
 
 
 @pytest.mark.parametrize("call", [lambda p: p.commit_transaction(2.5), lambda p: p.abort_transaction(2.5),
-                                  lambda p: p.send_offsets_to_transaction({}, "group", 2.5)],
-                         ids=["commit", "abort", "offsets"])
+                                  lambda p: p.send_offsets_to_transaction({}, "group", 2.5),
+                                  lambda p: p.init_transactions(2.5)],
+                         ids=["commit", "abort", "offsets", "init"])
 def test_a_call_with_no_answer_raises_after_its_bound(call):
     result = Result(answered=False)
     with pytest.raises(KafkaTimeoutError, match="no answer within 2.5 s"):
@@ -78,8 +84,8 @@ def built(monkeypatch) -> list[dict[str, object]]:
             self._metadata = SimpleNamespace(config={})
             self.config = {**config, "api_version": (4, 1)}
 
-        def init_transactions(self) -> None:
-            pass
+        def init_transactions(self, timeout_s: float | None = None) -> None:
+            configs[-1]["init_transactions_s"] = timeout_s
 
     monkeypatch.setattr(TransactionalSink, "PRODUCER", Recorded)
     return configs
@@ -116,3 +122,29 @@ def test_a_replacement_producer_takes_the_broker_version_its_predecessor_learned
     sink = TransactionalSink("127.0.0.1:1", "w", "w.tx")
     sink._new_producer()
     assert "api_version" not in built[0] and built[1]["api_version"] == (4, 1)
+
+
+def test_a_replacement_producer_gets_a_transactional_call_to_initialise(built):
+    """The first producer waits ``max_block_ms`` (the worker's start); a replacement, made while a coordinator
+    moves, gets ``call_s``: if it runs out, the step fails and the next one makes another producer at once
+    (the rewind no longer waits for the group coordinator), one that looks the coordinator up anew."""
+    sink = TransactionalSink("127.0.0.1:1", "w", "w.tx", call_s=2.5)
+    sink._renew_producer()
+    assert [config["init_transactions_s"] for config in built] == [None, 2.5]
+
+
+def test_a_connection_to_a_broker_that_does_not_answer_is_given_up_within_half_a_call(built):
+    """A paused broker accepts the connection and never answers its first request: kafka-python gives the set-up
+    10 s by default, all of a replacement's init and more."""
+    TransactionalSink("127.0.0.1:1", "w", "w.tx", call_s=5.0)
+    assert built[-1]["socket_connection_setup_timeout_ms"] == 2_500
+
+
+def test_the_bounded_producer_takes_the_connection_set_up_timeout_that_kafka_python_refuses():
+    with pytest.raises(ValueError, match="Unrecognized configs"):
+        KafkaProducer(bootstrap_servers="127.0.0.1:1", api_version=(4, 1), socket_connection_setup_timeout_ms=1)
+    bounded = BoundedProducer(bootstrap_servers="127.0.0.1:1", api_version=(4, 1), socket_connection_setup_timeout_ms=1)
+    try:
+        assert bounded._sender._client._manager.config["socket_connection_setup_timeout_ms"] == 1
+    finally:
+        bounded.close(timeout=0)

@@ -29,7 +29,18 @@ T = TypeVar("T")
 
 class BoundedProducer(KafkaProducer):  # type: ignore[misc]  # kafka-python has no type hints
     """A KafkaProducer whose transactional calls take a timeout, as librdkafka's do. It waits on what
-    kafka-python's own calls wait on (its transaction manager's result, kafka-python 3.x)."""
+    kafka-python's own calls wait on (its transaction manager's result, kafka-python 3.x). It also takes
+    ``socket_connection_setup_timeout_ms``, which KafkaProducer refuses but passes on to its connections."""
+
+    DEFAULT_CONFIG = {**KafkaProducer.DEFAULT_CONFIG, "socket_connection_setup_timeout_ms": 10_000}
+
+    def init_transactions(self, timeout_s: float | None = None) -> None:
+        """Within ``timeout_s``, else ``max_block_ms``. Once only with ``timeout_s``: the sink never asks again,
+        it makes a new producer (``TransactionalSink._renew_producer``)."""
+        if timeout_s is None:
+            super().init_transactions()
+        else:
+            self._bounded(lambda manager: manager.initialize_transactions(), timeout_s, "init_transactions")
 
     def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout_s: float | None = None) -> None:
         self._bounded(lambda manager: manager.send_offsets_to_transaction(offsets, group_metadata), timeout_s,
@@ -57,10 +68,12 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
                  call_s: float = TRANSACTION_CALL_S, **producer_config: Any) -> None:
         """``call_s``: the longest one transactional call (offsets, commit, abort) may block; ``transaction_s``:
         the longest a send may wait for its answer (unless ``producer_config`` sets request_timeout_ms or
-        delivery_timeout_ms); ``init_transactions`` is bounded by ``max_block_ms``: at twice the request timeout,
-        a request to a broker that does not answer (paused) is retried elsewhere within it. Bounded by ``call_s``,
-        no replacement on kafka-python was initialised while the leader stayed paused (20.4-20.8 s, four runs,
-        docs/chaos/cluster-eos-failover-2026-12-05.md).
+        delivery_timeout_ms). The first ``init_transactions`` is bounded by ``max_block_ms``, a replacement's by
+        ``call_s``: one that runs out fails its step, and the next step makes another producer at once (the
+        rewind between them needs no answer from the group coordinator, worker/kafka/exactly_once.py). A
+        connection's set-up (TCP and its first request) gets half of ``call_s``: a paused broker accepts the
+        connection and never answers, and kafka-python's default, 10 s, took all of a replacement's init
+        (docs/chaos/cluster-eos-rewind-2026-12-05.md).
 
         A transaction commits only once its sends are answered, and kafka-python answers a send stuck behind a
         dead leader or transaction coordinator only when its delivery timeout (120 s by default) expires: on the
@@ -80,6 +93,7 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         request_ms = min(int(call_s * 1000), bound_ms - linger_ms) if request_ms is None else request_ms
         sends = {"request_timeout_ms": request_ms,
                  "delivery_timeout_ms": max(bound_ms, request_ms + linger_ms) if delivery_ms is None else delivery_ms}
+        producer_config.setdefault("socket_connection_setup_timeout_ms", int(call_s * 500))
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, transactional_id=transactional_id,
                          **sends, **producer_config)
         self._timeout = (call_s,)
@@ -101,7 +115,7 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         waiting for the dead coordinator): a worker asking it again answered nothing for minutes."""
         close_for_good(self._producer, timeout_s=0)  # its transaction is given up: nothing it holds is waited for
         self._producer = self._new_producer()
-        self._producer.init_transactions()
+        self._producer.init_transactions(*self._timeout)
 
     def _fatal(self, error: Exception) -> bool:
         """A transactional call that got no answer within ``call_s`` (its coordinator is away): an abort
