@@ -99,10 +99,10 @@ def test_a_fatal_commit_error_replaces_the_producer_without_aborting():
 
 @pytest.mark.parametrize(("failing", "fatal", "uncertain"), [
     ("commit_transaction", True, True),  # unanswered, the producer replaced: the coordinator may complete it
-    ("commit_transaction", False, False),  # aborted by this producer: nothing of it was committed
-    ("send_offsets_to_transaction", True, False),  # the commit was never asked for
+    ("commit_transaction", False, True),  # refused, then aborted: told apart from a half-done commit by no one
+    ("send_offsets_to_transaction", True, False),  # the commit was never asked for: aborted
 ])
-def test_only_a_commit_left_to_a_replaced_producer_is_uncertain(failing, fatal, uncertain):
+def test_only_a_failed_commit_call_is_uncertain(failing, fatal, uncertain):
     sink = Sink(Producer(fail=failing), fatal=fatal)
     sink.send("replies", None, b"a", [], "a")
     with pytest.raises(TransactionAborted) as raised:

@@ -62,8 +62,8 @@ class TransactionAborted(WorkerError):
 
 
 class CommitUncertain(TransactionAborted):
-    """A commit went unanswered and its producer was replaced: the coordinator may still complete it (a new
-    producer's init finishes a commit the coordinator had begun), so only the group coordinator knows the
+    """The commit call itself failed: the transaction coordinator may have begun the commit and then completes
+    it (a new producer's init finishes a commit it had begun), so only the group coordinator knows the
     committed offsets now. Nothing of it counts as delivered; it is consumed again from there."""
 
 

@@ -38,7 +38,6 @@ class TransactionalSends(LedgerSink[T, Any]):
     _renewal_failure: Exception | None = None  # why the last replacement producer could not be initialised
     _resume_init = False  # its init_transactions ran out of time still going: ask it again, make no other producer
     _expired: Exception | None = None  # a send that expired unanswered: the producer's view of the cluster is stale
-    _replacements = 0  # producers replaced so far
 
     @property
     def open(self) -> bool:
@@ -80,12 +79,12 @@ class TransactionalSends(LedgerSink[T, Any]):
         """Commit every send since the last commit together with ``offsets`` (next offsets to read).
 
         Call after ``settle`` reported every send delivered. Raises TransactionAborted, or CommitUncertain when
-        the commit went unanswered and the producer was replaced instead of aborting.
+        ``commit_transaction`` itself failed.
         """
         failure = self._renewed_if_needed()
         if failure is not None:
             raise TransactionAborted(f"no transactional producer: {self._describe(failure)}") from failure
-        committing, replacements = False, self._replacements
+        committing = False
         try:
             if not self._in_transaction:
                 self._producer.begin_transaction()
@@ -101,7 +100,7 @@ class TransactionalSends(LedgerSink[T, Any]):
                 self._replace_producer(exc)
             else:
                 self.abort(f"commit failed: {self._describe(exc)}")
-            if committing and self._replacements != replacements:  # not aborted by this producer: it may commit
+            if committing:  # the coordinator may have begun the commit before the failure: it then completes it
                 raise CommitUncertain(str(exc)) from exc
             raise TransactionAborted(str(exc)) from exc
 
@@ -131,7 +130,6 @@ class TransactionalSends(LedgerSink[T, Any]):
 
     def _replace_producer(self, error: Exception) -> None:
         log.warning("producer_replaced", error=self._describe(error))
-        self._replacements += 1
         self._in_transaction = False
         self._renewal_failure = error
         self._renewed_if_needed()

@@ -126,7 +126,7 @@ class MemorySource:
         """Consume every assigned partition again from its committed offset (after an aborted transaction):
         ``known``'s where it has one, the group's otherwise."""
         known = known or {}
-        self._positions = {**self._starts(self._assigned - known.keys()),
+        self._positions = {**self._starts(self._assigned.difference(known)),
                            **{tp: offset for tp, offset in known.items() if tp in self._assigned}}
 
     def _exists(self, topic: str) -> Callable[[], bool]:
