@@ -29,6 +29,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 import pytest
@@ -36,6 +37,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from bench.eos_floor import Beside
+from tests.cluster.fences import Fault, active_controller, after_fence, note_fences
 from tests.integration.kit import REPO, TopicReader, Topics, start_worker, wait_until
 from tests.integration.test_pipeline import churn_inputs
 
@@ -43,13 +45,22 @@ CLUSTER = REPO / "deploy" / "local" / "cluster.sh"
 PARTITIONS = 4
 
 
-FAULTS: list[str] = []  # this test's fault actions, "HH:MM:SS.mmm kill 2": matched with the worker's log
+CLUSTER_LOGS = Path(os.environ.get("CLUSTER_STATE_DIR", REPO / ".local-cluster"))
+ACTIONS: list[str] = []  # this test's fault actions, "HH:MM:SS.mmm kill 2": matched with the worker's log
+FAULTS: list[Fault] = []  # the kills, stops and pauses, with the fence each led to
 
 
 def cluster(*args: str) -> None:
     if args[0] in {"kill", "stop", "start", "pause", "resume"}:
-        FAULTS.append(f"{clock(time.time())} {' '.join(args)}")
+        ACTIONS.append(f"{clock(time.time())} {' '.join(args)}")
     subprocess.run([str(CLUSTER), *args], check=True, capture_output=True, text=True, timeout=180)
+
+
+def fault(admin: KafkaAdminClient, action: str, node: int) -> None:
+    """Kill, stop or pause ``node``, noting whether it was the active controller."""
+    controller = active_controller(admin) == node
+    FAULTS.append(Fault(time.time(), action, node, controller))
+    cluster(action, str(node))
 
 
 def clock(epoch_s: float) -> str:
@@ -151,12 +162,13 @@ def fully_replicated(admin: KafkaAdminClient, topics: Topics) -> None:
     names = [topics.requests, topics.replies, *(t for t in INTERNAL_TOPICS if t in admin.list_topics())]
     wait_until(lambda: all(len(p["isr_nodes"]) == 3 for p in partitions(admin, *names)),
                120, "every partition back in sync on three nodes")
+    note_fences(FAULTS, CLUSTER_LOGS)  # the fault before has been fenced by now, and its log line not rolled away
 
 
 def leader_kills(admin: KafkaAdminClient, topics: Topics, alive: Callable[[], None]) -> None:
     for _ in range(3):
         node = busiest_leader(admin, topics)
-        cluster("kill", str(node))
+        fault(admin, "kill", node)
         time.sleep(10)  # one broker of three gone: leaders move, min ISR 2 still holds
         alive()
         cluster("start", str(node))
@@ -165,7 +177,7 @@ def leader_kills(admin: KafkaAdminClient, topics: Topics, alive: Callable[[], No
 
 def rolling_restart(admin: KafkaAdminClient, topics: Topics, alive: Callable[[], None]) -> None:
     for node in (1, 2, 3):
-        cluster("stop", str(node))
+        fault(admin, "stop", node)
         alive()
         cluster("start", str(node))
         fully_replicated(admin, topics)
@@ -173,7 +185,7 @@ def rolling_restart(admin: KafkaAdminClient, topics: Topics, alive: Callable[[],
 
 def paused_leader(admin: KafkaAdminClient, topics: Topics, alive: Callable[[], None]) -> None:
     node = busiest_leader(admin, topics)
-    cluster("pause", str(node))
+    fault(admin, "pause", node)
     try:
         time.sleep(20)
         alive()
@@ -193,6 +205,7 @@ def test_a_broker_fault_under_load_loses_nothing_and_the_worker_keeps_going(
     if client == "confluent":
         pytest.importorskip("confluent_kafka")
     exactly_once = delivery == "exactly-once"
+    ACTIONS.clear()
     FAULTS.clear()
     admin = KafkaAdminClient(bootstrap_servers=cluster_bootstrap)
     topics = create_replicated_topics(admin)
@@ -232,11 +245,13 @@ def test_a_broker_fault_under_load_loses_nothing_and_the_worker_keeps_going(
     duplicates = sum(len(replies) - 1 for replies in by_id.values())
     stamps = sorted(r.timestamp for r in reader.landed.records)
     gaps = longest_gaps(stamps)
-    gap_s = gaps[0][0]
-    print(f"\nfaults: {'; '.join(FAULTS)}\nlongest gaps: "
+    gap_s, gap_start = gaps[0]
+    note_fences(FAULTS, CLUSTER_LOGS)
+    fence = after_fence(gap_start, gap_s, FAULTS)
+    print(f"\nfaults: {'; '.join(ACTIONS)}\nfences: {'; '.join(f.describe() for f in FAULTS)}\nlongest gaps: "
           + "; ".join(f"{seconds:.1f} s from {clock(start)}" for seconds, start in gaps))
     print(f"\n| {scenario} | {client} | {delivery} | {len(sent)} | {len(by_id)} | {len(lost)} | {duplicates} | "
-          f"{gap_s:.1f} s | {fault_s:.0f} s | {floor_gap} |")
+          f"{gap_s:.1f} s | {fault_s:.0f} s | {floor_gap} | {'-' if fence is None else f'{fence:.1f} s'} |")
     reader.close()
     admin.close()
     topics.delete(cluster_bootstrap)
