@@ -69,10 +69,11 @@ def note_fences(faults: Iterable[Fault], log_dir: Path) -> None:
 
 
 def after_fence(gap_start: float, gap_s: float, faults: Iterable[Fault]) -> float | None:
-    """How long a gap went on after the fence of the fault it followed (the last fault begun before the gap
-    ended); None when that fault had no session fence."""
+    """How long a gap went on after the fence of the fault that began it: the first fault begun after the gap's
+    start (its last reply before it) less a second; None when no fault began within the gap, or that fault
+    had no session fence. A gap that ran on through the next fault is read against the first."""
     end = gap_start + gap_s
-    before = [fault for fault in faults if fault.at <= end]
-    if not before or before[-1].fenced is None:
+    began = next((fault for fault in sorted(faults, key=lambda f: f.at) if fault.at >= gap_start - 1.0), None)
+    if began is None or began.at > end or began.fenced is None:
         return None
-    return end - before[-1].fenced
+    return end - began.fenced

@@ -41,10 +41,11 @@ def test_each_fault_takes_the_first_fence_of_its_node_after_it_began_and_keeps_o
     assert stop.describe() == "stop 3: no session fence"
 
 
-def test_a_gap_is_read_against_the_fence_of_the_last_fault_begun_before_it_ended():
+def test_a_gap_is_read_against_the_fence_of_the_fault_that_began_it():
     first, second = Fault(100.0, "kill", 1, False, fenced=109.0), Fault(120.0, "kill", 2, True, fenced=131.0)
-    assert after_fence(99.8, 12.0, [first, second]) == pytest.approx(2.8)
+    assert after_fence(99.8, 12.0, [second, first]) == pytest.approx(2.8)
     assert after_fence(119.9, 15.3, [first, second]) == pytest.approx(4.2)
     assert after_fence(119.9, 8.0, [first, second]) == pytest.approx(-3.1)  # answered before the fence: negative
-    assert after_fence(50.0, 2.0, [first, second]) is None  # before any fault
+    assert after_fence(99.8, 36.0, [first, second]) == pytest.approx(26.8)  # on through the next fault: the first
+    assert after_fence(50.0, 2.0, [first, second]) is None  # no fault within it
     assert after_fence(99.8, 12.0, [Fault(100.0, "stop", 1, False)]) is None  # no fence to read it against
