@@ -91,19 +91,19 @@ def built(monkeypatch) -> list[dict[str, object]]:
     return configs
 
 
-def test_a_send_waits_for_its_answer_no_longer_than_transaction_s_and_a_request_no_longer_than_a_call(built):
+def test_a_send_waits_for_its_answer_no_longer_than_transaction_s_and_a_request_no_longer_than_half_a_call(built):
     """kafka-python answers a send stuck behind a dead leader only at its delivery timeout (120 s by default),
     and a transaction commits only once its sends are answered: bounded by transaction_s instead. One request
-    (to a paused leader, a dead coordinator) waits no longer than a transactional call; the user's settings
-    win, each on its own."""
+    (to a paused leader, a dead coordinator) waits no longer than half a transactional call, so that a
+    replacement's init looks for a moved coordinator twice; the user's settings win, each on its own."""
     TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0, call_s=5.0)
-    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (15_000, 5_000)
-    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=4.0, call_s=5.0)
-    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (4_000, 3_998)
+    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (15_000, 2_500)
+    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=2.0, call_s=5.0)
+    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (2_000, 1_998)
     TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0, request_timeout_ms=20_000)
     assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (20_002, 20_000)
-    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0, delivery_timeout_ms=3_000)
-    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (3_000, 2_998)
+    TransactionalSink("127.0.0.1:1", "w", "w.tx", linger_ms=2, transaction_s=15.0, delivery_timeout_ms=2_000)
+    assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (2_000, 1_998)
     TransactionalSink("127.0.0.1:1", "w", "w.tx", transaction_s=15.0, request_timeout_ms=40_000,
                       delivery_timeout_ms=60_000)
     assert (built[-1]["delivery_timeout_ms"], built[-1]["request_timeout_ms"]) == (60_000, 40_000)  # the user's
@@ -135,16 +135,20 @@ def test_a_replacement_producer_gets_a_transactional_call_to_initialise(built):
 
 def test_a_connection_to_a_broker_that_does_not_answer_is_given_up_within_half_a_call(built):
     """A paused broker accepts the connection and never answers its first request: kafka-python gives the set-up
-    10 s by default, all of a replacement's init and more."""
+    10 s by default, doubled after each failure up to 30 s: all of a replacement's init and more."""
     TransactionalSink("127.0.0.1:1", "w", "w.tx", call_s=5.0)
     assert built[-1]["socket_connection_setup_timeout_ms"] == 2_500
+    assert built[-1]["socket_connection_setup_timeout_max_ms"] == 2_500
 
 
 def test_the_bounded_producer_takes_the_connection_set_up_timeout_that_kafka_python_refuses():
     with pytest.raises(ValueError, match="Unrecognized configs"):
         KafkaProducer(bootstrap_servers="127.0.0.1:1", api_version=(4, 1), socket_connection_setup_timeout_ms=1)
-    bounded = BoundedProducer(bootstrap_servers="127.0.0.1:1", api_version=(4, 1), socket_connection_setup_timeout_ms=1)
+    bounded = BoundedProducer(bootstrap_servers="127.0.0.1:1", api_version=(4, 1), socket_connection_setup_timeout_ms=1,
+                              socket_connection_setup_timeout_max_ms=2)
     try:
-        assert bounded._sender._client._manager.config["socket_connection_setup_timeout_ms"] == 1
+        manager = bounded._sender._client._manager.config
+        assert manager["socket_connection_setup_timeout_ms"] == 1
+        assert manager["socket_connection_setup_timeout_max_ms"] == 2
     finally:
         bounded.close(timeout=0)

@@ -38,6 +38,7 @@ class Sink(TransactionalSends[str]):
         self.fatal = fatal
         self.renewed = 0
         self.flush_raises: BaseException | None = None
+        self.flushed_s: list[float] = []
 
     SEND_ERRORS: ClassVar[tuple[type[Exception], ...]] = ()
 
@@ -45,6 +46,7 @@ class Sink(TransactionalSends[str]):
         return object()
 
     def _flush(self, timeout_s: float) -> None:
+        self.flushed_s.append(timeout_s)
         if self.flush_raises is not None:
             raise self.flush_raises
 
@@ -60,6 +62,9 @@ class Sink(TransactionalSends[str]):
     def _renew_producer(self) -> None:
         self.renewed += 1
         self._producer = Producer()
+
+    def _unanswered_for(self, waited_s: float) -> Exception:
+        return Refused(f"unanswered after {waited_s} s")
 
     def _describe(self, error: Exception) -> str:
         return f"Refused: {error}"
@@ -282,3 +287,29 @@ def test_a_system_error_not_caused_by_the_client_is_raised():
     sink.send("replies", None, b"a", [], "a")
     with pytest.raises(SystemError, match="ours"):
         sink.settle(5.0)
+
+
+def test_a_settle_waits_no_longer_than_transaction_s_and_then_fails_what_is_still_out_for_a_new_producer():
+    """Neither client expires a transaction's sends by itself everywhere (kafka-python not while a transactional
+    request is pending, librdkafka only at the transaction timeout): a paused coordinator held a step's sends
+    through a 20 s pause. After a whole transaction_s they fail, and the abort replaces the producer."""
+    producer = Producer()
+    sink = Sink(producer, answered=False)
+    sink._transaction_s = 10.0
+    sink.send("replies", None, b"a", [], "a")
+    failed = sink.settle(15.0)
+    assert sink.flushed_s == [10.0]
+    assert [d.tag for d in failed] == ["a"] and str(failed[0].error) == "unanswered after 10.0 s"
+    assert len(sink._pending) == 0
+    with capture_logs() as logs:
+        sink.abort("1 sends failed")
+    assert producer.calls == ["begin_transaction"] and sink.renewed == 1  # replaced, not aborted with it
+    assert [log["event"] for log in logs] == ["transaction_aborted", "producer_replaced"]
+
+
+def test_a_shorter_settle_leaves_what_is_still_out_for_the_next():
+    """A settle given less than transaction_s (a drain's last seconds) has not waited the bound out."""
+    sink = Sink(Producer(), answered=False)
+    sink._transaction_s = 10.0
+    sink.send("replies", None, b"a", [], "a")
+    assert sink.settle(2.0) == [] and len(sink._pending) == 1 and sink.flushed_s == [2.0]

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 import structlog
 
+from worker.core.bounds import TRANSACTION_S
 from worker.core.errors import CommitUncertain, TransactionAborted
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
@@ -38,6 +39,7 @@ class TransactionalSends(LedgerSink[T, Any]):
     _renewal_failure: Exception | None = None  # why the last replacement producer could not be initialised
     _resume_init = False  # its init_transactions ran out of time still going: ask it again, make no other producer
     _expired: Exception | None = None  # a send that expired unanswered: the producer's view of the cluster is stale
+    _transaction_s: float = TRANSACTION_S  # the longest a send waits for its answer
 
     @property
     def open(self) -> bool:
@@ -60,11 +62,16 @@ class TransactionalSends(LedgerSink[T, Any]):
         super().send(topic, key, value, headers, tag)
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
-        """A producer fenced or broken while it flushes (librdkafka's ``flush`` raises then, seen when an
-        abandoned producer's ``init_transactions`` completed after its successor's) fails every send still
-        out: the abort that follows replaces it."""
+        """Waits at most ``transaction_s``; a send still unanswered after all of it fails, and the abort that
+        follows replaces the producer. Neither client keeps that bound by itself everywhere: kafka-python expires
+        a send at its delivery timeout only while no transactional request is pending (one retried at a paused
+        coordinator held its sends 20 s, the whole pause, on the three-broker cluster), and librdkafka's message
+        timeout is the transaction's, 60 s. A producer fenced or broken while it flushes (librdkafka's ``flush``
+        raises then, seen when an abandoned producer's ``init_transactions`` completed after its successor's)
+        fails every send still out too."""
+        waited_s = min(timeout_s, self._transaction_s)
         try:
-            deliveries = super().settle(timeout_s)
+            deliveries = super().settle(waited_s)
         except Exception as exc:
             failure = exc.__cause__ if isinstance(exc, SystemError) else exc
             if not isinstance(failure, self.CLIENT_ERRORS):  # not the client's, alone or wrapped
@@ -73,6 +80,9 @@ class TransactionalSends(LedgerSink[T, Any]):
             return self._pending.give_up(failure)
         self._expired = next((d.error for d in deliveries if d.error is not None and self._unanswered(d.error)),
                              self._expired)
+        if self._pending and waited_s >= self._transaction_s:  # each has waited transaction_s, or longer
+            self._expired = self._unanswered_for(waited_s)
+            deliveries += self._pending.give_up(self._expired)
         return deliveries
 
     def commit(self, offsets: dict[TP, int], group_metadata: Any) -> None:
@@ -174,6 +184,10 @@ class TransactionalSends(LedgerSink[T, Any]):
     def _renew_producer(self) -> None:
         """Close the producer, whatever its state, and put a new one with transactions initialised in its place;
         with ``_resume_init``, initialise the one in place again instead."""
+
+    @abstractmethod
+    def _unanswered_for(self, waited_s: float) -> Exception:
+        """The client's timeout error for sends still unanswered after ``waited_s``."""
 
     @abstractmethod
     def _describe(self, error: Exception) -> str:

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from worker.core.bounds import SEND_BLOCK_S, TRANSACTION_CALL_S
+from worker.core.bounds import SEND_BLOCK_S, TRANSACTION_CALL_S, TRANSACTION_S
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.confluent.consumer import positions
@@ -107,11 +107,12 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
 
     def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
                  security: KafkaSecurity = PLAINTEXT, max_block_s: float = SEND_BLOCK_S,
-                 call_s: float = TRANSACTION_CALL_S, transaction_s: float | None = None,
+                 call_s: float = TRANSACTION_CALL_S, transaction_s: float = TRANSACTION_S,
                  **producer_config: Any) -> None:
         """``call_s``: the longest one transactional call (init, offsets, commit, abort) may block;
-        ``producer_config``: more librdkafka properties. ``transaction_s`` is kafka-python's bound on a
-        transaction's sends: librdkafka keeps its own (``message.timeout.ms``, at most the transaction timeout).
+        ``transaction_s``: the longest a send waits for its answer (librdkafka's own ``message.timeout.ms`` is
+        the transaction timeout, 60 s: a settle gives up sooner, worker/kafka/transactional.py);
+        ``producer_config``: more librdkafka properties.
 
         A request waits at most ``call_s`` for its answer (``socket.timeout.ms``, librdkafka's 60 s, unless
         ``producer_config`` sets it): one in flight to a paused leader or coordinator is retried only once it
@@ -120,7 +121,7 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, max_block_s=max_block_s,
                          producer_class=BoundedProducer, **{"socket.timeout.ms": int(call_s * 1000),
                                                             **producer_config, "transactional.id": transactional_id})
-        self._timeout = (call_s,)
+        self._timeout, self._transaction_s = (call_s,), transaction_s
         self._producer.init_transactions(call_s)  # aborts what a previous instance left open
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
@@ -143,6 +144,9 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
         """librdkafka's own timeout, not ours (BoundedProducer's, fatal: that call is stuck)."""
         code = error.args[0] if error.args else None
         return isinstance(code, KafkaError) and code.code() == KafkaError._TIMED_OUT and not code.fatal()
+
+    def _unanswered_for(self, waited_s: float) -> Exception:
+        return KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"sends unanswered after {waited_s:.1f} s"))
 
     def _describe(self, error: Exception) -> str:
         return str(error)

@@ -30,9 +30,11 @@ T = TypeVar("T")
 class BoundedProducer(KafkaProducer):  # type: ignore[misc]  # kafka-python has no type hints
     """A KafkaProducer whose transactional calls take a timeout, as librdkafka's do. It waits on what
     kafka-python's own calls wait on (its transaction manager's result, kafka-python 3.x). It also takes
-    ``socket_connection_setup_timeout_ms``, which KafkaProducer refuses but passes on to its connections."""
+    ``socket_connection_setup_timeout_ms`` and its ``_max_ms``, which KafkaProducer refuses but passes on to its
+    connections."""
 
-    DEFAULT_CONFIG = {**KafkaProducer.DEFAULT_CONFIG, "socket_connection_setup_timeout_ms": 10_000}
+    DEFAULT_CONFIG = {**KafkaProducer.DEFAULT_CONFIG, "socket_connection_setup_timeout_ms": 10_000,
+                      "socket_connection_setup_timeout_max_ms": 30_000}
 
     def init_transactions(self, timeout_s: float | None = None) -> None:
         """Within ``timeout_s``, else ``max_block_ms``. Once only with ``timeout_s``: the sink never asks again,
@@ -71,8 +73,9 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         delivery_timeout_ms). The first ``init_transactions`` is bounded by ``max_block_ms``, a replacement's by
         ``call_s``: one that runs out fails its step, and the next step makes another producer at once (the
         rewind between them needs no answer from the group coordinator, worker/kafka/exactly_once.py). A
-        connection's set-up (TCP and its first request) gets half of ``call_s``: a paused broker accepts the
-        connection and never answers, and kafka-python's default, 10 s, took all of a replacement's init
+        connection's set-up (TCP and its first request) gets half of ``call_s``, however often it failed
+        before: a paused broker accepts the connection and never answers, and kafka-python's default, 10 s
+        doubling with each failure up to 30 s, took all of a replacement's init
         (docs/chaos/cluster-eos-rewind-2026-12-05.md).
 
         A transaction commits only once its sends are answered, and kafka-python answers a send stuck behind a
@@ -83,20 +86,25 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         (the broker session timeout, 9 s on the three-broker cluster); at 15 s a leader kill's recovery often
         met the next kill (docs/chaos/cluster-eos-failover-2026-12-05.md).
 
-        Each request waits at most ``call_s`` for its answer (request_timeout_ms), apart from the delivery
-        timeout: kafka-python's transaction manager waits that long for a dead coordinator before it looks the
-        coordinator up again, and a produce request waits that long on a paused leader before it is retried
-        (at ``transaction_s`` less linger_ms, both held replies 15 s after a fault on the three-broker cluster)."""
+        Each request waits at most half of ``call_s`` for its answer (request_timeout_ms), apart from the
+        delivery timeout: kafka-python's sender waits that long for a dead coordinator's connection before it
+        looks the coordinator up again, and a produce request waits that long on a paused leader before it is
+        retried (at ``transaction_s`` less linger_ms, both held replies 15 s after a fault on the three-broker
+        cluster; at a whole ``call_s``, a replacement's init made while the coordinator was dead ran out before
+        its second look, though the coordinator had moved a second after the first:
+        docs/chaos/cluster-eos-fences-2026-12-05.md)."""
         delivery_ms = producer_config.pop("delivery_timeout_ms", None)
         request_ms = producer_config.pop("request_timeout_ms", None)
         bound_ms = int(transaction_s * 1000) if delivery_ms is None else delivery_ms
-        request_ms = min(int(call_s * 1000), bound_ms - linger_ms) if request_ms is None else request_ms
+        half_call_ms = int(call_s * 500)
+        request_ms = min(half_call_ms, bound_ms - linger_ms) if request_ms is None else request_ms
         sends = {"request_timeout_ms": request_ms,
                  "delivery_timeout_ms": max(bound_ms, request_ms + linger_ms) if delivery_ms is None else delivery_ms}
-        producer_config.setdefault("socket_connection_setup_timeout_ms", int(call_s * 500))
+        producer_config.setdefault("socket_connection_setup_timeout_ms", half_call_ms)
+        producer_config.setdefault("socket_connection_setup_timeout_max_ms", half_call_ms)
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, transactional_id=transactional_id,
                          **sends, **producer_config)
-        self._timeout = (call_s,)
+        self._timeout, self._transaction_s = (call_s,), transaction_s
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
@@ -129,6 +137,10 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         the next transaction's batches to where the last ones expired, and they expired too. Or one that a forced
         close failed (``_settled``): that producer can no longer abort."""
         return isinstance(error, KafkaTimeoutError | IllegalStateError)
+
+    def _unanswered_for(self, waited_s: float) -> Exception:
+        error: Exception = KafkaTimeoutError(f"sends unanswered after {waited_s:.1f} s")
+        return error
 
     def _describe(self, error: Exception) -> str:
         return f"{type(error).__name__}: {error}"
