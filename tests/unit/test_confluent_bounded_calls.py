@@ -86,3 +86,24 @@ def test_a_transactional_producers_request_waits_no_longer_than_a_call_unless_th
     transactions.TransactionalSink("127.0.0.1:1", "w", "w.tx", call_s=5.0)
     transactions.TransactionalSink("127.0.0.1:1", "w", "w.tx", call_s=5.0, **{"socket.timeout.ms": 20_000})
     assert [config["socket.timeout.ms"] for config in made] == [5_000, 20_000]
+
+
+class Fencing:
+    """A FenceWatch whose first look finds a broker fenced."""
+
+    def wait(self, done, timeout_s: float):
+        return True if done(0.05) else None
+
+
+def test_a_call_still_blocked_when_the_cluster_fences_a_broker_is_given_up_then(producer):
+    """librdkafka's send_offsets_to_transaction waits on for a coordinator that has moved (#5511)."""
+    producer.fences = Fencing()
+    release = threading.Event()
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        producer._bounded(lambda timeout: release.wait(10), (5.0,), 5.0, "send_offsets_to_transaction")
+    error = raised.value.args[0]
+    assert error.fatal() and "send_offsets_to_transaction a broker was fenced while it waited" in error.str()
+    release.set()
+    done = []
+    producer._bounded(lambda timeout: done.append(timeout), (0.1,), 0.1, "commit_transaction")
+    assert done == [0.1]

@@ -73,6 +73,31 @@ def test_an_answered_call_returns():
     assert bounded._transaction_manager.calls == ["commit"] and result.waited_ms == [2500.0]
 
 
+class Fencing:
+    """A FenceWatch whose wait ends at a fence."""
+
+    def __init__(self) -> None:
+        self.bounds: list[float] = []
+
+    def wait(self, done, timeout_s: float):
+        self.bounds.append(timeout_s)
+        return None if not done(0.5) else True
+
+
+def test_a_call_waiting_when_the_cluster_fences_a_broker_ends_then():
+    """kafka-python's sender waits out its request timeout on a coordinator that has moved before it looks
+    again: a replacement's init ran out 4 s after the move."""
+    result = Result(answered=False)
+    bounded = producer(result)
+    bounded.fences = Fencing()
+    with pytest.raises(KafkaTimeoutError, match="init_transactions: a broker was fenced while it waited"):
+        bounded.init_transactions(5.0)
+    assert bounded.fences.bounds == [5.0] and result.waited_ms == [500.0]
+    answered = producer(Result(answered=True))
+    answered.fences = Fencing()
+    answered.commit_transaction(5.0)
+
+
 @pytest.fixture
 def built(monkeypatch) -> list[dict[str, object]]:
     """The config of each producer the sink builds (a stand-in that connects nowhere)."""
@@ -152,3 +177,17 @@ def test_the_bounded_producer_takes_the_connection_set_up_timeout_that_kafka_pyt
         assert manager["socket_connection_setup_timeout_max_ms"] == 2
     finally:
         bounded.close(timeout=0)
+
+
+def test_a_replacement_starts_from_the_brokers_the_fence_watch_last_found(built):
+    """A new kafka-python producer bootstraps from, and looks its coordinator up at, a fenced paused broker as
+    often as at any other, waiting out a connection's set-up there each time."""
+
+    class Watch:
+        def alive(self) -> list[str]:
+            return ["127.0.0.1:29092", "127.0.0.1:29094"]
+
+    sink = TransactionalSink("127.0.0.1:29092,127.0.0.1:29093,127.0.0.1:29094", "w", "w.tx", fences=Watch())
+    sink._renew_producer()
+    assert built[0]["bootstrap_servers"] == ["127.0.0.1:29092", "127.0.0.1:29093", "127.0.0.1:29094"]
+    assert built[1]["bootstrap_servers"] == ["127.0.0.1:29092", "127.0.0.1:29094"]

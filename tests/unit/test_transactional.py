@@ -63,7 +63,7 @@ class Sink(TransactionalSends[str]):
         self.renewed += 1
         self._producer = Producer()
 
-    def _unanswered_for(self, waited_s: float) -> Exception:
+    def _unanswered_for(self, waited_s: float | None) -> Exception:
         return Refused(f"unanswered after {waited_s} s")
 
     def _describe(self, error: Exception) -> str:
@@ -313,3 +313,23 @@ def test_a_shorter_settle_leaves_what_is_still_out_for_the_next():
     sink._transaction_s = 10.0
     sink.send("replies", None, b"a", [], "a")
     assert sink.settle(2.0) == [] and len(sink._pending) == 1 and sink.flushed_s == [2.0]
+
+
+class Fencing:
+    """A FenceWatch whose wait ends at a fence, the sends still out."""
+
+    def wait(self, done, timeout_s: float):
+        return None if not done(0.5) else True
+
+
+def test_a_settle_ends_at_a_fence_and_the_abort_replaces_the_producer():
+    """The leaders the sends wait on have moved: a new producer finds them (a paused leader held a step's sends
+    through the whole pause)."""
+    producer = Producer()
+    sink = Sink(producer, answered=False)
+    sink._fences = Fencing()
+    sink.send("replies", None, b"a", [], "a")
+    (failed,) = sink.settle(15.0)
+    assert str(failed.error) == "unanswered after None s" and sink.flushed_s == [0.5]
+    sink.abort("1 sends failed")
+    assert producer.calls == ["begin_transaction"] and sink.renewed == 1

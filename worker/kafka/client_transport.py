@@ -15,6 +15,7 @@ from worker.core.clock import Clock
 from worker.core.sections import DeliverySettings, KafkaSettings
 from worker.kafka.broker_facts import BrokerAdmin
 from worker.kafka.exactly_once import ExactlyOnce
+from worker.kafka.fence_watch import LOOK_TIMEOUT_S, Brokers, FenceWatch
 from worker.kafka.sends import LedgerSink
 from worker.kafka.transactional import TransactionalSends
 from worker.kafka.transport import Building
@@ -36,6 +37,7 @@ class ClientTransport(Building):
     TRANSACTIONAL_SINK: ClassVar[Callable[..., TransactionalSends[SendTag]]]
     READER: ClassVar[Callable[..., PartitionReader]]
     ADMIN: ClassVar[Callable[..., BrokerAdmin]]
+    FENCE_ADMIN: ClassVar[Callable[..., Brokers]]  # the exactly-once sink's FenceWatch asks with it
     PRODUCER_PROPERTIES: ClassVar[Callable[..., dict[str, Any]]]  # of KafkaSettings: the replies' codec, the user's
 
     def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
@@ -45,10 +47,11 @@ class ClientTransport(Building):
         transactions: ExactlyOnce | None = None
         sink: LedgerSink[SendTag, Any]
         if delivery.exactly_once:
+            fences = self._fence_watch(kafka)
             transactional = self.built(kafka, lambda: self.TRANSACTIONAL_SINK(
                 kafka.kafka_bootstrap_servers, kafka.client_id, delivery.transactional_id,
                 security=kafka.kafka_security, max_block_s=bounds.send_block_s, transaction_s=bounds.transaction_s,
-                call_s=bounds.transaction_call_s,
+                call_s=bounds.transaction_call_s, fences=fences,
                 **self.PRODUCER_PROPERTIES(kafka)))
             sink, transactions = transactional, ExactlyOnce(transactional, source)
             log.info("exactly_once", transactional_id=delivery.transactional_id, kafka_client=self.NAME)
@@ -56,6 +59,16 @@ class ClientTransport(Building):
             sink = self._sink(kafka, bounds.send_block_s)
         self._start(kafka, source)
         return source, sink, transactions
+
+    def _fence_watch(self, kafka: KafkaSettings) -> FenceWatch:
+        """A watch over an admin client of its own, each look bounded by LOOK_TIMEOUT_S, that knows the brokers
+        from the start."""
+        admin = self.built(kafka, lambda: self.FENCE_ADMIN(kafka.kafka_bootstrap_servers, kafka.kafka_security,
+                                                           timeout_s=LOOK_TIMEOUT_S,
+                                                           client_id=f"{kafka.client_id}-fences"))
+        fences = FenceWatch(admin.brokers, admin.ERRORS)
+        fences.look()
+        return fences
 
     def _start(self, kafka: KafkaSettings, source: StreamSource) -> None:
         self.built(kafka, source.start)

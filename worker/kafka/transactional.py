@@ -22,11 +22,19 @@ from worker.core.bounds import TRANSACTION_S
 from worker.core.errors import CommitUncertain, TransactionAborted
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
+from worker.kafka.fence_watch import FenceWatch
 from worker.kafka.sends import LedgerSink
 from worker.ports import Delivery
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+
+
+def unanswered(waited_s: float | None) -> str:
+    """Why sends still out failed: ``waited_s`` unanswered, or None: a broker was fenced meanwhile."""
+    if waited_s is None:
+        return "sends unanswered: a broker was fenced"
+    return f"sends unanswered after {waited_s:.1f} s"
 
 
 class TransactionalSends(LedgerSink[T, Any]):
@@ -40,6 +48,7 @@ class TransactionalSends(LedgerSink[T, Any]):
     _resume_init = False  # its init_transactions ran out of time still going: ask it again, make no other producer
     _expired: Exception | None = None  # a send that expired unanswered: the producer's view of the cluster is stale
     _transaction_s: float = TRANSACTION_S  # the longest a send waits for its answer
+    _fences: FenceWatch | None = None  # ends a settle at a broker's fence
 
     @property
     def open(self) -> bool:
@@ -66,22 +75,30 @@ class TransactionalSends(LedgerSink[T, Any]):
         follows replaces the producer. Neither client keeps that bound by itself everywhere: kafka-python expires
         a send at its delivery timeout only while no transactional request is pending (one retried at a paused
         coordinator held its sends 20 s, the whole pause, on the three-broker cluster), and librdkafka's message
-        timeout is the transaction's, 60 s. A producer fenced or broken while it flushes (librdkafka's ``flush``
-        raises then, seen when an abandoned producer's ``init_transactions`` completed after its successor's)
-        fails every send still out too."""
+        timeout is the transaction's, 60 s. With a FenceWatch (worker/kafka/fence_watch.py) they fail as soon as
+        the cluster fences a broker meanwhile: the leaders they wait on have moved. A producer fenced or broken
+        while it flushes (librdkafka's ``flush`` raises then, seen when an abandoned producer's
+        ``init_transactions`` completed after its successor's) fails every send still out too."""
         waited_s = min(timeout_s, self._transaction_s)
+        deliveries: list[Delivery[T]] = []
+        settle = super().settle
+
+        def answered(wait_s: float) -> bool:
+            deliveries.extend(settle(wait_s))
+            return not self._pending
+
         try:
-            deliveries = super().settle(waited_s)
+            outcome = self._fences.wait(answered, waited_s) if self._fences is not None else answered(waited_s)
         except Exception as exc:
             failure = exc.__cause__ if isinstance(exc, SystemError) else exc
             if not isinstance(failure, self.CLIENT_ERRORS):  # not the client's, alone or wrapped
                 raise
             self._expired = failure
-            return self._pending.give_up(failure)
+            return deliveries + self._pending.give_up(failure)
         self._expired = next((d.error for d in deliveries if d.error is not None and self._unanswered(d.error)),
                              self._expired)
-        if self._pending and waited_s >= self._transaction_s:  # each has waited transaction_s, or longer
-            self._expired = self._unanswered_for(waited_s)
+        if outcome is None or (self._pending and waited_s >= self._transaction_s):  # fenced, or waited it all
+            self._expired = self._unanswered_for(None if outcome is None else waited_s)
             deliveries += self._pending.give_up(self._expired)
         return deliveries
 
@@ -186,8 +203,9 @@ class TransactionalSends(LedgerSink[T, Any]):
         with ``_resume_init``, initialise the one in place again instead."""
 
     @abstractmethod
-    def _unanswered_for(self, waited_s: float) -> Exception:
-        """The client's timeout error for sends still unanswered after ``waited_s``."""
+    def _unanswered_for(self, waited_s: float | None) -> Exception:
+        """The client's timeout error for sends still unanswered after ``waited_s`` (None: when a broker was
+        fenced)."""
 
     @abstractmethod
     def _describe(self, error: Exception) -> str:

@@ -108,8 +108,8 @@ class MemoryTransactionalSink(TransactionalSends[T], MemorySink[T]):
         self._producer = MemoryProducer(self._broker, self._transactional_id)
         self._producer.init_transactions()
 
-    def _unanswered_for(self, waited_s: float) -> Exception:
-        return MemoryKafkaError(f"sends unanswered after {waited_s:.1f} s")  # never: nothing is ever out
+    def _unanswered_for(self, waited_s: float | None) -> Exception:
+        return MemoryKafkaError(f"sends unanswered after {waited_s} s")  # never: nothing is ever out
 
     def _describe(self, error: Exception) -> str:
         return f"{type(error).__name__}: {error}"

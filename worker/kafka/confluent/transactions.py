@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as CallTimedOut
+from concurrent.futures import Future, wait
 from typing import Any, ClassVar, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -31,7 +30,8 @@ from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.confluent.consumer import positions
 from worker.kafka.confluent.sink import ConfluentSink
-from worker.kafka.transactional import TransactionalSends
+from worker.kafka.fence_watch import FenceWatch
+from worker.kafka.transactional import TransactionalSends, unanswered
 
 T = TypeVar("T")
 OVERRUN_S = 1.0  # how long past its own timeout a transactional call may block before it is given up
@@ -65,9 +65,19 @@ class _Caller:
                 done.set_result(None)
 
 
+def finished(future: Future[None], wait_s: float) -> bool:
+    """Whether ``future`` is done, waiting up to ``wait_s`` for it."""
+    wait([future], timeout=wait_s)
+    return future.done()
+
+
 class BoundedProducer(Producer):
     """A Producer whose blocking transactional calls are given up OVERRUN_S past their own timeout (one of -1,
-    librdkafka's "for ever", is kept as it is)."""
+    librdkafka's "for ever", is kept as it is), or, with a FenceWatch (``fences``), as soon as the cluster fences
+    a broker while one waits: librdkafka's ``send_offsets_to_transaction`` waits on for a coordinator that
+    has moved (#5511)."""
+
+    fences: FenceWatch | None = None
 
     def __init__(self, config: dict[str, Any]) -> None:
         super().__init__(config)
@@ -93,13 +103,15 @@ class BoundedProducer(Producer):
             call(*args)
             return
         future = self._caller.submit(call, args)
-        try:
-            future.result(timeout + OVERRUN_S)
-        except CallTimedOut:
+        bound_s = timeout + OVERRUN_S
+        answered = (finished(future, bound_s) if self.fences is None
+                    else self.fences.wait(lambda wait_s: finished(future, wait_s), bound_s))
+        if not answered:
             self._caller = _Caller()  # the old one stays blocked in librdkafka: never handed another call
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{what} still blocked {timeout + OVERRUN_S:.0f} "
-                                            f"s after it was called (its timeout: {timeout:.0f} s)",
-                                            fatal=True)) from None
+            why = (f"still blocked {bound_s:.0f} s after it was called (its timeout: {timeout:.0f} s)"
+                   if answered is False else "a broker was fenced while it waited")
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{what} {why}", fatal=True))
+        future.result()  # its own error, if it raised one
 
 
 class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
@@ -108,11 +120,12 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
     def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
                  security: KafkaSecurity = PLAINTEXT, max_block_s: float = SEND_BLOCK_S,
                  call_s: float = TRANSACTION_CALL_S, transaction_s: float = TRANSACTION_S,
-                 **producer_config: Any) -> None:
+                 fences: FenceWatch | None = None, **producer_config: Any) -> None:
         """``call_s``: the longest one transactional call (init, offsets, commit, abort) may block;
         ``transaction_s``: the longest a send waits for its answer (librdkafka's own ``message.timeout.ms`` is
         the transaction timeout, 60 s: a settle gives up sooner, worker/kafka/transactional.py);
-        ``producer_config``: more librdkafka properties.
+        ``fences``: a FenceWatch (worker/kafka/fence_watch.py) that ends a settle or a transactional call when
+        the cluster fences a broker; ``producer_config``: more librdkafka properties.
 
         A request waits at most ``call_s`` for its answer (``socket.timeout.ms``, librdkafka's 60 s, unless
         ``producer_config`` sets it): one in flight to a paused leader or coordinator is retried only once it
@@ -121,7 +134,8 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, max_block_s=max_block_s,
                          producer_class=BoundedProducer, **{"socket.timeout.ms": int(call_s * 1000),
                                                             **producer_config, "transactional.id": transactional_id})
-        self._timeout, self._transaction_s = (call_s,), transaction_s
+        self._timeout, self._transaction_s, self._fences = (call_s,), transaction_s, fences
+        self._producer.fences = fences
         self._producer.init_transactions(call_s)  # aborts what a previous instance left open
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
@@ -138,6 +152,7 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
         if not self._resume_init:
             self._producer.flush(0)  # serve the reports of the purged sends; they are forgotten
             self._producer = BoundedProducer(self._config)
+            self._producer.fences = self._fences
         self._producer.init_transactions(*self._timeout)
 
     def _init_timed_out(self, error: Exception) -> bool:
@@ -145,8 +160,8 @@ class TransactionalSink(TransactionalSends[T], ConfluentSink[T]):
         code = error.args[0] if error.args else None
         return isinstance(code, KafkaError) and code.code() == KafkaError._TIMED_OUT and not code.fatal()
 
-    def _unanswered_for(self, waited_s: float) -> Exception:
-        return KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"sends unanswered after {waited_s:.1f} s"))
+    def _unanswered_for(self, waited_s: float | None) -> Exception:
+        return KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, unanswered(waited_s)))
 
     def _describe(self, error: Exception) -> str:
         return str(error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from confluent_kafka import KafkaError, KafkaException
 
 from worker.kafka.client_transport import ClientTransport
@@ -11,12 +13,24 @@ from worker.kafka.confluent.connection import producer_properties
 from worker.kafka.confluent.sink import ConfluentSink
 from worker.kafka.confluent.source import ConfluentSource
 from worker.kafka.confluent.transactions import TransactionalSink
+from worker.kafka.fence_watch import Brokers
+
+
+def fence_admin(*args: Any, **kwargs: Any) -> Brokers:
+    """kafka-python's admin client, for the exactly-once sink's FenceWatch only: librdkafka's metadata requests
+    went on to a paused broker through its whole pause (each timed out, none tried another broker), so that
+    the fence was never seen; kafka-python's admin gives a timed-out connection up and asks another broker.
+    Imported here, so that a worker on confluent-kafka loads kafka-python (a dependency of the worker either
+    way) in exactly-once mode only."""
+    from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
+    return KafkaPythonAdmin(*args, **kwargs)
 
 
 class ConfluentTransport(ClientTransport):
     NAME, errors = "confluent", (KafkaException,)
     SOURCE, SINK, TRANSACTIONAL_SINK = ConfluentSource, ConfluentSink, TransactionalSink
     READER, ADMIN, PRODUCER_PROPERTIES = ConfluentPartitionReader, ConfluentAdmin, staticmethod(producer_properties)
+    FENCE_ADMIN = staticmethod(fence_admin)
 
     def refused(self, exc: Exception) -> bool:
         error = exc.args[0] if exc.args else None

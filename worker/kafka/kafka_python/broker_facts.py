@@ -21,10 +21,11 @@ class KafkaPythonAdmin:
 
     def __init__(self, bootstrap_servers: str, security: KafkaSecurity, timeout_s: float = ADMIN_TIMEOUT_S,
                  client_id: str = "streamscore-start-check") -> None:
-        timeout_ms = int(timeout_s * 1000)
+        """``timeout_s``: each request's; reaching a broker at first may take ADMIN_TIMEOUT_S, or more."""
         try:
             self._admin = KafkaAdminClient(**client_config(bootstrap_servers, security), client_id=client_id,
-                                           request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
+                                           request_timeout_ms=int(timeout_s * 1000),
+                                           bootstrap_timeout_ms=int(max(timeout_s, ADMIN_TIMEOUT_S) * 1000))
         except KafkaError as exc:
             raise unavailable(bootstrap_servers, exc) from None
 
@@ -37,6 +38,11 @@ class KafkaPythonAdmin:
                                                  config_filter="all")
         configs = described["broker"][broker_id]
         return {name: configs[name]["value"] for name in names}
+
+    def brokers(self) -> dict[int, str]:
+        """kafka-python's DescribeCluster asks for the fenced brokers too, and marks them."""
+        return {int(broker["broker_id"]): f"{broker['host']}:{broker['port']}"
+                for broker in self._admin.describe_cluster()["brokers"] if not broker.get("is_fenced")}
 
     def close(self) -> None:
         self._admin.close()

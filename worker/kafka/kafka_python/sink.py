@@ -72,12 +72,13 @@ class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
         close_for_good(self._producer, timeout_s=1)
         self._producer = self._new_producer()
 
-    def _new_producer(self) -> KafkaProducer:
-        """A producer whose sends never create their topic, even where the broker would. A replacement takes
-        the broker version its predecessor learned: kafka-python otherwise asks the first bootstrap server for
-        it before the constructor returns, and a paused broker there held a replacement 10 s on the
-        three-broker cluster."""
-        producer = self.PRODUCER(**self._config)
+    def _new_producer(self, bootstrap_servers: list[str] | None = None) -> KafkaProducer:
+        """A producer whose sends never create their topic, even where the broker would, bootstrapped from
+        ``bootstrap_servers`` when given. A replacement takes the broker version its predecessor learned:
+        kafka-python otherwise asks the first bootstrap server for it before the constructor returns, and a
+        paused broker there held a replacement 10 s on the three-broker cluster."""
+        producer = self.PRODUCER(**{**self._config, **({"bootstrap_servers": bootstrap_servers}
+                                                          if bootstrap_servers else {})})
         creating_no_topics(producer._metadata)
         self._config.setdefault("api_version", producer.config["api_version"])
         return producer

@@ -20,9 +20,10 @@ from kafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from worker.core.bounds import TRANSACTION_CALL_S, TRANSACTION_S
 from worker.core.offsets import TopicPartition as TP
 from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.kafka.fence_watch import FenceWatch
 from worker.kafka.kafka_python.consumer import commit_offsets
 from worker.kafka.kafka_python.sink import KafkaSink, close_for_good
-from worker.kafka.transactional import TransactionalSends
+from worker.kafka.transactional import TransactionalSends, unanswered
 
 T = TypeVar("T")
 
@@ -35,6 +36,7 @@ class BoundedProducer(KafkaProducer):  # type: ignore[misc]  # kafka-python has 
 
     DEFAULT_CONFIG = {**KafkaProducer.DEFAULT_CONFIG, "socket_connection_setup_timeout_ms": 10_000,
                       "socket_connection_setup_timeout_max_ms": 30_000}
+    fences: FenceWatch | None = None
 
     def init_transactions(self, timeout_s: float | None = None) -> None:
         """Within ``timeout_s``, else ``max_block_ms``. Once only with ``timeout_s``: the sink never asks again,
@@ -55,9 +57,18 @@ class BoundedProducer(KafkaProducer):  # type: ignore[misc]  # kafka-python has 
         self._bounded(lambda manager: manager.begin_abort(), timeout_s, "abort_transaction")
 
     def _bounded(self, begin: Any, timeout_s: float | None, what: str) -> None:
+        """With a FenceWatch (``fences``), the call also ends when the cluster fences a broker while it waits: its
+        coordinator may have been that broker, and kafka-python's sender would go on waiting on it."""
         result = begin(self._transaction_manager)
         self._sender.wakeup()
-        if not result.wait(None if timeout_s is None else timeout_s * 1000):
+        if timeout_s is None:
+            result.wait(None)
+            return
+        answered = (result.wait(timeout_s * 1000) if self.fences is None
+                    else self.fences.wait(lambda wait_s: bool(result.wait(wait_s * 1000)), timeout_s))
+        if answered is None:
+            raise KafkaTimeoutError(f"{what}: a broker was fenced while it waited")
+        if not answered:
             raise KafkaTimeoutError(f"{what} got no answer within {timeout_s} s")
 
 
@@ -67,8 +78,11 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
 
     def __init__(self, bootstrap_servers: str, client_id: str, transactional_id: str, linger_ms: int = 2, *,
                  security: KafkaSecurity = PLAINTEXT, transaction_s: float = TRANSACTION_S,
-                 call_s: float = TRANSACTION_CALL_S, **producer_config: Any) -> None:
-        """``call_s``: the longest one transactional call (offsets, commit, abort) may block; ``transaction_s``:
+                 call_s: float = TRANSACTION_CALL_S, fences: FenceWatch | None = None,
+                 **producer_config: Any) -> None:
+        """``fences``: a FenceWatch (worker/kafka/fence_watch.py) that ends a settle or a transactional call when
+        the cluster fences a broker, and from whose last look a replacement producer bootstraps.
+        ``call_s``: the longest one transactional call (offsets, commit, abort) may block; ``transaction_s``:
         the longest a send may wait for its answer (unless ``producer_config`` sets request_timeout_ms or
         delivery_timeout_ms). The first ``init_transactions`` is bounded by ``max_block_ms``, a replacement's by
         ``call_s``: one that runs out fails its step, and the next step makes another producer at once (the
@@ -104,7 +118,8 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         producer_config.setdefault("socket_connection_setup_timeout_max_ms", half_call_ms)
         super().__init__(bootstrap_servers, client_id, linger_ms, security=security, transactional_id=transactional_id,
                          **sends, **producer_config)
-        self._timeout, self._transaction_s = (call_s,), transaction_s
+        self._timeout, self._transaction_s, self._fences = (call_s,), transaction_s, fences
+        self._producer.fences = fences
         self._producer.init_transactions()  # aborts what a previous instance with this id left open
 
     def _offsets(self, offsets: dict[TP, int]) -> Any:
@@ -122,7 +137,11 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         same request, and on the three-broker cluster that one never finished (its transaction manager kept
         waiting for the dead coordinator): a worker asking it again answered nothing for minutes."""
         close_for_good(self._producer, timeout_s=0)  # its transaction is given up: nothing it holds is waited for
-        self._producer = self._new_producer()
+        # From the brokers the fence watch last found: a new kafka-python producer otherwise bootstraps from, and
+        # looks its coordinator up at, a paused broker the cluster has fenced as often as at any other, and
+        # waits out a connection's set-up there each time (two such waits ran a replacement's init out).
+        self._producer = self._new_producer(self._fences.alive() if self._fences is not None else None)
+        self._producer.fences = self._fences
         self._producer.init_transactions(*self._timeout)
 
     def _fatal(self, error: Exception) -> bool:
@@ -138,8 +157,8 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         close failed (``_settled``): that producer can no longer abort."""
         return isinstance(error, KafkaTimeoutError | IllegalStateError)
 
-    def _unanswered_for(self, waited_s: float) -> Exception:
-        error: Exception = KafkaTimeoutError(f"sends unanswered after {waited_s:.1f} s")
+    def _unanswered_for(self, waited_s: float | None) -> Exception:
+        error: Exception = KafkaTimeoutError(unanswered(waited_s))
         return error
 
     def _describe(self, error: Exception) -> str:

@@ -18,6 +18,7 @@ class KafkaPythonTransport(ClientTransport):
     NAME, errors = "kafka-python", (KafkaError,)
     SOURCE, SINK, TRANSACTIONAL_SINK = KafkaSource, KafkaSink, TransactionalSink
     READER, ADMIN, PRODUCER_PROPERTIES = KafkaPartitionReader, KafkaPythonAdmin, staticmethod(producer_properties)
+    FENCE_ADMIN = KafkaPythonAdmin
 
     def refused(self, exc: Exception) -> bool:
         return isinstance(exc, KafkaConfigurationError)
