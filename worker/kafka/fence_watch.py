@@ -66,7 +66,9 @@ class FenceWatch:
 
     def wait(self, done: Callable[[float], bool], timeout_s: float) -> bool | None:
         """Wait up to ``timeout_s`` for ``done(seconds)`` (which waits up to ``seconds``) to say True: True when it
-        did, False when the time ran out, None when the cluster fenced a broker first."""
+        did, False when the time ran out, None when the cluster fenced a broker first. A look takes up to
+        LOOK_TIMEOUT_S (its admin client bounds each request and each connection's set-up by it), so the wait
+        may end that much past ``timeout_s``."""
         deadline = self._clock() + timeout_s
         if done(min(LOOK_AFTER_S, timeout_s)):
             return True

@@ -13,6 +13,14 @@ from worker.kafka.broker_facts import ADMIN_TIMEOUT_S, unavailable
 from worker.kafka.kafka_python.connection import client_config
 
 
+class BoundedAdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python has no type hints
+    """A KafkaAdminClient that takes ``socket_connection_setup_timeout_ms`` and its ``_max_ms``, which
+    KafkaAdminClient refuses but passes on to its connections."""
+
+    DEFAULT_CONFIG = {**KafkaAdminClient.DEFAULT_CONFIG, "socket_connection_setup_timeout_ms": 10_000,
+                      "socket_connection_setup_timeout_max_ms": 30_000}
+
+
 class KafkaPythonAdmin:
     """A BrokerAdmin. Built, it has reached a broker: raises ServiceUnavailable when none answers, ConfigError
     when a password file cannot be read."""
@@ -21,11 +29,16 @@ class KafkaPythonAdmin:
 
     def __init__(self, bootstrap_servers: str, security: KafkaSecurity, timeout_s: float = ADMIN_TIMEOUT_S,
                  client_id: str = "streamscore-start-check") -> None:
-        """``timeout_s``: each request's; reaching a broker at first may take ADMIN_TIMEOUT_S, or more."""
+        """``timeout_s``: each request's, and each connection's set-up (a paused broker accepts the connection and
+        never answers; kafka-python's own set-up timeout, 10 s doubling up to 30 s, would hold a fence watch's
+        look that long); reaching a broker at first may take ADMIN_TIMEOUT_S."""
+        timeout_ms = int(timeout_s * 1000)
         try:
-            self._admin = KafkaAdminClient(**client_config(bootstrap_servers, security), client_id=client_id,
-                                           request_timeout_ms=int(timeout_s * 1000),
-                                           bootstrap_timeout_ms=int(max(timeout_s, ADMIN_TIMEOUT_S) * 1000))
+            self._admin = BoundedAdminClient(**client_config(bootstrap_servers, security), client_id=client_id,
+                                             request_timeout_ms=timeout_ms,
+                                             socket_connection_setup_timeout_ms=timeout_ms,
+                                             socket_connection_setup_timeout_max_ms=timeout_ms,
+                                             bootstrap_timeout_ms=int(max(timeout_s, ADMIN_TIMEOUT_S) * 1000))
         except KafkaError as exc:
             raise unavailable(bootstrap_servers, exc) from None
 
