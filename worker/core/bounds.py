@@ -7,8 +7,8 @@ smaller of the two, and never more than its own usual ceiling below. The
 longest a step can block is then the sum over the calls it makes
 (``worst_step_s``); ``Settings`` checks at start that this fits.
 
-Not bounded here (known): kafka-python's transactional calls take no timeout
-(its commit waits for the broker's answer, which its own request retries bound).
+kafka-python's transactional calls take no timeout of their own: its BoundedProducer
+(worker/kafka/kafka_python/transactions.py) waits on their result for at most TRANSACTION_CALL_S.
 """
 
 from __future__ import annotations
