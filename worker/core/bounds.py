@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 METADATA_S = 5.0  # one metadata request (committed offsets), or the loop waiting for a reply topic's lookup
 SEND_BLOCK_S = 10.0  # a send waiting for room in a full queue, or for its topic's metadata
 SETTLE_S = 30.0  # waiting for the broker's acknowledgements of a step's sends
-TRANSACTION_S = 10.0  # a transaction's sends waiting for their answers (kafka-python's delivery timeout; was 30)
+# A transaction's sends waiting for their answers (kafka-python's delivery timeout). Longer than the latest fence
+# seen on the three-broker cluster (12.6 s, when the faulted node was the active controller), so that a fence
+# watch ends the wait first: a transaction aborted before its paused leader is fenced holds the coordinator's
+# abort markers, and each init of a new producer (CONCURRENT_TRANSACTIONS), until that broker answers again.
+TRANSACTION_S = 15.0
 # One transactional call (init, offsets, commit, abort). One that gets no answer this long is talking to a
 # coordinator that is away or moved: the producer is replaced, and its successor looks the coordinators up anew.
 TRANSACTION_CALL_S = 5.0

@@ -95,10 +95,10 @@ class TransactionalSink(TransactionalSends[T], KafkaSink[T]):
         A transaction commits only once its sends are answered, and kafka-python answers a send stuck behind a
         dead leader or transaction coordinator only when its delivery timeout (120 s by default) expires: on the
         three-broker cluster that held every commit, and every reply, for 120 s after a leader kill. Failed
-        after ``transaction_s``, the send aborts the transaction and the producer is replaced. At 10 s
-        (worker/core/bounds.py) the sends expire soon after the controller moved the leaders and the coordinator
-        (the broker session timeout, 9 s on the three-broker cluster); at 15 s a leader kill's recovery often
-        met the next kill (docs/chaos/cluster-eos-failover-2026-12-05.md).
+        after ``transaction_s``, the send aborts the transaction and the producer is replaced. The fence watch
+        ends the wait when the controller fences the broker, so the bound (15 s, worker/core/bounds.py) is for
+        faults the cluster does not fence; before the watch, at 15 s a leader kill's recovery often met the next
+        kill (docs/chaos/cluster-eos-failover-2026-12-05.md).
 
         Each request waits at most half of ``call_s`` for its answer (request_timeout_ms), apart from the
         delivery timeout: kafka-python's sender waits that long for a dead coordinator's connection before it
