@@ -25,10 +25,15 @@ def confluent_ceiling(bootstrap: str, topics: RunTopics, reply_bytes: int) -> li
             "--reply-bytes", str(reply_bytes)]
 
 
-def confluent_by_hand(bootstrap: str, redis_url: str, topics: RunTopics) -> list[str]:
-    return [sys.executable, "-m", "bench.confluent_by_hand", "--bootstrap-servers", bootstrap,
+def confluent_by_hand(bootstrap: str, redis_url: str, topics: RunTopics,
+                      job: str = "bench.confluent_by_hand") -> list[str]:
+    return [sys.executable, "-m", job, "--bootstrap-servers", bootstrap,
             "--requests-topic", topics.requests, "--reply-topic", topics.replies, "--group", topics.group,
             "--redis-url", redis_url]
+
+
+def confluent_columnar(bootstrap: str, redis_url: str, topics: RunTopics) -> list[str]:
+    return confluent_by_hand(bootstrap, redis_url, topics, job="bench.confluent_columnar")
 
 
 def quix(bootstrap: str, redis_url: str, topics: RunTopics, dedup: str = "redis") -> list[str]:

@@ -23,7 +23,10 @@ loop, fresh topics each run, interleaved over ``--repeats``):
 - the same job by hand, ``bench/confluent_by_hand.py``: decode, claim in
   Redis, prepare and run the model in batches of 64, reply, flush, write the
   done marks, commit asynchronously, and nothing else: what the job itself
-  costs, so that the rest of streamscore's CPU is its framework.
+  costs, so that the rest of streamscore's CPU is its framework;
+- with ``--columnar``, the same job by hand written a poll at a time,
+  ``bench/confluent_columnar.py`` (one decode call a poll, the model's input
+  one array, replies from a template): how far a columnar design could go.
 
 Beside the CPU, the model's share: its compute per reply, from the replies'
 own compute and batch-size headers.
@@ -56,13 +59,14 @@ from worker.models import load_model
 BARE = "bare librdkafka loop"
 STREAMSCORE = "streamscore on confluent"
 BY_HAND = "the same job by hand"
+COLUMNAR = "the same job by hand, by columns"
 BARE_KAFKA_PYTHON = "bare kafka-python loop"
 STREAMSCORE_KAFKA_PYTHON = "streamscore on kafka-python"
 QUIX = "Quix Streams, one message at a time"
 QUIX_STATE = "Quix Streams, one message at a time, dedup in its state"
 QUIX_NO_DEDUP = "Quix Streams, one message at a time, no dedup"
-LABELS = {BARE: "bare", BY_HAND: "by-hand", STREAMSCORE: "streamscore", BARE_KAFKA_PYTHON: "bare-kafka-python",
-          STREAMSCORE_KAFKA_PYTHON: "streamscore-kafka-python", QUIX: "quix",
+LABELS = {BARE: "bare", BY_HAND: "by-hand", COLUMNAR: "columnar", STREAMSCORE: "streamscore",
+          BARE_KAFKA_PYTHON: "bare-kafka-python", STREAMSCORE_KAFKA_PYTHON: "streamscore-kafka-python", QUIX: "quix",
           QUIX_STATE: "quix-state", QUIX_NO_DEDUP: "quix-no-dedup"}
 BARE_LOOPS = (BARE, BARE_KAFKA_PYTHON)
 REPLY_SAMPLES = 200
@@ -77,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                         "--worker-args='--commit-interval-ms 100'")
     parser.add_argument("--kafka-python", action="store_true",
                         help="also a bare kafka-python loop (bench/kafka_ceiling.py) and streamscore on kafka-python")
+    parser.add_argument("--columnar", action="store_true",
+                        help="also the same job by hand written a poll at a time (bench/confluent_columnar.py): the "
+                             "floor of a columnar design")
     parser.add_argument("--quix", action="store_true",
                         help="also the same job as a Quix Streams application (bench/quix_app.py; needs "
                              "`bash bench/quix_venv.sh` first)")
@@ -103,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         BY_HAND: lambda topics: commands.confluent_by_hand(bootstrap, redis_url, topics),
         STREAMSCORE: partial(_worker, ctx, redis_url, "confluent", extra),
     }
+    if args.columnar:
+        contenders[COLUMNAR] = lambda topics: commands.confluent_columnar(bootstrap, redis_url, topics)
     if args.kafka_python:
         contenders[BARE_KAFKA_PYTHON] = lambda topics: commands.kafka_ceiling(bootstrap, topics, reply_bytes)
         contenders[STREAMSCORE_KAFKA_PYTHON] = partial(_worker, ctx, redis_url, "kafka-python", extra)
@@ -154,6 +163,8 @@ def _table(runs: dict[str, list[ThroughputRun]], args: argparse.Namespace) -> st
     for top, bottom, about in ((STREAMSCORE, BARE, "issue #19's target: at most 2.00"),
                                (BY_HAND, BARE, "what the job itself costs, over the Kafka work alone"),
                                (STREAMSCORE, BY_HAND, "what the framework costs, over the job by hand"),
+                               (COLUMNAR, BY_HAND, "a columnar design's floor, over the job by hand"),
+                               (STREAMSCORE, COLUMNAR, "what the framework costs, over the columnar floor"),
                                (STREAMSCORE_KAFKA_PYTHON, BARE_KAFKA_PYTHON, "the same on kafka-python"),
                               (QUIX, STREAMSCORE, "the per-message stream processor over streamscore")):
         above, below = cpu.get(top), cpu.get(bottom)

@@ -117,17 +117,27 @@ class RedisDedupStore:
         """Raises StoreUnavailable (try again later) or ConfigError (no retry can help: see ``_classified``)."""
         if not requests:
             return []
-        pairs = orjson.dumps([(r.id, r.position.token()) for r in requests])
+        return self.claim_columns([r.id for r in requests], [r.position.token() for r in requests])
+
+    def claim_columns(self, ids: Sequence[str], tokens: Sequence[str]) -> list[bool]:
+        """``claim`` of requests given as columns: their ids, and their records' position tokens."""
+        if not ids:
+            return []
+        pairs = orjson.dumps(list(zip(ids, tokens, strict=True)))
         verdicts: bytes = self._classified(lambda: self._claim(args=[self._ns, self._lease_ms, pairs]))
         return [verdict == ord("1") for verdict in verdicts]
 
     def complete(self, done: Sequence[Completed]) -> None:
         """Raises StoreUnavailable or ConfigError, as ``claim`` does."""
-        if not done:
+        if done:
+            self.complete_columns([entry.id for entry in done], [entry.reply or b"" for entry in done])
+
+    def complete_columns(self, ids: Sequence[str], replies: Sequence[bytes]) -> None:
+        """``complete`` given as columns: the ids, and the reply each keeps (empty: release the claim only)."""
+        if not ids:
             return
-        replies = [entry.reply or b"" for entry in done]
-        args: list[bytes | str | int] = [self._ns, self._ttl_s, orjson.dumps([entry.id for entry in done]),
-                                         orjson.dumps(list(map(len, replies))), b"".join(replies)]
+        lengths = orjson.dumps(list(map(len, replies)))
+        args: list[bytes | str | int] = [self._ns, self._ttl_s, orjson.dumps(list(ids)), lengths, b"".join(replies)]
         if not self._min_replicas:
             self._classified(lambda: self._complete(args=args))
             return
