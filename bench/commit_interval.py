@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         for client in clients:
             for delivery in deliveries:
                 for interval in intervals:
-                    wall_s, cpu_s = timed_run(bootstrap, args.workload, args.requests,
+                    wall_s, cpu_s, _ = timed_run(bootstrap, args.workload, args.requests,
                                               ["--kafka-client", client, "--delivery", delivery,
                                                "--commit-interval-ms", str(interval)])
                     runs.setdefault((client, delivery, interval), []).append((wall_s, cpu_s))

@@ -3,18 +3,25 @@
 Fills a fresh topic with requests, then runs the streaming worker in this
 process under cProfile until every request is consumed, and prints the
 functions with the most cumulative time, plus a summary by area (Kafka fetch,
-reply sends, dedup, acks and commits, decoding, the model). Needs
-KAFKA_BOOTSTRAP_SERVERS and REDIS_URL, like ``python -m bench``.
+reply sends, dedup, acks and commits, decoding, the model). cProfile's times
+are wall times, and its overhead falls on Python code most: ``--stages``
+instead runs without a profiler and gives the loop thread's own CPU
+(``time.thread_time``) in each stage of a step, beside the CPU of the other
+threads (librdkafka's, the claim helper's). Needs KAFKA_BOOTSTRAP_SERVERS and
+REDIS_URL, like ``python -m bench``.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import operator
 import os
 import pstats
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from bench.topics import RunTopics, default_load_client, prefill
 from bench.workloads import WORKLOADS
@@ -22,6 +29,7 @@ from worker.app import build_worker
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings, add_flags
 from worker.core.shutdown import StopRequest
+from worker.stream.loop import Worker
 
 # Functions whose cumulative time is one area of the worker's work, in the loop's order.
 AREAS = {
@@ -36,6 +44,38 @@ AREAS = {
     "offset commit": "source.py:commit_async",
 }
 
+# The stages of a step, each timed on the loop's thread around one call: (label, the worker's part, its method).
+# The model runs inside submit_batch with the inline scorer (the CPU default).
+STAGES = (
+    ("poll (fetch, records)", "_source", "poll"),
+    ("admit (track, decode, check, claim)", "_admission", "admit"),
+    ("take the claimed (batch the fresh)", "_admission", "take_claimed"),
+    ("submit a batch (the model)", "", "submit_batch"),
+    ("answer a batch (encode, send)", "", "answer_scored"),
+    ("settle (acks, done marks, commit)", "", "settle"),
+    ("  of it, the acknowledgements", "_sink", "settle"),
+    ("  of it, done marks and commit", "_parts.commits", "settle"),
+)
+
+
+class StageClock:
+    """The loop thread's CPU in each of STAGES, by wrapping the methods on the worker's own parts."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.seconds = dict.fromkeys((label for label, _, _ in STAGES), 0.0)
+        for label, part, method in STAGES:
+            owner = operator.attrgetter(part)(worker) if part else worker
+            setattr(owner, method, self._timed(label, getattr(owner, method)))
+
+    def _timed(self, label: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.thread_time()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.seconds[label] += time.thread_time() - began
+        return timed
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile_worker", description=__doc__,
@@ -47,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="list by time inside and below each function, or inside it only (default cumulative)")
     parser.add_argument("--no-profile", action="store_true",
                         help="time the run without cProfile (whose overhead slows Python code most)")
+    parser.add_argument("--stages", action="store_true",
+                        help="no profiler: the loop thread's CPU in each stage of a step, and the other threads'")
     parser.add_argument("worker_args", nargs="*",
                         help="after --: settings for the worker, e.g. -- --max-batch-size 256")
     args = parser.parse_args(argv)
@@ -56,20 +98,27 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
 
-    profiler = None if args.no_profile else cProfile.Profile()
-    wall_s, cpu_s = timed_run(bootstrap, args.workload, args.requests, args.worker_args, profiler)
+    profiler = None if args.no_profile or args.stages else cProfile.Profile()
+    clocks: list[StageClock] = []
+    wall_s, cpu_s, loop_cpu_s = timed_run(bootstrap, args.workload, args.requests, args.worker_args, profiler,
+                                          on_built=(lambda worker: clocks.append(StageClock(worker)))
+                                          if args.stages else None)
     print(f"\n{args.requests:,} requests in {wall_s:.1f} s ({args.requests / wall_s:,.0f} req/s); "
-          f"process CPU {cpu_s / args.requests * 1e6:.0f} µs per request (all threads)")
+          f"process CPU {cpu_s / args.requests * 1e6:.1f} µs per request (all threads)")
     if profiler is not None:
         _report(pstats.Stats(profiler), args.requests, args.top, args.sort)
+    if clocks:
+        _report_stages(clocks[0], args.requests, cpu_s, loop_cpu_s)
     return 0
 
 
 def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[str],
-              profiler: cProfile.Profile | None = None) -> tuple[float, float]:
+              profiler: cProfile.Profile | None = None,
+              on_built: Callable[[Worker], None] | None = None) -> tuple[float, float, float]:
     """Fill a fresh topic with ``requests``, then step a worker in this process until it answered them all.
 
-    Returns (wall seconds, process CPU seconds) of the stepping, profiled by ``profiler`` when given.
+    Returns (wall seconds, process CPU seconds, the loop thread's CPU seconds) of the stepping, profiled by
+    ``profiler`` when given; ``on_built`` is shown the worker before its first step.
     """
     topics = RunTopics.fresh(f"profile-{workload}")
     topics.create(bootstrap, partitions=4)
@@ -77,7 +126,9 @@ def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[st
         prefill(bootstrap, topics.requests, WORKLOADS[workload].requests(requests), progress=False,
                 kafka_client=default_load_client())
         worker = build_worker(_settings(workload, topics, worker_args), StopRequest(SystemClock()))
-        started, cpu_started = time.perf_counter(), time.process_time()
+        if on_built is not None:
+            on_built(worker)
+        started, cpu_started, loop_started = time.perf_counter(), time.process_time(), time.thread_time()
         if profiler is not None:
             profiler.enable()
         while worker.stats.replied_ok < requests:
@@ -85,11 +136,12 @@ def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[st
         if profiler is not None:
             profiler.disable()
         wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+        loop_cpu_s = time.thread_time() - loop_started
         worker.stop()
         worker.run()  # drains, commits and closes
     finally:
         topics.delete(bootstrap)
-    return wall_s, cpu_s
+    return wall_s, cpu_s, loop_cpu_s
 
 
 def _settings(workload: str, topics: RunTopics, worker_args: list[str]) -> Settings:
@@ -114,6 +166,14 @@ def _report(stats: pstats.Stats, requests: int, top: int, sort: str) -> None:
         print(f"  {area:<28} {total / requests * 1e6:8.1f}")
     print()
     stats.sort_stats(sort).print_stats(top)
+
+
+def _report_stages(clock: StageClock, requests: int, cpu_s: float, loop_cpu_s: float) -> None:
+    print("\nCPU by stage, µs per request:")
+    for label, seconds in clock.seconds.items():
+        print(f"  {label:<40} {seconds / requests * 1e6:6.2f}")
+    print(f"  {'the loop thread, in all':<40} {loop_cpu_s / requests * 1e6:6.2f}")
+    print(f"  {'the other threads':<40} {(cpu_s - loop_cpu_s) / requests * 1e6:6.2f}")
 
 
 if __name__ == "__main__":
