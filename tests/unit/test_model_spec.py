@@ -89,6 +89,13 @@ def test_outputs_named_labelled_or_as_they_are():
     assert sum(Outputs(labels=("x", "y", "z"), softmax=True).split(rows)[0]["scores"].values()) == pytest.approx(1)
 
 
+def test_one_name_takes_the_one_value_of_each_row_whatever_its_shape():
+    for output in (torch.tensor([0.25, 0.5]), torch.tensor([[0.25], [0.5]])):
+        assert Outputs(names=("p",)).split(output) == [{"p": 0.25}, {"p": 0.5}]
+    with pytest.raises(ModelError, match="output has 2 values per item, but outputs.names declares 1"):
+        Outputs(names=("p",)).split(torch.zeros(4, 2))
+
+
 def test_an_output_of_another_width_than_declared_is_a_model_error():
     with pytest.raises(ModelError, match="output has 3 values per item, but outputs.names declares 2"):
         Outputs(names=("a", "b")).split(torch.zeros(4, 3))
