@@ -57,6 +57,7 @@ def test_reply_to_header_is_used_when_body_has_none():
     (b"not json", None, "invalid_json", False),
     (b"\xff\xfe", b"\xff", "invalid_json", False),
     (None, b"k1", "empty_value", True),
+    (b"", b"k1", "invalid_json", True),  # zero bytes is a value, not a tombstone
     ([1, 2], b"k1", "invalid_request", True),
     ({"inputs": GOOD_INPUTS}, None, "missing_id", False),
     ({"id": "", "inputs": GOOD_INPUTS}, None, "invalid_id", False),

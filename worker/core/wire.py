@@ -105,11 +105,12 @@ def _code(code: str, sent_as: SentAs, meaning: str) -> str:
 
 
 # Records that cannot be read as a request (decode_request, request_from_body).
-ERR_EMPTY_VALUE = _code("empty_value", SentAs.EITHER, "the record has no value (a tombstone)")
+ERR_EMPTY_VALUE = _code("empty_value", SentAs.EITHER,
+                        "the record has no value (a tombstone; a value of zero bytes is a value: `invalid_json`)")
 ERR_RECORD_TOO_LARGE = _code("record_too_large", SentAs.EITHER,
                              "the value is larger than `--max-record-bytes`; checked before parsing, so only the key "
                              "can name the ID")
-ERR_INVALID_JSON = _code("invalid_json", SentAs.EITHER, "the value is not UTF-8 JSON")
+ERR_INVALID_JSON = _code("invalid_json", SentAs.EITHER, "the value is not UTF-8 JSON (an empty value too)")
 ERR_INVALID_REQUEST = _code("invalid_request", SentAs.EITHER, "the value is JSON but not an object")
 ERR_INVALID_ID = _code("invalid_id", SentAs.EITHER, f"`id` is not a string of 1–{MAX_ID_LENGTH} characters")
 ERR_MISSING_ID = _code("missing_id", SentAs.DEAD_LETTER, "neither the value nor the key carries a request ID")
