@@ -1,5 +1,5 @@
-"""What the stream loop does beside its work each step: warn before the group would drop it, refresh the lag
-snapshot for the metrics, and log its counters now and then."""
+"""What the stream loop does beside its work each step: warn before the group would drop it, say why it waits
+when joining the group takes long, refresh the lag snapshot for the metrics, and log its counters now and then."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from worker.ports import Source
 log = structlog.get_logger(__name__)
 
 LAG_REFRESH_S = 1.0  # least time between two lag snapshots (stats.lag, for the metrics)
+JOIN_WARNING_S = 10.0  # a join of the group that takes this long is said, and again every JOIN_REMINDER_S
+JOIN_REMINDER_S = 30.0
 
 
 class Upkeep:
@@ -20,8 +22,11 @@ class Upkeep:
                  operations: OperationsSettings) -> None:
         self._source, self._stats, self._clock = source, stats, clock
         self._max_poll_interval_ms, self._stats_interval_s = kafka.max_poll_interval_ms, operations.stats_interval_s
+        self._session_timeout_ms = kafka.session_timeout_ms
         self._last_stats = now = clock.monotonic()
         self._lag_at = now - LAG_REFRESH_S
+        self._joining_since: float | None = None  # when the worker was last seen out of the group
+        self._next_join_warning = 0.0
 
     def warn_if_slow(self, last_poll: float) -> None:
         """Say so when the time since the last poll nears max.poll.interval.ms (the group would drop us)."""
@@ -35,6 +40,7 @@ class Upkeep:
         """Replace the lag snapshot, at most once per LAG_REFRESH_S (the source answers from what it knows), and
         log the counters every stats_interval_s."""
         now = self._clock.monotonic()
+        self._watch_join(now)
         if now - self._lag_at >= LAG_REFRESH_S:
             self._lag_at = now
             self._stats.lag = self._source.lag()
@@ -42,3 +48,21 @@ class Upkeep:
         if self._stats_interval_s and now - self._last_stats >= self._stats_interval_s:
             self._last_stats = now
             log.info("worker_stats", **self._stats.snapshot())
+
+    def _watch_join(self, now: float) -> None:
+        """Say why no partitions come when the worker has been out of its group for JOIN_WARNING_S (at start, or
+        after the group dropped it): a restarted worker waits there for the member it replaces to time out."""
+        if self._stats.generation >= 0:
+            self._joining_since = None
+            return
+        if self._joining_since is None:
+            self._joining_since, self._next_join_warning = now, now + JOIN_WARNING_S
+        if now >= self._next_join_warning:
+            self._next_join_warning = now + JOIN_REMINDER_S
+            log.warning("still_joining_group", waited_s=round(now - self._joining_since, 1),
+                        session_timeout_ms=self._session_timeout_ms,
+                        advice="the group coordinator gives out partitions once every member it knows has "
+                               "joined again or timed out: a member stopped without leaving (kill -9, an OOM "
+                               "kill, a lost host) keeps its place for its session timeout. Check the group's "
+                               "other members (kafka-consumer-groups.sh --describe --members --group ...); a "
+                               "lower session_timeout_ms shortens the wait")
