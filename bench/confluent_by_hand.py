@@ -17,39 +17,42 @@ what the framework around it costs.
 
 from __future__ import annotations
 
+import argparse
+import threading
 import time
+from functools import partial
 
 import orjson
 import torch
-from confluent_kafka import TopicPartition
 
-from bench.confluent_ceiling import Failures, subscribed_clients
-from bench.plain_kafka import MAX_POLL_RECORDS, arguments, stop_flag
+from bench.confluent_ceiling import Failures, closed, polls, settle_and_commit, subscribed_clients
+from bench.plain_kafka import arguments, stop_flag
 from worker.core import wire
 from worker.core.messages import Position, Request
 from worker.dedup.redis_store import RedisDedupStore
 from worker.models import load_model
+from worker.models.base import Servable
 from worker.models.spec import call_module
 from worker.ports import Completed
 
 BATCH = 64
 
 
-def main() -> int:
-    parser = arguments("streamscore's job by hand on confluent-kafka (the floor of the job itself).")
+def job(description: str) -> tuple[argparse.Namespace, threading.Event, Servable, RedisDedupStore]:
+    """A job by hand's arguments, its stop flag, the churn model (torch on one thread) and the dedup store."""
+    parser = arguments(description)
     parser.add_argument("--redis-url", required=True)
     args = parser.parse_args()
     stop = stop_flag()
     torch.set_num_threads(1)
-    model = load_model("churn")
-    store = RedisDedupStore(args.redis_url, args.group, ttl_s=3600, lease_ms=300_000)
+    return args, stop, load_model("churn"), RedisDedupStore(args.redis_url, args.group, ttl_s=3600, lease_ms=300_000)
+
+
+def main() -> int:
+    args, stop, model, store = job("streamscore's job by hand on confluent-kafka (the floor of the job itself).")
     consumer, producer = subscribed_clients(args, "bench-by-hand")
     failures = Failures()
-    while not stop.is_set():
-        first = consumer.poll(0.2)
-        if first is None:
-            continue
-        messages = [m for m in [first, *consumer.consume(MAX_POLL_RECORDS - 1, 0)] if m.error() is None]
+    for messages in polls(consumer, stop):
         polled_ms = time.time() * 1000
         requests = [Request(body["id"], body["inputs"], Position(m.topic() or "", m.partition() or 0, m.offset() or 0))
                     for m in messages for body in (orjson.loads(m.value() or b""),)]
@@ -74,16 +77,8 @@ def main() -> int:
                 producer.produce(args.reply_topic, value, request.id.encode(), headers=headers,
                                  on_delivery=failures.delivered)
                 done.append(Completed(request.id, value))
-        producer.flush()
-        if failures.errors:
-            raise RuntimeError(f"the broker did not take a reply: {failures.errors[0]}")  # nothing is committed then
-        store.complete(done)
-        ends = {(m.topic() or "", m.partition() or 0): (m.offset() or 0) + 1 for m in messages}
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()], asynchronous=True)
-    consumer.close()
-    producer.flush()
-    store.close()
-    return 0
+        settle_and_commit(producer, failures, consumer, messages, mark_done=partial(store.complete, done))
+    return closed(consumer, producer, store)
 
 
 if __name__ == "__main__":

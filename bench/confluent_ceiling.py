@@ -13,6 +13,8 @@ most a one-process confluent-kafka worker can answer, what streamscore on
 from __future__ import annotations
 
 import argparse
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -21,6 +23,7 @@ from bench.kafka_ceiling import reply_value
 from bench.plain_kafka import MAX_POLL_RECORDS, arguments, log_event, stop_flag
 from bench.security import env_security
 from worker.core import wire
+from worker.dedup.redis_store import RedisDedupStore
 from worker.kafka.confluent.connection import client_config
 
 LINGER_MS = 2  # the worker's sink
@@ -61,6 +64,37 @@ def subscribed_clients(args: argparse.Namespace, client_id: str) -> tuple[Consum
     return consumer, producer
 
 
+def polls(consumer: Consumer, stop: threading.Event) -> Iterator[list[Message]]:
+    """Each poll's records (up to MAX_POLL_RECORDS, those without an error) until ``stop`` is set."""
+    while not stop.is_set():
+        first = consumer.poll(0.2)
+        if first is not None:
+            yield [m for m in [first, *consumer.consume(MAX_POLL_RECORDS - 1, 0)] if m.error() is None]
+
+
+def settle_and_commit(producer: Producer, failures: Failures, consumer: Consumer, messages: list[Message],
+                      asynchronous: bool = True, mark_done: Callable[[], None] | None = None) -> None:
+    """The end of a poll: flush, check every delivery report (raising, and so committing nothing, when the broker
+    did not take a reply), ``mark_done`` (the done marks), then commit the poll's offsets."""
+    producer.flush()
+    if failures.errors:
+        raise RuntimeError(f"the broker did not take a reply: {failures.errors[0]}")
+    if mark_done is not None:
+        mark_done()
+    ends = {(m.topic() or "", m.partition() or 0): (m.offset() or 0) + 1 for m in messages}
+    if ends:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()], asynchronous=asynchronous)
+
+
+def closed(consumer: Consumer, producer: Producer, store: RedisDedupStore | None = None) -> int:
+    """Close the clients (the producer's last sends flushed) and the store; the exit code, 0."""
+    consumer.close()
+    producer.flush()
+    if store is not None:
+        store.close()
+    return 0
+
+
 def main() -> int:
     parser = arguments("Plain confluent-kafka consume-and-reply loop (the librdkafka Kafka ceiling).")
     parser.add_argument("--reply-bytes", type=int, required=True)
@@ -69,27 +103,13 @@ def main() -> int:
     stop = stop_flag()
     consumer, producer = subscribed_clients(args, "bench-confluent")
     failures = Failures()
-    while not stop.is_set():
-        first = consumer.poll(0.2)
-        if first is None:
-            continue
-        messages = [m for m in [first, *consumer.consume(MAX_POLL_RECORDS - 1, 0)] if m.error() is None]
+    for messages in polls(consumer, stop):
         for m in messages:
             key = m.key() or b""
             producer.produce(args.reply_topic, key=key, value=reply_value(key, args.reply_bytes),
                              headers=headers(m), on_delivery=failures.delivered)
-        producer.flush()
-        if failures.errors:
-            raise RuntimeError(f"the broker did not take a reply: {failures.errors[0]}")  # nothing is committed then
-        ends: dict[tuple[str, int], int] = {}
-        for m in messages:
-            ends[(m.topic() or "", m.partition() or 0)] = (m.offset() or 0) + 1
-        if ends:
-            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()],
-                            asynchronous=args.commit == "async")
-    consumer.close()
-    producer.flush()
-    return 0
+        settle_and_commit(producer, failures, consumer, messages, asynchronous=args.commit == "async")
+    return closed(consumer, producer)
 
 
 if __name__ == "__main__":

@@ -14,19 +14,17 @@ Only plain churn requests (``{"id": ..., "inputs": [16 numbers]}``); anything el
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Annotated
 
 import msgspec
 import numpy
 import orjson
 import torch
-from confluent_kafka import TopicPartition
 
-from bench.confluent_ceiling import Failures, subscribed_clients
-from bench.plain_kafka import MAX_POLL_RECORDS, arguments, stop_flag
+from bench.confluent_by_hand import job
+from bench.confluent_ceiling import Failures, closed, polls, settle_and_commit, subscribed_clients
 from worker.core import wire
-from worker.dedup.redis_store import RedisDedupStore
-from worker.models import load_model
 
 BATCH = 64
 FEATURES = 16
@@ -37,25 +35,21 @@ class PlainRequest(msgspec.Struct):
     inputs: Annotated[list[float], msgspec.Meta(min_length=FEATURES, max_length=FEATURES)]
 
 
+def reply_parts(model: str, version: str) -> tuple[bytes, bytes, bytes]:
+    """What goes before a reply's id, between its id and its probability, and after: the bytes that
+    wire.ok_reply_value writes for churn, with the id and the probability each written by orjson."""
+    return (b'{"id":', b',"status":"ok","outputs":{"churn_probability":',
+            b'},"model":%s,"model_version":%s}' % (orjson.dumps(model), orjson.dumps(version)))
+
+
 def main() -> int:
-    parser = arguments("streamscore's job by hand on confluent-kafka, by columns (the floor of a columnar design).")
-    parser.add_argument("--redis-url", required=True)
-    args = parser.parse_args()
-    stop = stop_flag()
-    torch.set_num_threads(1)
-    model = load_model("churn")
-    # The reply's value around its id and its probability, as wire.ok_reply_value writes it.
-    head, middle = b'{"id":', b',"status":"ok","outputs":{"churn_probability":'
-    tail = b'},"model":%s,"model_version":%s}' % (orjson.dumps(model.name), orjson.dumps(model.version))
+    args, stop, model, store = job("streamscore's job by hand on confluent-kafka, by columns (a columnar design's "
+                                   "floor).")
+    head, middle, tail = reply_parts(model.name, model.version)
     read_poll = msgspec.json.Decoder(list[PlainRequest])
-    store = RedisDedupStore(args.redis_url, args.group, ttl_s=3600, lease_ms=300_000)
     consumer, producer = subscribed_clients(args, "bench-columnar")
     failures = Failures()
-    while not stop.is_set():
-        first = consumer.poll(0.2)
-        if first is None:
-            continue
-        messages = [m for m in [first, *consumer.consume(MAX_POLL_RECORDS - 1, 0)] if m.error() is None]
+    for messages in polls(consumer, stop):
         polled_ms = time.time() * 1000
         requests = read_poll.decode(b"[%s]" % b",".join([m.value() or b"" for m in messages]))
         fresh = [i for i, new in enumerate(store.claim_columns(
@@ -83,16 +77,9 @@ def main() -> int:
                                           (wire.H_SOURCE_OFFSET, b"%d" % (message.offset() or 0))])
                 done_ids.append(request_id)
                 done_values.append(value)
-        producer.flush()
-        if failures.errors:
-            raise RuntimeError(f"the broker did not take a reply: {failures.errors[0]}")  # nothing is committed then
-        store.complete_columns(done_ids, done_values)
-        ends = {(m.topic() or "", m.partition() or 0): (m.offset() or 0) + 1 for m in messages}
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()], asynchronous=True)
-    consumer.close()
-    producer.flush()
-    store.close()
-    return 0
+        settle_and_commit(producer, failures, consumer, messages,
+                          mark_done=partial(store.complete_columns, done_ids, done_values))
+    return closed(consumer, producer, store)
 
 
 if __name__ == "__main__":

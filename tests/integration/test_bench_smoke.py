@@ -48,11 +48,14 @@ def test_two_models_bench_runs_both_shapes_and_writes_its_report(bootstrap, redi
 def test_cpu_per_reply_bench_answers_every_request_with_each_contender(bootstrap, redis_url, tmp_path):
     env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
     result = subprocess.run([sys.executable, "-m", "bench.cpu_per_reply", "--requests", "1000", "--repeats", "1",
-                             "--out", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                             "--columnar", "--out", str(tmp_path)],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
-    assert set(runs) == {"bare librdkafka loop", "the same job by hand", "streamscore on confluent"}
+    assert set(runs) == {"bare librdkafka loop", "the same job by hand", "streamscore on confluent",
+                         "the same job by hand, by columns"}
     for (run,) in runs.values():  # every request answered once, ok
         assert run["complete"] and run["status_counts"] == {"ok": 1000} and run["duplicate_replies"] == 0
-    assert runs["the same job by hand"][0]["compute_ms_p50"] is not None  # it sends the reply headers
+    for by_hand in ("the same job by hand", "the same job by hand, by columns"):
+        assert runs[by_hand][0]["compute_ms_p50"] is not None  # it sends the reply headers
     assert "CPU a reply" in (tmp_path / "results.md").read_text()

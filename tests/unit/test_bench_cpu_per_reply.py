@@ -3,7 +3,10 @@ bad settings, without a broker."""
 
 import argparse
 
+import orjson
+
 from bench import commands
+from bench.confluent_columnar import reply_parts
 from bench.cpu_per_reply import (
     BARE,
     BARE_KAFKA_PYTHON,
@@ -17,6 +20,7 @@ from bench.cpu_per_reply import (
     main,
 )
 from bench.results import ThroughputRun
+from worker.core.wire import ok_reply_value
 
 
 def run(per_s, cpu, compute_ms=None, batch=None):
@@ -76,3 +80,10 @@ def test_bad_settings_stop_it_naming_them(monkeypatch, capsys):
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:3/0")
     assert main(["--requests", "10"]) == 2
     assert "--requests" in capsys.readouterr().err
+
+
+def test_the_columnar_job_writes_the_replies_the_wire_contract_does():
+    head, middle, tail = reply_parts("churn", "mlp16-seed20261130")
+    for request_id, probability in (("a", 0.5), ('q"uo\\te\n', 1e-07), ("ünïcødé-😀", 0.11783397197723389)):
+        value = b"%s%s%s%s%s" % (head, orjson.dumps(request_id), middle, orjson.dumps(probability), tail)
+        assert value == ok_reply_value(request_id, {"churn_probability": probability}, "churn", "mlp16-seed20261130")

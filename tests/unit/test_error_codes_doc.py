@@ -50,7 +50,7 @@ def test_every_declared_code_is_sent_by_some_part_of_the_worker():
 def test_a_code_is_declared_once():
     with pytest.raises(ValueError, match="declared twice"):
         wire._code("empty_value", SentAs.EITHER, "again")
-    assert ERROR_CODES["empty_value"].meaning.startswith("the record has no value (a tombstone")  # the first declaration
+    assert ERROR_CODES["empty_value"].meaning.startswith("the record has no value")  # the first declaration
 
 
 @pytest.mark.parametrize(("value", "code"), [
