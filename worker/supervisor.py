@@ -31,15 +31,19 @@ log = structlog.get_logger(__name__)
 
 
 def child_commands(argv: list[str], processes: int, client_id: str, device: str,
-                   cuda_devices: int, transactional_id: str = "", http_port: int = 0) -> list[list[str]]:
+                   cuda_devices: int, transactional_id: str = "", http_port: int = 0,
+                   group_instance_id: str = "") -> list[list[str]]:
     """The command line of each child: the parent's, with --processes 1 and its own identity (and,
     with an ``http_port``, its own port: child i serves on http_port + i). A ``transactional_id`` the user
-    gave becomes ``<id>-<i>``; without one, each child makes its own default (worker/core/transactional_ids.py)."""
+    gave becomes ``<id>-<i>``; without one, each child makes its own default (worker/core/transactional_ids.py).
+    A ``group_instance_id`` becomes ``<id>-<i>`` too: two members of one static id fence each other."""
     commands = []
     for index in range(processes):
         extra = ["--processes", "1", "--client-id", f"{client_id}-{index}"]
         if transactional_id:
             extra += ["--transactional-id", f"{transactional_id}-{index}"]
+        if group_instance_id:
+            extra += ["--group-instance-id", f"{group_instance_id}-{index}"]
         if device in ("auto", "cuda") and cuda_devices > 1:
             extra += ["--device", f"cuda:{index % cuda_devices}"]
         if http_port:

@@ -1,5 +1,5 @@
-"""Operating the worker on real Kafka and Redis: a SIGTERM whose drain outlives --shutdown-timeout-s, and a
---processes child killed with SIGKILL."""
+"""Operating the worker on real Kafka and Redis: a SIGTERM whose drain outlives --shutdown-timeout-s, a
+--processes child killed with SIGKILL, and a static member killed and started again."""
 
 import os
 import signal
@@ -81,6 +81,28 @@ def test_a_child_killed_with_sigkill_is_restarted_and_replies_keep_coming(bootst
     wait_until(new_child_owns_partitions, 60, "the new child to own partitions")
     assert supervisor.stop() == 0
     assert sorted(reader.read(0.5).by_id()) == sorted(f"k{i}" for i in range(400))
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_a_static_member_killed_and_started_again_answers_before_its_session_timeout(
+        bootstrap, redis_url, topics, producer, tmp_path, client):
+    # A dynamic member started again waits for the killed one to time out (45 s); a static one takes its place.
+    static = ("--kafka-client", client, "--group-instance-id", "static-0", "--session-timeout-ms", "45000")
+    first = start_worker(bootstrap, redis_url, topics, tmp_path, *static, name="first")
+    reader = TopicReader(bootstrap, topics.replies)
+    rows = churn_inputs(200)
+    producer.send_requests(topics.requests, "s", rows[:100])
+    reader.read_until(lambda got: len(got.by_id()) >= 100, 90, "100 replies", watch=first)
+    first.kill()
+
+    started = time.monotonic()
+    second = start_worker(bootstrap, redis_url, topics, tmp_path, *static, name="second")
+    producer.send_requests(topics.requests, "s", rows[100:], 100)
+    reader.read_until(lambda got: len(got.by_id()) >= 200, 40, "200 replies", watch=second)
+    took_s = time.monotonic() - started
+    assert took_s < 30, f"answered {took_s:.1f} s after the start again, as a dynamic member would"
+    assert second.stop() == 0
+    assert sorted(reader.read(0.5).by_id()) == sorted(f"s{i}" for i in range(200))
 
 
 STUCK_IN_WARMUP = ("--model", "tests.component.stuck_model:stuck_in_warmup", "--log-level", "debug")

@@ -137,6 +137,18 @@ def test_the_consumer_protocol_leaves_assignor_and_session_timeout_to_the_broker
     confluent_kafka.Consumer(config).close()  # librdkafka accepts it
 
 
+def test_a_static_member_sends_its_instance_id_and_a_dynamic_one_none():
+    config = consumer_config(settings(group_instance_id="worker-0"), read_committed=False)
+    assert config["group.instance.id"] == "worker-0"
+    confluent_kafka.Consumer(config).close()  # librdkafka accepts it
+    assert "group.instance.id" not in consumer_config(settings(), read_committed=False)
+
+
+def test_a_static_member_is_refused_with_the_consumer_protocol_naming_the_setting():
+    with pytest.raises(ConfigError, match=r"group_instance_id=w0 \(--group-instance-id\) needs .*=classic"):
+        settings(group_instance_id="w0", kafka_group_protocol="consumer")
+
+
 def test_the_generation_is_read_from_the_group_metadata_and_negative_before_joining():
     assert group_generation(b"CGMDv2:" + (7).to_bytes(4, sys.byteorder, signed=True) + b"g") == 7
     assert group_generation(b"CGMDv9:\x00\x00\x00\x01") is None  # a format we do not know: count ourselves

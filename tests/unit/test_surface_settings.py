@@ -63,3 +63,9 @@ def test_a_poll_worth_of_batches_must_fit_in_half_the_liveness_timeout_when_serv
     check_poll_interval(serving, serving.batching, batch_s=0.4)  # 4 s: within half of 10 s
     with pytest.raises(ConfigError, match="raise --liveness-timeout-s"):
         check_poll_interval(serving, serving.batching, batch_s=0.6)
+
+
+def test_each_child_of_a_static_member_takes_its_own_instance_id():
+    commands = child_commands([], 2, "w", "cpu", 0, group_instance_id="pod-7")
+    assert [command[command.index("--group-instance-id") + 1] for command in commands] == ["pod-7-0", "pod-7-1"]
+    assert all("--group-instance-id" not in command for command in child_commands([], 2, "w", "cpu", 0))

@@ -91,7 +91,7 @@ OWNED: dict[str, str] = {
     "client.id": "--client-id",
     "group.id": "--group",
     "group.protocol": "--kafka-group-protocol",
-    "group.instance.id": "nothing yet: every process of a group would share it",
+    "group.instance.id": "--group-instance-id",
     "partition.assignment.strategy": "--assignor",
     "session.timeout.ms": "--session-timeout-ms",
     "heartbeat.interval.ms": "nothing: the worker keeps the client's default, a third of the session timeout or less",

@@ -62,6 +62,13 @@ class KafkaSettings:
     shadow_topic: str = setting("", "with --config and a model's shadow: where each sampled request's live and "
                                  "candidate answers go (default: <requests-topic>.shadow)")
     group: str = setting("", "consumer group id (default: streamscore-<model>)")
+    group_instance_id: str = setting(
+        "", "a static member's id in the group (KIP-345, the client property group.instance.id): a worker started "
+        "again with the same id within session_timeout_ms gets its partitions back at once, without a rebalance, "
+        "where a dynamic member waits for the killed one to time out; a static member's clean stop does not leave "
+        "the group either, so its partitions wait the session timeout before another worker takes them. Every "
+        "running worker of the group needs its own; with --processes N, child i takes <id>-<i>. '' (the "
+        "default): a dynamic member. Classic group protocol only")
     max_poll_records: int = setting(500, "records fetched per poll")
     max_poll_interval_ms: int = setting(300_000, "Kafka max.poll.interval.ms: longest allowed gap between polls")
     session_timeout_ms: int = setting(45_000, "Kafka session.timeout.ms")
@@ -386,6 +393,10 @@ def _validate_kafka_client(s: KafkaSettings) -> None:
     if s.kafka_group_protocol == "classic":
         return
     defaults = {f.name: f.default for f in fields(KafkaSettings)}
+    if s.group_instance_id:
+        raise ConfigError(f"group_instance_id={s.group_instance_id} (--group-instance-id) needs "
+                          "kafka_group_protocol=classic: the worker makes static members of the classic protocol "
+                          "only; unset --group-instance-id, or use --kafka-group-protocol classic")
     for name, flag in (("assignor", "--assignor"), ("session_timeout_ms", "--session-timeout-ms")):
         if getattr(s, name) != defaults[name]:
             raise ConfigError(f"{name}={getattr(s, name)} ({flag}) does not apply with kafka_group_protocol=consumer: "

@@ -64,5 +64,6 @@ class Upkeep:
                         advice="the group coordinator gives out partitions once every member it knows has "
                                "joined again or timed out: a member stopped without leaving (kill -9, an OOM "
                                "kill, a lost host) keeps its place for its session timeout. Check the group's "
-                               "other members (kafka-consumer-groups.sh --describe --members --group ...); a "
-                               "lower session_timeout_ms shortens the wait")
+                               "other members (kafka-consumer-groups.sh --describe --members --group ...). A "
+                               "lower session_timeout_ms shortens the wait; a static member (group_instance_id) "
+                               "started again takes its place at once")

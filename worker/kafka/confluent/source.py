@@ -82,6 +82,8 @@ def consumer_config(kafka: KafkaSettings, read_committed: bool) -> dict[str, Any
     if kafka.kafka_group_protocol == "classic":  # with the consumer protocol, the broker sets both
         config.update({"session.timeout.ms": kafka.session_timeout_ms,
                        "partition.assignment.strategy": kafka.assignor})
+    if kafka.group_instance_id:
+        config["group.instance.id"] = kafka.group_instance_id
     return config
 
 

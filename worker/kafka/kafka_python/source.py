@@ -71,6 +71,7 @@ class KafkaSource(GroupSource):
             session_timeout_ms=kafka.session_timeout_ms,
             partition_assignment_strategy=[ASSIGNORS[kafka.assignor]],
             isolation_level="read_committed" if read_committed else "read_uncommitted",
+            group_instance_id=kafka.group_instance_id or None,
         )
         self._listener = _Listener(kafka.client_id)
         self._bootstrap, self._security, self._client_id = (kafka.kafka_bootstrap_servers,
