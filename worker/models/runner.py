@@ -83,8 +83,8 @@ def _cuda_names(count: int) -> list[str]:
 
 def autocast(device: torch.device, amp: str) -> AbstractContextManager[Any]:
     """The context a forward pass runs in for the ``amp`` setting (off: none at all, as nothing around the pass
-    turns autocast on: a disabled torch.autocast cost 0.8 µs a request of the churn model's batches of 64 in the
-    loop, `python -m bench.profile_worker --stages`)."""
+    turns autocast on: a disabled torch.autocast cost about 0.8 µs a request of the churn model's batches of 64
+    in the loop, in a throwaway in-process comparison)."""
     if amp == "off":
         return nullcontext()
     return torch.autocast(device.type, dtype=AMP_DTYPES[amp])
