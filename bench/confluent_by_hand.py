@@ -33,7 +33,6 @@ from worker.dedup.redis_store import RedisDedupStore
 from worker.models import load_model
 from worker.models.base import Servable
 from worker.models.spec import call_module
-from worker.ports import Completed
 
 BATCH = 64
 
@@ -57,7 +56,8 @@ def main() -> int:
         requests = [Request(body["id"], body["inputs"], Position(m.topic() or "", m.partition() or 0, m.offset() or 0))
                     for m in messages for body in (orjson.loads(m.value() or b""),)]
         fresh = [r for r, new in zip(requests, store.claim(requests), strict=True) if new]
-        done: list[Completed] = []
+        done_ids: list[str] = []
+        done_values: list[bytes] = []
         for start in range(0, len(fresh), BATCH):
             batch = fresh[start:start + BATCH]
             began = time.perf_counter()
@@ -76,8 +76,10 @@ def main() -> int:
                            (wire.H_SOURCE_OFFSET, str(position.offset).encode())]
                 producer.produce(args.reply_topic, value, request.id.encode(), headers=headers,
                                  on_delivery=failures.delivered)
-                done.append(Completed(request.id, value))
-        settle_and_commit(producer, failures, consumer, messages, mark_done=partial(store.complete, done))
+                done_ids.append(request.id)
+                done_values.append(value)
+        settle_and_commit(producer, failures, consumer, messages,
+                          mark_done=partial(store.complete, done_ids, done_values))
     return closed(consumer, producer, store)
 
 

@@ -78,7 +78,7 @@ def main() -> int:
                 done_ids.append(request_id)
                 done_values.append(value)
         settle_and_commit(producer, failures, consumer, messages,
-                          mark_done=partial(store.complete_columns, done_ids, done_values))
+                          mark_done=partial(store.complete, done_ids, done_values))
     return closed(consumer, producer, store)
 
 

@@ -20,7 +20,6 @@ from collections.abc import Callable
 
 from worker.core.messages import Position, Request
 from worker.dedup.redis_store import RedisDedupStore
-from worker.ports import Completed
 
 REPLY = b'{"id":"%s","status":"ok","outputs":[0.1234567,0.87654321],"model":"churn","model_version":"1"}'
 
@@ -40,11 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     batches = [[Request(f"{call}-{i}", None, Position("requests", 0, call * args.batch + i)) for i in range(args.batch)]
                for call in range(args.calls)]
     claim_s = _cpu_s(lambda: [store.claim(batch) for batch in batches])
-    done = [[Completed(r.id, REPLY % r.id.encode()) for r in batch] for batch in batches]
+    done = [([r.id for r in batch], [REPLY % r.id.encode() for r in batch]) for batch in batches]
 
     def complete_all() -> None:
-        for marks in done:
-            store.complete(marks)
+        for ids, replies in done:
+            store.complete(ids, replies)
 
     complete_s = _cpu_s(complete_all)
     store.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import random
 import timeit
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -32,7 +33,7 @@ from worker.core.stats import WorkerStats
 from worker.core.wire import encode_reply
 from worker.models import load_model
 from worker.models.base import DeclaredModel
-from worker.ports import Delivery, Outcome, Scored, SendTag
+from worker.ports import Delivery, Outcome, Record, Scored, Tag
 from worker.stream.json_requests import JsonRequests
 from worker.stream.replies import Responder
 
@@ -41,17 +42,31 @@ BATCH = 64
 
 
 class RecordingSink:
-    """A sink that records every send, and reports nothing (tests/unit/test_answer_in_one_pass.py reads it)."""
+    """A sink that records every send (a group as one entry, as it came) and reports nothing
+    (tests/unit/test_answer_in_one_pass.py reads it)."""
 
     pending = 0
 
     def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes | None, bytes | None, Headers, SendTag]] = []
+        self.made: list[tuple[Record, Tag] | tuple[Sequence[Record], Callable[[int], Tag]]] = []
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: SendTag) -> None:
-        self.sent.append((topic, key, value, headers, tag))
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: Tag) -> None:
+        self.made.append(((topic, key, value, headers), tag))
 
-    def settle(self, timeout_s: float = 0.0) -> list[Delivery[SendTag]]:
+    def send_group(self, records: Sequence[Record], tag: Tag, member: Callable[[int], Tag]) -> None:
+        self.made.append((records, member))
+
+    def sends(self) -> list[tuple[str, bytes | None, bytes | None, Headers, Tag]]:
+        """Every send in the order made, each with its own tag (as a sink reports a group with a failed send)."""
+        sends: list[tuple[str, bytes | None, bytes | None, Headers, Tag]] = []
+        for made, tag in self.made:
+            if callable(tag):
+                sends += [(*record, tag(i)) for i, record in enumerate(made)]  # type: ignore[misc, arg-type]
+            else:
+                sends.append((*made, tag))  # type: ignore[arg-type]
+        return sends
+
+    def settle(self, timeout_s: float = 0.0) -> list[Delivery[Tag]]:
         return []
 
     def close(self, timeout_s: float = 0.0) -> None:
@@ -88,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         responder = Responder(sink, "replies", "dead-letters", plain, WorkerStats(), encode=encode)
 
         def answer(sink: RecordingSink = sink, responder: Responder = responder) -> None:
-            sink.sent.clear()  # a batch's sends at a time, as the worker's sink holds them until settled
+            sink.made.clear()  # a batch's sends at a time, as the worker's sink holds them until settled
             responder.answer_scored(scored, 1_700_000_000_005, set())
 
         print(f"  {label:28s} {_best(answer, args.repeats) / BATCH:.2f}")

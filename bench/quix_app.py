@@ -41,7 +41,6 @@ from worker.core.messages import Position, Request
 from worker.dedup.redis_store import RedisDedupStore
 from worker.models import load_model
 from worker.models.spec import call_module
-from worker.ports import Completed
 
 LINGER_MS = 2  # the worker's sink
 
@@ -108,7 +107,7 @@ def main() -> int:
         return time.time_ns() // 1_000_000
 
     def mark_done(reply: dict[str, Any]) -> None:
-        store.complete([Completed(reply["id"], orjson.dumps(reply))])
+        store.complete([reply["id"]], [orjson.dumps(reply)])
 
     sdf = app.dataframe(requests)
     if args.dedup == "redis":

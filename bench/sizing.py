@@ -39,7 +39,6 @@ import redis
 from bench.dedup_replicas import free_port, start
 from worker.core.messages import Position, Request
 from worker.dedup.redis_store import RedisDedupStore
-from worker.ports import Completed
 
 CONFLUENT_WORKER_RATE = 18_778  # req/s, churn on confluent: the lower of two `python -m bench` runs (README)
 RATES = (1_000, 10_000, 100_000, 1_000_000)
@@ -73,7 +72,7 @@ def _calls(store: RedisDedupStore, batches: int, size: int, reply: bytes, label:
         requests = [Request(f"{label}-{number}-{i}", None, Position("requests", 0, number * size + i))
                     for i in range(size)]
         store.claim(requests)
-        store.complete([Completed(r.id, reply) for r in requests])
+        store.complete([r.id for r in requests], [reply] * len(requests))
 
 
 def _cpu_s(client: redis.Redis) -> float:

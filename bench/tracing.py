@@ -41,6 +41,9 @@ class NoSink:
     def send(self, topic: str, key: bytes, value: bytes, headers: Any, tag: Any) -> None:
         pass
 
+    def send_group(self, records: Any, tag: Any, member: Any) -> None:
+        pass
+
 
 def batch(size: int, number: int, flags: str = "01") -> Scored:
     route = Route("churn", "churn", "v1", lambda inputs: inputs)

@@ -62,9 +62,9 @@ from worker.ports import (
     ReplyEncode,
     RequestDecoder,
     Scorer,
-    SendTag,
     Sink,
     Source,
+    Tag,
     Tracer,
     Transactions,
 )
@@ -346,7 +346,7 @@ def _transport(kafka: KafkaSettings) -> Transport:
     return transport_for(kafka.kafka_client)
 
 
-def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[SendTag], Transactions | None]:
+def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[Tag], Transactions | None]:
     """The request source (started: subscribed to the requests topic), the reply sink and, for exactly-once,
     the transactions over both, on the chosen client library.
 
@@ -372,7 +372,7 @@ def build_bounded_source(kafka: KafkaSettings, clock: SystemClock, time_range: T
 
 
 def build_reply_sink(kafka: KafkaSettings) -> Sink[Any]:
-    """A plain (not transactional) sink on the chosen client library: of replies (tagged SendTag), or of shadow
+    """A plain (not transactional) sink on the chosen client library: of replies (tagged Tag), or of shadow
     records (tagged with their request id)."""
     return _transport(kafka).sink(kafka)
 
@@ -512,7 +512,7 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
     return worker
 
 
-def _worker(settings: Settings, source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels,
+def _worker(settings: Settings, source: Source, sink: Sink[Tag], dedup: DedupStore, models: ServedModels,
             clock: SystemClock, stop_requested: StopRequest | None, stats: WorkerStats | None = None,
             extras: Extras = Extras()) -> Worker:
     """The loop over these parts and ``extras``, given the sections it reads, its models where ``model_thread``

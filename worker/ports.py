@@ -12,12 +12,12 @@ checks them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from worker.core.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request, Timings
 from worker.core.offsets import TopicPartition as TP
-from worker.core.routes import ReadPlain
+from worker.core.routes import ReadPlain, Route
 
 T = TypeVar("T")
 
@@ -64,6 +64,73 @@ class SendTag:
     position: Position
     done: Completed | None
     sent: Reply | Answered | InvalidRecord
+
+
+@dataclass(slots=True)
+class SentBatch:
+    """A batch's ok replies sent as one group (worker/stream/replies.py's one pass): one tag for all its sends,
+    what each stands for in columns. ``member(i)`` builds send ``i``'s own SendTag, which only a group with a
+    failed send needs (the sink then reports each send of it alone)."""
+
+    requests: list[Request]
+    outputs: list[Any]
+    values: list[bytes]  # each reply's value, kept by its done mark
+    queue_waits_ms: list[float]
+    batch_waits_ms: list[float]
+    compute_ms: float
+    batch_size: int
+    default: Route  # the model a request without a route was answered by
+
+    def member(self, i: int) -> SendTag:
+        request = self.requests[i]
+        route = request.route or self.default
+        return SendTag(request.position, Completed(request.id, self.values[i]),
+                       Answered(request, self.outputs[i], route.model, route.version, self.queue_waits_ms[i],
+                                self.batch_waits_ms[i], self.compute_ms, self.batch_size))
+
+
+Tag = SendTag | SentBatch  # what the stream's sends carry: one send's tag, or a group's
+
+
+@dataclass(slots=True)
+class DoneMarks:
+    """Done marks (and error replies' claim releases) in columns: each request's id, the reply to keep (None:
+    release the claim only), and the position of the record whose offset the write frees."""
+
+    ids: list[str] = field(default_factory=list)
+    replies: list[bytes | None] = field(default_factory=list)
+    positions: list[Position] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, position: Position, done: Completed) -> None:
+        self.ids.append(done.id)
+        self.replies.append(done.reply)
+        self.positions.append(position)
+
+    def add_batch(self, batch: SentBatch) -> None:
+        requests = batch.requests
+        self.ids += [request.id for request in requests]
+        self.replies += batch.values
+        self.positions += [request.position for request in requests]
+
+    def extend(self, other: DoneMarks) -> None:
+        self.ids += other.ids
+        self.replies += other.replies
+        self.positions += other.positions
+
+
+Record = tuple[str, bytes | None, bytes | None, Headers]  # a send: its topic, key, value and headers
+
+
+def failed_send(delivery: Delivery[Tag]) -> SendTag:
+    """The tag of a failed send: its own, never a group's (a sink reports a group with a failure send by send)."""
+    tag = delivery.tag
+    if not isinstance(tag, SendTag):
+        raise TypeError(f"a group was reported failed as a whole ({delivery.error}): Sink.send_group reports each "
+                        "send of a group with a failure alone")
+    return tag
 
 
 @dataclass(slots=True)
@@ -144,6 +211,10 @@ class Sink(Protocol[T]):
         """Sends not yet reported by ``settle``."""
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
         """Queue a record for ``topic``; its outcome comes back, with ``tag``, from a later ``settle``."""
+    def send_group(self, records: Sequence[Record], tag: T, member: Callable[[int], T]) -> None:
+        """Queue ``records``, whose keys are distinct, as one group: once the broker has every one, a later
+        ``settle`` reports the group as one Delivery with ``tag``; when any failed, as one Delivery for each
+        record, in their order, with ``member(i)`` and its own error (None: delivered)."""
     def settle(self, timeout_s: float = ...) -> list[Delivery[T]]:
         """Wait up to ``timeout_s`` for the sends out; report each finished one, in send order.
         Sends still unanswered stay pending for the next call."""
@@ -197,7 +268,7 @@ class CommitPolicy(Protocol):
     the decisions of a pure policy per delivery mode (worker/stream/commit.py) against the source, the
     transactions and the dedup gate. For the loop's thread only."""
 
-    def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
+    def settle(self, deliveries: list[Delivery[Tag]], now: float, force: bool) -> None:
         """Account for ``deliveries`` and commit what they made safe (``force``: regardless of timing). Blocks on
         a synchronous or transaction commit and on the done marks it writes, not on an asynchronous commit.
 
@@ -232,10 +303,10 @@ class DedupStore(Protocol):
         duplicate. Raises the store's own error when unreachable: nothing is
         claimed for sure then, and the call may be repeated.
         """
-    def complete(self, done: Sequence[Completed]) -> None:
-        """Mark request ids as answered (keeping the reply) and release their claims.
+    def complete(self, ids: Sequence[str], replies: Sequence[bytes | None]) -> None:
+        """Mark request ids as answered, each keeping its reply, and release their claims.
 
-        An entry whose reply is None only releases the claim (an error reply:
+        An id whose reply is None only has its claim released (an error reply:
         a corrected retry with the same id is scored).
         """
     def close(self) -> None: ...

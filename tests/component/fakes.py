@@ -131,7 +131,7 @@ class FakeSink:
 
     def __init__(self) -> None:
         self.sent: list[Sent] = []
-        self._pending: list[tuple[Sent, object, Exception | None]] = []
+        self._pending: list[tuple[Sent | int, object, Exception | None]] = []
         self.fail_topics: set[str] = set()
         self.max_bytes: dict[str, int] = {}
         self.denied_topics: set[str] = set()
@@ -140,7 +140,8 @@ class FakeSink:
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        """Sends not reported yet, a group's each counted."""
+        return sum(sent if isinstance(sent, int) else 1 for sent, _, _ in self._pending)
 
     def send(self, topic, key, value, headers, tag) -> None:
         record = Sent(topic, key, value, headers)
@@ -148,6 +149,19 @@ class FakeSink:
         self._pending.append((record, tag, error))
         if error is None:
             self._land(record)
+
+    def send_group(self, records, tag, member) -> None:
+        """One pending entry for the group when every record landed, else one a record (Sink.send_group)."""
+        sent = [Sent(*record) for record in records]
+        errors = [self._refusal(record) for record in sent]
+        for record, error in zip(sent, errors, strict=True):
+            if error is None:
+                self._land(record)
+        if any(error is not None for error in errors):
+            self._pending += [(record, member(i), error)
+                              for i, (record, error) in enumerate(zip(sent, errors, strict=True))]
+        else:
+            self._pending.append((len(sent), tag, None))  # a group delivered whole: its size
 
     def _refusal(self, record: Sent) -> Exception | None:
         if record.topic in self.fail_topics:
@@ -269,6 +283,11 @@ class SlowAckSink(FakeSink):
     def send(self, topic, key, value, headers, tag) -> None:
         super().send(topic, key, value, headers, tag)
         self.sent_at.append(self.clock.monotonic())
+
+    def send_group(self, records, tag, member) -> None:
+        before = len(self._pending)
+        super().send_group(records, tag, member)
+        self.sent_at += [self.clock.monotonic()] * (len(self._pending) - before)
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery]:
         if self.sent_at:

@@ -33,11 +33,11 @@ class FlakyStore:
             raise ConnectionError("redis is down")
         return self.store.claim(requests)
 
-    def complete(self, done):
+    def complete(self, ids, replies):
         self.calls["complete"] += 1
         if self.completes_down:
             raise ConnectionError("redis is down")
-        return self.store.complete(done)
+        return self.store.complete(ids, replies)
 
     def close(self):
         pass

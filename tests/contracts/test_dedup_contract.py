@@ -18,7 +18,7 @@ from tests.integration.kit import wait_until
 from worker.core.messages import Position, Request
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore
-from worker.ports import Completed, DedupStore
+from worker.ports import DedupStore
 
 TTL_S = 60
 LONG_LEASE_MS = 60_000  # never runs out during a test
@@ -112,22 +112,22 @@ def test_the_same_id_twice_in_one_batch_claims_the_first_record_only(stores):
 def test_a_completed_id_with_a_reply_is_a_duplicate_for_every_record_after(stores):
     store = stores.store()
     assert store.claim([record("a", 0), record("b", 1)]) == [True, True]
-    store.complete([Completed("a", b'{"id":"a"}')])
+    store.complete(["a"], [b'{"id":"a"}'])
     assert store.claim([record("a", 0), record("a", 7), record("b", 1)]) == [False, False, True]
 
 
 def test_completing_without_a_reply_releases_the_claim_for_a_corrected_retry(stores):
     store = stores.store()
     assert store.claim([record("a", 0)]) == [True]
-    store.complete([Completed("a", None)])
+    store.complete(["a"], [None])
     assert store.claim([record("a", 5)]) == [True]  # a new record with the id: scored again
     assert store.claim([record("a", 0)]) == [False]  # and now it holds the claim
 
 
 def test_completing_an_empty_list_or_an_unclaimed_id_is_harmless(stores):
     store = stores.store()
-    store.complete([])
-    store.complete([Completed("never-claimed", None)])
+    store.complete([], [])
+    store.complete(["never-claimed"], [None])
     assert store.claim([record("never-claimed", 0)]) == [True]
 
 
@@ -142,7 +142,7 @@ def test_a_claim_whose_lease_ran_out_goes_to_the_next_record_with_the_id(stores)
 def test_a_done_mark_outlives_the_lease(stores):
     store = stores.store(lease_ms=SHORT_LEASE_MS)
     assert store.claim([record("a", 0), record("probe", 0)]) == [True, True]
-    store.complete([Completed("a", b"{}")])
+    store.complete(["a"], [b"{}"])
     stores.once_lease_ran_out(SHORT_LEASE_MS, lambda: store.claim([record("probe", 1)]) == [True],
                               "the probe's lease, taken with a's claim, to run out")
     assert store.claim([record("a", 1)]) == [False]

@@ -14,7 +14,6 @@ from tests.integration.redis_cluster import LocalCluster
 from tests.integration.store_failover import check, through_a_failover
 from worker.core.messages import Position, Request
 from worker.dedup.redis_cluster import RedisClusterDedupStore
-from worker.ports import Completed
 
 VALUES = [0.25] * 16
 REQUESTS = 300
@@ -54,7 +53,7 @@ def test_the_cluster_store_keeps_the_dedup_semantics(tmp_path):
         assert store.claim(first) == [True] * 50  # the same records again (a retry): theirs to score
         other = [Request("id0", None, Position("requests", 1, 7))]
         assert store.claim(other) == [False]  # claimed by another record: a duplicate
-        store.complete([Completed("id0", b"reply"), Completed("id1", None)])
+        store.complete(["id0", "id1"], [b"reply", None])
         assert store.claim([Request("id1", None, Position("requests", 1, 8))]) == [True]  # released: a retry
         assert store.claim([Request("id0", None, Position("requests", 0, 0))]) == [False]  # answered
         store.close()

@@ -9,7 +9,6 @@ from tests.fakes import FakeClock
 from worker.core.messages import Position, Request
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore
-from worker.ports import Completed
 
 
 def request(request_id, offset, partition=0):
@@ -29,15 +28,15 @@ def test_claims_retries_duplicates_and_done_marks_agree_with_the_reference(store
     steps = [
         ("claim", [request("a", 0), request("b", 1), request("a", 2)]),  # a twice in one batch
         ("claim", [request("a", 0)]),                                   # a redelivery: a retry
-        ("complete", [Completed("a", b'{"id":"a"}'), Completed("b", None)]),  # a answered, b errored
+        ("complete", (["a", "b"], [b'{"id":"a"}', None])),  # a answered, b errored
         ("claim", [request("a", 5), request("b", 6), request("c", 7)]),
     ]
     for action, payload in steps:
         if action == "claim":
             assert real.claim(payload) == reference.claim(payload), payload
         else:
-            real.complete(payload)
-            reference.complete(payload)
+            real.complete(*payload)
+            reference.complete(*payload)
     client = redis.Redis.from_url(redis_url)
     assert client.get(f"{namespace}:done:a") == b'{"id":"a"}'
     assert client.get(f"{namespace}:done:b") is None
@@ -56,7 +55,7 @@ def test_ids_with_quotes_newlines_and_non_ascii_make_the_same_keys_as_the_client
     real, _, namespace = stores
     odd = ['a "quoted"\nid', "ünïcødé-😀", "back\\slash", "[1,2]"]
     assert real.claim([request(i, n) for n, i in enumerate(odd)]) == [True] * 4
-    real.complete([Completed(i, b"{}") for i in odd])
+    real.complete(odd, [b"{}"] * len(odd))
     client = redis.Redis.from_url(redis_url)
     assert [client.get(f"{namespace}:done:{i}") for i in odd] == [b"{}"] * 4
     assert not any(real.claim([request(i, 100 + n) for n, i in enumerate(odd)]))

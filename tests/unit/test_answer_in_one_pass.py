@@ -50,11 +50,13 @@ def answered(batch: list[Request], results: list[Outcome], refused: set[int], en
     stats = WorkerStats()
     responder = Responder(sink, "replies", "dead-letters", DEFAULT, stats, encode=encode)
     responder.answer_scored(Scored("churn", batch, results, 50.0, 0.0123), 1_700_000_000_000, set())
-    deliveries = [Delivery(tag, TOO_LARGE if i in refused else None) for i, (*_, tag) in enumerate(sink.sent)]
+    refused_at = {batch[i].position for i in refused}
+    deliveries = [Delivery(tag, TOO_LARGE if tag.position in refused_at else None) for *_, tag in sink.sends()]
     responder.take_refused(deliveries, resend=True)
-    sends = [(topic, key, value, headers, tag.position, tag.done,
-              tag.sent.reply() if hasattr(tag.sent, "reply") else tag.sent)
-             for topic, key, value, headers, tag in sink.sent]
+    # By record: the one pass sends a batch's ok replies as one group, after the replies that leave it.
+    sends = sorted([(topic, key, value, headers, tag.position, tag.done,
+                     tag.sent.reply() if hasattr(tag.sent, "reply") else tag.sent)
+                    for topic, key, value, headers, tag in sink.sends()], key=lambda send: send[4].offset)
     counts = {"ok": stats.replied_ok, "error": stats.replied_error, "models": dict(stats.model_replies),
               "codes": dict(stats.error_codes), "dead": stats.dead_lettered,
               "stages": {name: (h.counts, h.sum) for name, h in stats.stage_seconds.items()}}
@@ -75,4 +77,5 @@ def test_a_plain_batch_takes_the_one_pass():
     sink = RecordingSink()
     Responder(sink, "replies", "dead-letters", DEFAULT, WorkerStats()).answer_scored(
         Scored("churn", batch, [Outcome([0.5])] * 3, 0.0, 0.001), 0, set())
-    assert [type(tag.sent).__name__ for *_, tag in sink.sent] == ["Answered"] * 3
+    assert [len(records) for records, _ in sink.made] == [3]  # one group
+    assert [type(tag.sent).__name__ for *_, tag in sink.sends()] == ["Answered"] * 3

@@ -68,6 +68,9 @@ class RecordingSink:
     def send(self, topic, key, value, headers, tag):
         self.sent.append(topic)
 
+    def send_group(self, records, tag, member):
+        self.sent += [topic for topic, *_ in records]
+
 
 def test_every_reply_goes_to_the_backfill_reply_topic_and_dead_letters_keep_theirs():
     inner = RecordingSink()

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted, WorkerError
-from worker.core.messages import InvalidRecord, Position
+from worker.core.messages import InvalidRecord, Position, Request
 from worker.core.offsets import OffsetTracker
-from worker.ports import Completed, Delivery, SendTag
+from worker.core.routes import Route
+from worker.ports import Completed, Delivery, DoneMarks, SendTag, SentBatch, Tag
 from worker.stream.commit import (
     COMMIT_ANSWER_S,
     NOTHING,
@@ -32,16 +33,16 @@ class RecordingStore:
     """A dedup store that records done marks, and can be down."""
 
     def __init__(self) -> None:
-        self.completed: list[Completed] = []
+        self.completed: list[Completed] = []  # in the order written
         self.down = False
 
     def claim(self, requests):
         return [True for _ in requests]
 
-    def complete(self, done):
+    def complete(self, ids, replies):
         if self.down:
             raise ConnectionError("store down")
-        self.completed.extend(done)
+        self.completed += [Completed(request_id, reply) for request_id, reply in zip(ids, replies, strict=True)]
 
     def close(self):
         pass
@@ -107,6 +108,9 @@ def transactional(transactions: RecordingTransactions, offsets: OffsetTracker, g
     return commit_policy(source or RecordingSource(), transactions, offsets, gate, interval_s, now)
 
 
+ROUTE = Route("churn", "churn", "v1", lambda inputs: inputs)
+
+
 def tracked(*offsets: int) -> OffsetTracker:
     tracker = OffsetTracker()
     for offset in offsets:
@@ -118,13 +122,35 @@ def position(offset: int) -> Position:
     return Position(*TP, offset)
 
 
-def done_mark(offset: int) -> tuple[Position, Completed]:
-    return position(offset), Completed(f"id-{offset}", b"{}")
+def done_marks(*offsets: int) -> DoneMarks:
+    return DoneMarks([f"id-{offset}" for offset in offsets], [b"{}"] * len(offsets), [position(o) for o in offsets])
 
 
 def reply(offset: int, error: Exception | None = None, done: bool = True) -> Delivery[SendTag]:
     record = InvalidRecord(position(offset), "code", "message", None, b"")
     return Delivery(SendTag(position(offset), Completed(f"id-{offset}", b"{}") if done else None, record), error)
+
+
+def group(*offsets: int) -> Delivery[Tag]:
+    """The delivery of a batch's ok replies sent as one group, every one delivered."""
+    requests = [Request(f"id-{offset}", None, position(offset)) for offset in offsets]
+    n = len(offsets)
+    return Delivery(SentBatch(requests, [0.5] * n, [b"{}"] * n, [0.0] * n, [0.0] * n, 1.0, n, ROUTE), None)
+
+
+def test_at_least_once_takes_a_delivered_groups_done_marks_and_acknowledges_its_offsets_once_written():
+    offsets = tracked(0, 1, 2, 3)
+    policy = AtLeastOnce(offsets, interval_s=0.0, now=0.0)
+    marks = policy.take([group(0, 1), reply(2, done=False), group(3)])
+    assert marks == done_marks(0, 1, 3)
+    assert offsets.committable() == {}  # offset 2 is acknowledged, 0 waits for its done mark
+    assert policy.decide(marks.positions, 1.0, True, False) == CommitOffsets({TP: 4})
+
+
+def test_transactional_acknowledges_a_delivered_group_and_decides_its_done_marks_with_the_commit():
+    policy = Transactional(tracked(0, 1, 2), interval_s=0.0, now=0.0)
+    assert policy.take([group(0, 1), reply(2, done=False)]) == done_marks()
+    assert policy.decide([], 0.0, False, False) == CommitTransaction({TP: 3}, done_marks(0, 1))
 
 
 def test_commit_timer_is_due_once_per_interval():
@@ -140,7 +166,7 @@ def test_commit_timer_is_due_once_per_interval():
 def test_at_least_once_takes_the_done_marks_of_delivered_replies_and_acknowledges_the_rest_at_once():
     offsets = tracked(0, 1, 2)
     policy = AtLeastOnce(offsets, interval_s=0.0, now=0.0)
-    assert policy.take([reply(0), reply(1, done=False), reply(2, error=TimeoutError("no ack"))]) == [done_mark(0)]
+    assert policy.take([reply(0), reply(1, done=False), reply(2, error=TimeoutError("no ack"))]) == done_marks(0)
     assert offsets.committable() == {}  # offset 1 waits behind offset 0, which waits for its done mark
 
 
@@ -154,15 +180,14 @@ def test_at_least_once_takes_the_done_marks_of_delivered_replies_and_acknowledge
 ])
 def test_at_least_once_decides_on_what_is_done_marked_and_the_interval(written, now, force, rebalancing, decision):
     policy = AtLeastOnce(tracked(0), interval_s=1.0, now=0.0)
-    assert policy.take([reply(0)]) == [done_mark(0)]
+    assert policy.take([reply(0)]) == done_marks(0)
     assert policy.decide(written, now, force, rebalancing) == decision
 
 
 def test_at_least_once_decides_a_synchronous_commit_of_what_is_safe_and_then_a_delivery_failure():
     policy = AtLeastOnce(tracked(0, 1), interval_s=60.0, now=0.0)
-    written = policy.take([reply(0, done=False), reply(1, error=TimeoutError("no ack"))])
-    assert written == []
-    assert policy.decide(written, 1.0, False, False) == CommitOffsets({TP: 1}, UNDELIVERED)
+    assert policy.take([reply(0, done=False), reply(1, error=TimeoutError("no ack"))]) == done_marks()
+    assert policy.decide([], 1.0, False, False) == CommitOffsets({TP: 1}, UNDELIVERED)
 
 
 def test_at_least_once_decides_a_delivery_failure_alone_when_nothing_is_safe_to_commit():
@@ -190,7 +215,7 @@ def test_at_least_once_decides_again_what_the_broker_deferred_and_raises_what_it
     policy.take([reply(0, done=False)])
     assert policy.decide([], 1.0, False, False) == CommitOffsetsAsync({TP: 1})
     policy.answered({TP: 1}, CommitDeferred("rebalance in progress"))
-    assert policy.take([]) == []
+    assert policy.take([]) == done_marks()
     assert policy.decide([], 2.0, False, False) == CommitOffsetsAsync({TP: 1})
     policy.answered({TP: 1}, PermissionError("GROUP_AUTHORIZATION_FAILED"))
     with pytest.raises(PermissionError, match="GROUP_AUTHORIZATION_FAILED"):
@@ -205,8 +230,8 @@ def test_at_least_once_decides_nothing_when_partitions_leave():
 
 def test_transactional_takes_no_done_mark_before_the_commit_and_decides_them_with_it():
     policy = Transactional(tracked(0, 1), interval_s=0.0, now=0.0)
-    assert policy.take([reply(0), reply(1, done=False)]) == []
-    assert policy.decide([], 0.0, False, False) == CommitTransaction({TP: 2}, (done_mark(0),))
+    assert policy.take([reply(0), reply(1, done=False)]) == done_marks()
+    assert policy.decide([], 0.0, False, False) == CommitTransaction({TP: 2}, done_marks(0))
     policy.committed({TP: 2}, 0.0)
     policy.take([])
     assert policy.decide([], 1.0, True, False) == NOTHING  # committed and forgotten: no empty transaction
@@ -214,8 +239,8 @@ def test_transactional_takes_no_done_mark_before_the_commit_and_decides_them_wit
 
 @pytest.mark.parametrize(("now", "force", "rebalancing", "decision"), [
     (0.5, False, False, NOTHING),  # not due
-    (1.0, False, False, CommitTransaction({TP: 1}, (done_mark(0),))),
-    (0.5, True, False, CommitTransaction({TP: 1}, (done_mark(0),))),  # forced
+    (1.0, False, False, CommitTransaction({TP: 1}, done_marks(0))),
+    (0.5, True, False, CommitTransaction({TP: 1}, done_marks(0))),  # forced
     (1.0, True, True, NOTHING),  # a revocation waits for its assignment: never commit then
 ])
 def test_transactional_decides_on_the_interval_and_never_while_a_revocation_waits(now, force, rebalancing,
@@ -227,7 +252,7 @@ def test_transactional_decides_on_the_interval_and_never_while_a_revocation_wait
 
 def test_transactional_decides_an_abort_on_a_failed_send():
     policy = Transactional(tracked(0, 1), interval_s=0.0, now=0.0)
-    assert policy.take([reply(0), reply(1, error=TimeoutError("no ack"))]) == []
+    assert policy.take([reply(0), reply(1, error=TimeoutError("no ack"))]) == done_marks()
     assert policy.decide([], 0.0, True, False) == AbortTransaction("1 sends failed (first: requests/0/1: no ack)")
 
 
@@ -352,7 +377,7 @@ def test_at_least_once_raises_on_a_failed_delivery_with_nothing_safe_to_commit()
 def test_transactional_writes_done_marks_only_after_the_commit():
     log: list[str] = []
     store = RecordingStore()
-    store.complete = lambda done: log.append(f"done {len(done)}")  # type: ignore[method-assign]
+    store.complete = lambda ids, replies: log.append(f"done {len(ids)}")  # type: ignore[method-assign]
     transactions = RecordingTransactions(log)
     committer = transactional(transactions, tracked(0, 1), DedupGate(store), 0.0, 0.0)
     committer.settle([reply(0), reply(1, done=False)], now=0.0, force=False)
@@ -388,7 +413,7 @@ def test_transactional_with_nothing_to_commit_opens_no_transaction():
 def test_transactional_with_an_interval_commits_the_steps_between_in_one_transaction():
     log: list[str] = []
     store = RecordingStore()
-    store.complete = lambda done: log.append(f"done {len(done)}")  # type: ignore[method-assign]
+    store.complete = lambda ids, replies: log.append(f"done {len(ids)}")  # type: ignore[method-assign]
     transactions = RecordingTransactions(log)
     committer = transactional(transactions, tracked(0, 1, 2), DedupGate(store), interval_s=1.0, now=0.0)
     committer.settle([reply(0)], now=0.4, force=False)
@@ -462,7 +487,7 @@ def test_transactional_commits_nothing_while_a_revocation_waits_for_its_assignme
 def test_a_committer_without_transactions_refuses_a_transaction_decided():
     class DecidesATransaction(AtLeastOnce):
         def decide(self, written, now, force, rebalancing):
-            return CommitTransaction({TP: 1}, ())
+            return CommitTransaction({TP: 1}, done_marks())
 
     committer = Committer(DecidesATransaction(tracked(0), 0.0, 0.0), RecordingSource(), None,
                           DedupGate(RecordingStore()))

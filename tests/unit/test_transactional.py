@@ -8,7 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from worker.core.errors import CommitUncertain, TransactionAborted
-from worker.kafka.sends import SendLedger
+from worker.kafka.sends import SendGroup, SendLedger
 from worker.kafka.transactional import TransactionalSends
 
 
@@ -29,6 +29,17 @@ class Producer:
         return call
 
 
+class Answered(SendGroup[object]):
+    """A group answered as the ledger's single sends are."""
+
+    def __init__(self, size: int, ledger: SendLedger[str, object]) -> None:
+        super().__init__(size)
+        self._ledger = ledger
+
+    def outcome(self) -> tuple[bool, dict[int, Exception]]:
+        return self._ledger._outcome(object())[0], {}
+
+
 class Sink(TransactionalSends[str]):
     CLIENT_ERRORS: ClassVar[tuple[type[Exception], ...]] = (Refused,)
 
@@ -44,6 +55,9 @@ class Sink(TransactionalSends[str]):
 
     def _queue(self, topic: str, key: bytes | None, value: bytes | None, headers: Any) -> object:
         return object()
+
+    def _queue_group(self, records: Any) -> SendGroup[object]:
+        return Answered(len(records), self._pending)
 
     def _flush(self, timeout_s: float) -> None:
         self.flushed_s.append(timeout_s)
@@ -121,6 +135,25 @@ def test_a_send_that_cannot_begin_a_transaction_is_reported_failed_and_the_produ
     assert sink.renewed == 1 and not sink.open
     (failed,) = sink._pending.settle()
     assert failed.tag == "a" and isinstance(failed.error, Refused)
+
+
+def test_a_group_that_cannot_begin_a_transaction_is_reported_failed_send_by_send():
+    sink = Sink(Producer(fail="begin_transaction"))
+    sink.send_group([("replies", b"k0", b"a", []), ("replies", b"k1", b"b", [])], "group", lambda i: f"member {i}")
+    assert sink.renewed == 1 and not sink.open and sink.pending == 2
+    deliveries = sink._pending.settle()
+    assert [d.tag for d in deliveries] == ["member 0", "member 1"]
+    assert all(isinstance(d.error, Refused) for d in deliveries) and sink.pending == 0
+
+
+def test_a_group_sent_in_a_transaction_is_reported_whole_and_forgotten_by_an_abort():
+    sink = Sink(Producer())
+    sink.send_group([("replies", b"k0", b"a", []), ("replies", b"k1", b"b", [])], "group", lambda i: f"member {i}")
+    assert sink.open and sink.pending == 2
+    assert [(d.tag, d.error) for d in sink._pending.settle()] == [("group", None)]
+    sink.send_group([("replies", b"k2", b"c", [])], "next", lambda i: f"next {i}")
+    sink.abort("step failed")
+    assert sink.pending == 0 and sink._pending.settle() == []
 
 
 def test_an_abort_the_producer_refuses_replaces_it():

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from worker.core.clock import Clock
 from worker.core.messages import Request
-from worker.ports import Completed
 
 
 class InMemoryDedupStore:
@@ -34,12 +33,12 @@ class InMemoryDedupStore:
             verdicts.append(holder[0] == token)
         return verdicts
 
-    def complete(self, done: Sequence[Completed]) -> None:
+    def complete(self, ids: Sequence[str], replies: Sequence[bytes | None]) -> None:
         expires = self._clock.monotonic() + self._ttl_s
-        for entry in done:
-            if entry.reply is not None:
-                self._done[entry.id] = (entry.reply, expires)
-            self._claims.pop(entry.id, None)
+        for request_id, reply in zip(ids, replies, strict=True):
+            if reply is not None:
+                self._done[request_id] = (reply, expires)
+            self._claims.pop(request_id, None)
 
     def reply_for(self, request_id: str) -> bytes | None:
         entry = self._done.get(request_id)

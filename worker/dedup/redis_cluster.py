@@ -28,7 +28,6 @@ from worker.core.messages import Request
 from worker.core.security import read_secret_file
 from worker.core.settings import redact_url
 from worker.dedup.redis_store import classified, servers_of
-from worker.ports import Completed
 
 CLUSTER_SCHEME = "redis+cluster"
 
@@ -70,11 +69,11 @@ class RedisClusterDedupStore:
                  for r in requests]
         return [verdict == 1 for verdict in self._run(_CLAIM_ONE, calls)]
 
-    def complete(self, done: Sequence[Completed]) -> None:
-        if done:
-            self._run(_COMPLETE_ONE, [((self._key("done", d.id), self._key("claim", d.id)), (d.reply or b"",
-                                                                                           self._ttl_s))
-                                      for d in done])
+    def complete(self, ids: Sequence[str], replies: Sequence[bytes | None]) -> None:
+        if ids:
+            self._run(_COMPLETE_ONE, [((self._key("done", request_id), self._key("claim", request_id)),
+                                       (reply or b"", self._ttl_s))
+                                      for request_id, reply in zip(ids, replies, strict=True)])
 
     def close(self) -> None:
         self._redis.close()

@@ -26,7 +26,6 @@ from worker.core.messages import Request
 from worker.core.security import read_secret_file
 from worker.core.settings import redact_url
 from worker.core.tls import TlsPeer, explain_tls_failure
-from worker.ports import Completed
 
 T = TypeVar("T")
 
@@ -127,17 +126,13 @@ class RedisDedupStore:
         verdicts: bytes = self._classified(lambda: self._claim(args=[self._ns, self._lease_ms, pairs]))
         return [verdict == ord("1") for verdict in verdicts]
 
-    def complete(self, done: Sequence[Completed]) -> None:
+    def complete(self, ids: Sequence[str], replies: Sequence[bytes | None]) -> None:
         """Raises StoreUnavailable or ConfigError, as ``claim`` does."""
-        if done:
-            self.complete_columns([entry.id for entry in done], [entry.reply or b"" for entry in done])
-
-    def complete_columns(self, ids: Sequence[str], replies: Sequence[bytes]) -> None:
-        """``complete`` given as columns: the ids, and the reply each keeps (empty: release the claim only)."""
         if not ids:
             return
-        lengths = orjson.dumps(list(map(len, replies)))
-        args: list[bytes | str | int] = [self._ns, self._ttl_s, orjson.dumps(list(ids)), lengths, b"".join(replies)]
+        kept = [reply or b"" for reply in replies]  # empty: release the claim only
+        lengths = orjson.dumps(list(map(len, kept)))
+        args: list[bytes | str | int] = [self._ns, self._ttl_s, orjson.dumps(list(ids)), lengths, b"".join(kept)]
         if not self._min_replicas:
             self._classified(lambda: self._complete(args=args))
             return

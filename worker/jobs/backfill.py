@@ -26,7 +26,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ from worker.core.shutdown import StopRequest
 from worker.core.timerange import TimeRange, format_ms, parse_time
 from worker.core.wire import H_DLQ_CODE
 from worker.jobs.bounded_source import BoundedSource
-from worker.ports import Delivery, SendTag, Sink
+from worker.ports import Delivery, Record, Sink, Tag
 from worker.signals import exit_if_signalled_while_starting, stop_on_signals
 from worker.stream.loop import Worker
 
@@ -122,7 +122,7 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
 class ReplyTopicSink:
     """Sends every reply to one topic, whatever the request's ``reply_to``; dead letters keep theirs."""
 
-    def __init__(self, sink: Sink[SendTag], reply_topic: str) -> None:
+    def __init__(self, sink: Sink[Tag], reply_topic: str) -> None:
         self._sink = sink
         self._reply_topic = reply_topic
 
@@ -130,11 +130,16 @@ class ReplyTopicSink:
     def pending(self) -> int:
         return self._sink.pending
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: SendTag) -> None:
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: Tag) -> None:
         dead_letter = any(name == H_DLQ_CODE for name, _ in headers)
         self._sink.send(topic if dead_letter else self._reply_topic, key, value, headers, tag)
 
-    def settle(self, timeout_s: float = 30.0) -> list[Delivery[SendTag]]:
+    def send_group(self, records: Sequence[Record], tag: Tag, member: Callable[[int], Tag]) -> None:
+        """A group holds replies only."""
+        self._sink.send_group([(self._reply_topic, key, value, headers) for _, key, value, headers in records],
+                              tag, member)
+
+    def settle(self, timeout_s: float = 30.0) -> list[Delivery[Tag]]:
         return self._sink.settle(timeout_s)
 
     def close(self, timeout_s: float = 10.0) -> None:

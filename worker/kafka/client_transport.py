@@ -19,7 +19,7 @@ from worker.kafka.fence_watch import LOOK_TIMEOUT_S, Brokers, FenceWatch
 from worker.kafka.sends import LedgerSink
 from worker.kafka.transactional import TransactionalSends
 from worker.kafka.transport import Building
-from worker.ports import PartitionReader, RewindableSource, SendTag, Sink, Source, Transactions
+from worker.ports import PartitionReader, RewindableSource, Sink, Source, Tag, Transactions
 
 log = structlog.get_logger(__name__)
 
@@ -34,18 +34,18 @@ class ClientTransport(Building):
     NAME: ClassVar[str]  # as the kafka_client setting names the client
     SOURCE: ClassVar[Callable[..., StreamSource]]
     SINK: ClassVar[Callable[..., LedgerSink[Any, Any]]]
-    TRANSACTIONAL_SINK: ClassVar[Callable[..., TransactionalSends[SendTag]]]
+    TRANSACTIONAL_SINK: ClassVar[Callable[..., TransactionalSends[Tag]]]
     READER: ClassVar[Callable[..., PartitionReader]]
     ADMIN: ClassVar[Callable[..., BrokerAdmin]]
     FENCE_ADMIN: ClassVar[Callable[..., Brokers]]  # the exactly-once sink's FenceWatch asks with it
     PRODUCER_PROPERTIES: ClassVar[Callable[..., dict[str, Any]]]  # of KafkaSettings: the replies' codec, the user's
 
     def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
-               model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
+               model_topics: tuple[str, ...]) -> tuple[Source, Sink[Tag], Transactions | None]:
         source = self.built(kafka, lambda: self.SOURCE(kafka, clock, read_committed=kafka.read_committed,
                                                        metadata_s=bounds.metadata_s, model_topics=model_topics))
         transactions: ExactlyOnce | None = None
-        sink: LedgerSink[SendTag, Any]
+        sink: LedgerSink[Tag, Any]
         if delivery.exactly_once:
             fences = self._fence_watch(kafka)
             transactional = self.built(kafka, lambda: self.TRANSACTIONAL_SINK(

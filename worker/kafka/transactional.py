@@ -14,6 +14,7 @@ again.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import structlog
@@ -23,8 +24,8 @@ from worker.core.errors import CommitUncertain, TransactionAborted
 from worker.core.messages import Headers
 from worker.core.offsets import TopicPartition as TP
 from worker.kafka.fence_watch import FenceWatch
-from worker.kafka.sends import LedgerSink
-from worker.ports import Delivery
+from worker.kafka.sends import FailedGroup, LedgerSink
+from worker.ports import Delivery, Record
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -56,19 +57,34 @@ class TransactionalSends(LedgerSink[T, Any]):
         return self._in_transaction
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: T) -> None:
-        if not self._in_transaction:
-            failure = self._renewed_if_needed()
-            if failure is not None:  # no producer to send with: the send fails, the step aborts and is retried
-                self._pending.failed(tag, failure)
-                return
-            try:
-                self._producer.begin_transaction()
-            except self.CLIENT_ERRORS as exc:  # the send fails, the step aborts: go on with a new producer
-                self._replace_producer(exc)
-                self._pending.failed(tag, exc)
-                return
-            self._in_transaction = True
+        failure = self._begun()
+        if failure is not None:
+            self._pending.failed(tag, failure)
+            return
         super().send(topic, key, value, headers, tag)
+
+    def send_group(self, records: Sequence[Record], tag: T, member: Callable[[int], T]) -> None:
+        failure = self._begun()
+        if failure is not None:
+            self._pending.sent_group(tag, member, FailedGroup(len(records), failure))
+            return
+        super().send_group(records, tag, member)
+
+    def _begun(self) -> Exception | None:
+        """Begin a transaction unless one is open; the error that fails a send when none could begin: no
+        producer to send with, or one whose begin failed (the step aborts and is retried with a new one)."""
+        if self._in_transaction:
+            return None
+        failure = self._renewed_if_needed()
+        if failure is not None:
+            return failure
+        try:
+            self._producer.begin_transaction()
+        except self.CLIENT_ERRORS as exc:
+            self._replace_producer(exc)
+            return exc
+        self._in_transaction = True
+        return None
 
     def settle(self, timeout_s: float = 30.0) -> list[Delivery[T]]:
         """Waits at most ``transaction_s``; a send still unanswered after all of it fails, and the abort that

@@ -21,7 +21,7 @@ from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.sections import DeliverySettings, KafkaSettings
 from worker.kafka.broker_facts import BrokerAdmin
 from worker.kafka.preflight import check_kafka
-from worker.ports import PartitionReader, SendTag, Sink, Source, Transactions
+from worker.ports import PartitionReader, Sink, Source, Tag, Transactions
 
 T = TypeVar("T")
 
@@ -46,14 +46,14 @@ class Transport(Protocol):
         ...
 
     def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
-               model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
+               model_topics: tuple[str, ...]) -> tuple[Source, Sink[Tag], Transactions | None]:
         """The request source, started (subscribed to the requests topic and ``model_topics``), the reply sink
         and, for exactly-once, the transactions over both. Raises LookupError when the requests topic does not
         exist."""
         ...
 
     def sink(self, kafka: KafkaSettings) -> Sink[Any]:
-        """A plain (not transactional) sink: of replies (tagged SendTag), or of shadow records."""
+        """A plain (not transactional) sink: of replies (tagged Tag), or of shadow records."""
         ...
 
     def partition_reader(self, kafka: KafkaSettings, clock: Clock, group: str | None = None) -> PartitionReader:

@@ -48,12 +48,9 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import Position
 from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
-from worker.ports import Completed, Delivery, SendTag
+from worker.ports import Delivery, DoneMarks, SentBatch, Tag, failed_send
 
 COMMIT_ANSWER_S = 30.0  # an asynchronous commit unanswered this long is taken as lost: another may go
-
-DoneMark = tuple[Position, Completed]  # a done mark (or an error reply's claim release) and the offset it frees
-
 
 @dataclass(frozen=True)
 class Nothing:
@@ -84,7 +81,7 @@ class CommitTransaction:
     """Commit the transaction with ``offsets``, and only then write ``done``."""
 
     offsets: dict[TP, int]
-    done: tuple[DoneMark, ...]
+    done: DoneMarks
 
 
 @dataclass(frozen=True)
@@ -107,7 +104,7 @@ Decision = Nothing | CommitOffsets | CommitOffsetsAsync | CommitTransaction | Ab
 class Policy(Protocol):
     """A delivery mode's commit decisions, pure; stream/committer.py carries them out and reports back."""
 
-    def take(self, deliveries: list[Delivery[SendTag]]) -> list[DoneMark]:
+    def take(self, deliveries: list[Delivery[Tag]]) -> DoneMarks:
         """Account for the step's ``deliveries``; returns the done marks to write before ``decide``.
 
         Raises what the broker refused, for good, of the last asynchronous commit."""
@@ -148,7 +145,7 @@ class AtLeastOnce:
         self._refused: Exception | None = None  # what the broker answered to one, when not "later"
         self._failure: str | None = None  # the step's failed deliveries, from take to decide
 
-    def take(self, deliveries: list[Delivery[SendTag]]) -> list[DoneMark]:
+    def take(self, deliveries: list[Delivery[Tag]]) -> DoneMarks:
         """The done marks of the replies delivered (an error reply's only releases its claim)."""
         if self._refused is not None:
             refused, self._refused = self._refused, None
@@ -157,15 +154,18 @@ class AtLeastOnce:
         self._failure = None if not failures else (
             f"{len(failures)} records were not delivered ({first_failure(failures)}); "
             "exiting so that they are consumed again")
-        completed: list[DoneMark] = []
+        completed = DoneMarks()
         for delivery in deliveries:
-            position, done = delivery.tag.position, delivery.tag.done
+            tag = delivery.tag
             if delivery.error is not None:
                 continue
-            if done is None:
+            if isinstance(tag, SentBatch):
+                completed.add_batch(tag)
+            elif tag.done is None:
+                position = tag.position
                 self._offsets.ack((position.topic, position.partition), position.offset)
             else:
-                completed.append((position, done))
+                completed.add(tag.position, tag.done)
         return completed
 
     def decide(self, written: list[Position], now: float, force: bool, rebalancing: bool) -> Decision:
@@ -216,24 +216,32 @@ class Transactional:
         self._offsets = offsets
         self._timer = CommitTimer(interval_s, now)
         self._delivered = False  # something was delivered since the last commit
-        self._completed: list[DoneMark] = []  # their done marks, written after the commit
+        self._completed = DoneMarks()  # their done marks, written after the commit
         self._failure: str | None = None  # the step's failed sends, from take to decide
 
-    def take(self, deliveries: list[Delivery[SendTag]]) -> list[DoneMark]:
+    def take(self, deliveries: list[Delivery[Tag]]) -> DoneMarks:
         """None: done marks wait for the commit. Those of committed transactions that the store failed to take
         are retried every step, whatever else happens: while they wait the gate is blocked and the loop admits
         nothing new."""
         failures = [d for d in deliveries if d.error is not None]
         if failures:
             self._failure = f"{len(failures)} sends failed ({first_failure(failures)})"
-            return []
+            return DoneMarks()
+        ack = self._offsets.ack
         for delivery in deliveries:
-            position, done = delivery.tag.position, delivery.tag.done
-            self._offsets.ack((position.topic, position.partition), position.offset)
-            if done is not None:
-                self._completed.append((position, done))
+            tag = delivery.tag
+            if isinstance(tag, SentBatch):
+                for request in tag.requests:
+                    position = request.position
+                    ack((position.topic, position.partition), position.offset)
+                self._completed.add_batch(tag)
+                continue
+            position = tag.position
+            ack((position.topic, position.partition), position.offset)
+            if tag.done is not None:
+                self._completed.add(position, tag.done)
         self._delivered |= bool(deliveries)
-        return []
+        return DoneMarks()
 
     def decide(self, written: list[Position], now: float, force: bool, rebalancing: bool) -> Decision:
         """Aborts on a failed send; commits when the interval has passed (0: every step) and there is something
@@ -246,7 +254,7 @@ class Transactional:
         offsets = self._offsets.committable()
         if not self._delivered and not offsets:
             return NOTHING
-        return CommitTransaction(offsets, tuple(self._completed))
+        return CommitTransaction(offsets, self._completed)
 
     def partitions_left(self, partitions: set[TP], transaction_open: bool) -> AbortTransaction | Nothing:
         if not (self._delivered or transaction_open):
@@ -266,9 +274,9 @@ class Transactional:
 
     def _forget(self) -> None:
         self._delivered = False
-        self._completed = []
+        self._completed = DoneMarks()
 
 
-def first_failure(failures: list[Delivery[SendTag]]) -> str:
+def first_failure(failures: list[Delivery[Tag]]) -> str:
     first = failures[0]
-    return f"first: {first.tag.position.token()}: {first.error}"
+    return f"first: {failed_send(first).position.token()}: {first.error}"

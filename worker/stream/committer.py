@@ -29,7 +29,7 @@ import structlog
 from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted, WorkerError
 from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
-from worker.ports import Delivery, SendTag, Source, Transactions
+from worker.ports import Delivery, DoneMarks, Source, Tag, Transactions
 from worker.stream.commit import (
     AbortTransaction,
     AtLeastOnce,
@@ -38,7 +38,6 @@ from worker.stream.commit import (
     CommitTransaction,
     Decision,
     DeliveryFailed,
-    DoneMark,
     Nothing,
     Policy,
     Transactional,
@@ -58,7 +57,7 @@ class Committer:
         self._transactions = transactions
         self._gate = gate
 
-    def settle(self, deliveries: list[Delivery[SendTag]], now: float, force: bool) -> None:
+    def settle(self, deliveries: list[Delivery[Tag]], now: float, force: bool) -> None:
         """Raises DeliveryError, TransactionAborted, or what the broker refused of the last asynchronous commit."""
         if self._transactions is not None:
             self._transactions.recover()
@@ -106,7 +105,7 @@ class Committer:
             log.warning("commit_deferred", error=str(error), partitions=len(offsets))
         self._policy.answered(offsets, error)
 
-    def _commit_transaction(self, offsets: dict[TP, int], done: tuple[DoneMark, ...], now: float) -> None:
+    def _commit_transaction(self, offsets: dict[TP, int], done: DoneMarks, now: float) -> None:
         try:
             self._transactional().commit(offsets)
         except TransactionAborted:

@@ -21,7 +21,7 @@ import structlog
 from worker.core.errors import StoreUnavailable
 from worker.core.messages import Position, Request
 from worker.core.offsets import TopicPartition as TP
-from worker.ports import Completed, DedupStore
+from worker.ports import DedupStore, DoneMarks
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -36,7 +36,7 @@ class DedupGate:
     def __init__(self, store: DedupStore) -> None:
         self._store = store
         self._to_claim: list[Request] = []
-        self._to_complete: list[tuple[Position, Completed]] = []
+        self._to_complete = DoneMarks()
         self._retry_at = 0.0
         self._backoff_s = FIRST_BACKOFF_S
         self.failures = 0  # failed calls in a row
@@ -103,17 +103,17 @@ class DedupGate:
         return [(r, fresh) for r, fresh in zip(waiting, verdicts, strict=True)
                 if (r.position.topic, r.position.partition) not in left]
 
-    def complete(self, done: Sequence[tuple[Position, Completed]], now: float) -> list[Position]:
+    def complete(self, done: DoneMarks, now: float) -> list[Position]:
         """Queue done marks and claim releases, write everything queued if due; returns the positions written."""
         self._to_complete.extend(done)
         if not self._to_complete:
             return []
         waiting = self._to_complete
-        ok, _ = self._call("dedup_complete", lambda: self._store.complete([entry for _, entry in waiting]), now)
+        ok, _ = self._call("dedup_complete", lambda: self._store.complete(waiting.ids, waiting.replies), now)
         if not ok:
             return []
-        self._to_complete = []
-        return [position for position, _ in waiting]
+        self._to_complete = DoneMarks()
+        return waiting.positions
 
     def drop(self, partitions: set[TP]) -> int:
         """Forget unclaimed requests of partitions we no longer own; returns how many."""

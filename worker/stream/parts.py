@@ -22,9 +22,9 @@ from worker.ports import (
     ReplyEncode,
     RequestDecoder,
     Scorer,
-    SendTag,
     Sink,
     Source,
+    Tag,
     Tracer,
     Transactions,
 )
@@ -48,7 +48,7 @@ class LoopParts:
     the optional parts: new versions without a restart (``reloads``), shadow scoring, spans (``tracer``)."""
 
     source: Source
-    sink: Sink[SendTag]
+    sink: Sink[Tag]
     dedup: DedupStore
     scorer: Scorer
     models: ServedModels
@@ -83,7 +83,7 @@ class Extras:
     encode_reply: ReplyEncode | None = None
 
 
-def assemble(source: Source, sink: Sink[SendTag], dedup: DedupStore, models: ServedModels, decoder: RequestDecoder,
+def assemble(source: Source, sink: Sink[Tag], dedup: DedupStore, models: ServedModels, decoder: RequestDecoder,
              clock: Clock, stats: WorkerStats, kafka: KafkaSettings, delivery: DeliverySettings,
              operations: OperationsSettings, extras: Extras = Extras()) -> LoopParts:
     """The loop's parts over these ports and models; ``decoder`` turns polled records into requests."""

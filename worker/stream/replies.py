@@ -56,7 +56,21 @@ from worker.core.wire import (
     send_size,
     timing_text,
 )
-from worker.ports import Answered, Completed, Delivery, Outcome, ReplyEncode, Scored, SendTag, Sink, Tracer
+from worker.ports import (
+    Answered,
+    Completed,
+    Delivery,
+    Outcome,
+    Record,
+    ReplyEncode,
+    Scored,
+    SendTag,
+    SentBatch,
+    Sink,
+    Tag,
+    Tracer,
+    failed_send,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -130,7 +144,7 @@ def stage_waits(batch: list[Request], scored: Scored, submitted_ms: int) -> tupl
 class Responder:
     """Sends every reply and dead letter of the stream. Not thread-safe."""
 
-    def __init__(self, sink: Sink[SendTag], reply_topic: str, dead_letter_topic: str, default: Route,
+    def __init__(self, sink: Sink[Tag], reply_topic: str, dead_letter_topic: str, default: Route,
                  stats: WorkerStats, settle_s: float = SETTLE_S, tracer: Tracer | None = None,
                  encode: ReplyEncode | None = None, gone: Callable[[str], bool] | None = None) -> None:
         """``default``: the model whose name and version a reply carries when its request has no route (it
@@ -149,7 +163,7 @@ class Responder:
         self._stats = stats
         self._refusals = Refusals()
         self._settle_s = settle_s
-        self._held: list[Delivery[SendTag]] = []  # deliveries of sends made alone, for the next take_refused
+        self._held: list[Delivery[Tag]] = []  # deliveries of sends made alone, for the next take_refused
 
     def reject(self, record: InvalidRecord, claimed: bool = False) -> None:
         """An error reply when the record named its id, else a dead letter with its original bytes.
@@ -210,16 +224,19 @@ class Responder:
 
     def _answer_in_one_pass(self, batch: list[Request], outcomes: list[Outcome], queue_waits: list[float],
                             batch_waits: list[float], compute_ms: float) -> None:
-        """Send a batch's ok replies in the wire contract's JSON without a Reply, a Timings or a reply
-        dataclass each: the value in one orjson call, the headers the batch shares built once, a timing's
-        text once for each distinct value (a poll's requests share their batch wait). What needs more (an
-        error reply, a record refused before, a value near the size limit, outputs orjson cannot write)
-        takes the per-request path, which gives the same records."""
+        """Send a batch's ok replies in the wire contract's JSON as one group of sends (``Sink.send_group``),
+        tagged once (SentBatch) instead of a tag, a done mark and a delivery report each: the value in one
+        orjson call, the headers the batch shares built once, a timing's text once for each distinct value
+        (a poll's requests share their batch wait). What needs more (an error reply, a record refused
+        before, a value near the size limit, outputs orjson cannot write) takes the per-request path, which
+        gives the same records; so does a batch with an id twice (a group tells its sends apart by key)."""
         size = len(batch)
         compute, batch_size = (H_COMPUTE, timing_text(compute_ms)), (H_BATCH_SIZE, b"%d" % size)
         texts: dict[float, bytes] = {}
         topics: dict[str, tuple[str, bytes]] = {}
         answered: dict[tuple[str, str], int] = {}
+        records: list[Record] = []
+        sent = SentBatch([], [], [], [], [], compute_ms, size, self._default)
         for request, outcome, queued, waited in zip(batch, outcomes, queue_waits, batch_waits, strict=True):
             route = request.route or self._default
             value = None
@@ -238,12 +255,19 @@ class Responder:
                                 (H_SOURCE_OFFSET, b"%d" % position.offset)]
             if request.traceparent is not None:
                 headers.append((H_TRACEPARENT, request.traceparent))
-            self._sink.send(request.reply_to or self._reply_topic, request.id.encode(), value, headers,
-                            SendTag(position, Completed(request.id, value),
-                                    Answered(request, outcome.output, route.model, route.version, queued, waited,
-                                             compute_ms, size)))
-            key = (route.model, route.version)
-            answered[key] = answered.get(key, 0) + 1
+            records.append((request.reply_to or self._reply_topic, request.id.encode(), value, headers))
+            sent.requests.append(request)
+            sent.outputs.append(outcome.output)
+            sent.values.append(value)
+            sent.queue_waits_ms.append(queued)
+            sent.batch_waits_ms.append(waited)
+            served = (route.model, route.version)
+            answered[served] = answered.get(served, 0) + 1
+        if len({record[1] for record in records}) == len(records) > 0:
+            self._sink.send_group(records, sent, sent.member)
+        else:
+            for i, record in enumerate(records):
+                self._sink.send(*record, sent.member(i))
         for (model, version), count in answered.items():
             self._stats.record_reply(model, version, "ok", count)
 
@@ -252,7 +276,7 @@ class Responder:
         route = request.route or self._default
         return reply_to_request(request, status, outcome, route.model, route.version, timings, batch_size)
 
-    def take_refused(self, deliveries: list[Delivery[SendTag]], resend: bool) -> list[Delivery[SendTag]]:
+    def take_refused(self, deliveries: list[Delivery[Tag]], resend: bool) -> list[Delivery[Tag]]:
         """The deliveries left for the commit policy, those of sends made alone meanwhile first. A send
         refused for good moves its record one step down the ladder (worker/core/refusals.py), or, refused
         together with others, marks it to be sent again alone. With ``resend`` (at-least-once) that send
@@ -273,7 +297,8 @@ class Responder:
             if why is None:
                 left.append(delivery)
                 continue
-            position, done, sent = delivery.tag.position, delivery.tag.done, delivery.tag.sent
+            tag = failed_send(delivery)
+            position, done, sent = tag.position, tag.done, tag.sent
             if isinstance(sent, Answered):
                 sent = sent.reply()
             step = self._step(position, sent)
@@ -290,14 +315,15 @@ class Responder:
             left += self.take_refused([], resend)
         return left
 
-    def _why_refused(self, delivery: Delivery[SendTag], gone: dict[str, bool]) -> str | None:
+    def _why_refused(self, delivery: Delivery[Tag], gone: dict[str, bool]) -> str | None:
         """The refusal for good of a failed send, if it is one: the broker's, or TOPIC_GONE when it went to a
         ``reply_to`` topic that a lookup now finds deleted."""
         assert delivery.error is not None
         why = refusal(delivery.error)
         if why is not None or self._gone is None:
             return why
-        position, sent = delivery.tag.position, delivery.tag.sent
+        tag = failed_send(delivery)
+        position, sent = tag.position, tag.sent
         if isinstance(sent, Answered):
             sent = sent.reply()
         topic = self._topic_of(sent, self._step(position, sent))

@@ -9,6 +9,7 @@ aborts whole.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -17,8 +18,9 @@ from tests.doubles.memory_client.errors import InvalidConfiguration, MemoryKafka
 from worker.core.bounds import TRANSACTION_CALL_S
 from worker.core.messages import Headers, Position
 from worker.core.offsets import TopicPartition as TP
-from worker.kafka.sends import LedgerSink, SendLedger
+from worker.kafka.sends import LedgerSink, SendGroup, SendLedger
 from worker.kafka.transactional import TransactionalSends
+from worker.ports import Record
 
 T = TypeVar("T")
 
@@ -84,11 +86,26 @@ class MemorySink(LedgerSink[T, Answer]):
     def _queue(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> Answer:
         return self._producer.produce(topic, key, value, headers)
 
+    def _queue_group(self, records: Sequence[Record]) -> SendGroup[Answer]:
+        answers = Answers(len(records))
+        for i, (topic, key, value, headers) in enumerate(records):
+            error = self._producer.produce(topic, key, value, headers).error
+            if error is not None:
+                answers.failed(i, error)
+        return answers
+
     def _flush(self, timeout_s: float) -> None:
         pass  # every send was answered when it was made
 
     def _close(self, timeout_s: float) -> bool:
         return True  # nothing is ever out
+
+
+class Answers(SendGroup[Answer]):
+    """A group's answers, every one known when it was sent."""
+
+    def outcome(self) -> tuple[bool, dict[int, Exception]]:
+        return True, self._refused
 
 
 class MemoryTransactionalSink(TransactionalSends[T], MemorySink[T]):

@@ -16,7 +16,7 @@ from worker.core.clock import Clock
 from worker.core.sections import DeliverySettings, KafkaSettings
 from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.transport import Building
-from worker.ports import PartitionReader, SendTag, Sink, Source, Transactions
+from worker.ports import PartitionReader, Sink, Source, Tag, Transactions
 
 
 class MemoryTransport(Building):
@@ -26,14 +26,14 @@ class MemoryTransport(Building):
         return isinstance(exc, InvalidConfiguration)
 
     def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
-               model_topics: tuple[str, ...]) -> tuple[Source, Sink[SendTag], Transactions | None]:
+               model_topics: tuple[str, ...]) -> tuple[Source, Sink[Tag], Transactions | None]:
         broker = self._broker(kafka)
         source = MemorySource(broker, kafka, clock, read_committed=kafka.read_committed, model_topics=model_topics)
         if not delivery.exactly_once:
-            sink: MemorySink[SendTag] = MemorySink(broker)
+            sink: MemorySink[Tag] = MemorySink(broker)
             source.start()
             return source, sink, None
-        transactional: MemoryTransactionalSink[SendTag] = MemoryTransactionalSink(
+        transactional: MemoryTransactionalSink[Tag] = MemoryTransactionalSink(
             broker, delivery.transactional_id, call_s=bounds.transaction_call_s)
         source.start()
         return source, transactional, ExactlyOnce(transactional, source)

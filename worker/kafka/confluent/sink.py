@@ -8,7 +8,7 @@ topic fails once topic.metadata.propagation.max.ms has passed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -17,7 +17,8 @@ from worker.core.bounds import SEND_BLOCK_S
 from worker.core.messages import Headers
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.confluent.connection import client_config
-from worker.kafka.sends import DeliveryReport, LedgerSink, SendLedger, retry_while_full
+from worker.kafka.sends import DeliveryReport, LedgerSink, SendGroup, SendLedger, retry_while_full
+from worker.ports import Record
 
 T = TypeVar("T")
 _Headers = list[tuple[str, str | bytes | None]]  # what produce() takes; ours are a narrower kind of it
@@ -51,11 +52,50 @@ class ConfluentSink(LedgerSink[T, DeliveryReport]):
             produce(self._producer, topic, key, value, report.delivered, headers, self._max_block_s)
         return report
 
+    def _queue_group(self, records: Sequence[Record]) -> SendGroup[DeliveryReport]:
+        """One callback for the group's delivery reports, not one object a send."""
+        reports = DeliveryReports([key for _, key, _, _ in records])
+        producer, delivered = self._producer, reports.delivered
+        for i, (topic, key, value, headers) in enumerate(records):
+            try:
+                try:
+                    producer.produce(topic, value, key, on_delivery=delivered, headers=cast(_Headers, headers))
+                except BufferError:
+                    produce(producer, topic, key, value, delivered, headers, self._max_block_s)
+            except self.SEND_ERRORS as exc:
+                reports.failed(i, exc)
+        return reports
+
     def _flush(self, timeout_s: float) -> None:
         self._producer.flush(timeout_s)
 
     def _close(self, timeout_s: float) -> bool:
         return not self._producer.flush(timeout_s)  # librdkafka's handle goes with its last reference
+
+
+class DeliveryReports(SendGroup[DeliveryReport]):
+    """A group's delivery reports, counted by one callback, which librdkafka calls for each send from poll()
+    or flush(); a failed send is told by its key, distinct within a group."""
+
+    __slots__ = ("_errors", "_keys", "_left")
+
+    def __init__(self, keys: list[bytes | None]) -> None:
+        super().__init__(len(keys))
+        self._keys = keys
+        self._left = len(keys)
+        self._errors: dict[int, Exception] = {}
+
+    def failed(self, index: int, error: Exception) -> None:
+        super().failed(index, error)
+        self._left -= 1
+
+    def delivered(self, error: KafkaError | None, message: Message) -> None:
+        self._left -= 1
+        if error is not None:
+            self._errors[self._keys.index(message.key())] = KafkaException(error)
+
+    def outcome(self) -> tuple[bool, dict[int, Exception]]:
+        return self._left == 0, {**self._refused, **self._errors}
 
 
 def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None,

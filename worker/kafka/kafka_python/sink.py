@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
 import structlog
@@ -14,7 +15,8 @@ from worker.core.bounds import SEND_BLOCK_S
 from worker.core.messages import Headers
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.kafka_python.connection import client_config, creating_no_topics
-from worker.kafka.sends import LedgerSink, SendLedger
+from worker.kafka.sends import LedgerSink, SendGroup, SendLedger
+from worker.ports import Record
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -37,6 +39,16 @@ class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
 
     def _queue(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> FutureRecordMetadata:
         return self._producer.send(topic, key=key, value=value, headers=headers)
+
+    def _queue_group(self, records: Sequence[Record]) -> SendGroup[FutureRecordMetadata]:
+        futures = Futures(len(records))
+        send = self._producer.send
+        for i, (topic, key, value, headers) in enumerate(records):
+            try:
+                futures.handles_by_index.append((i, send(topic, key=key, value=value, headers=headers)))
+            except self.SEND_ERRORS as exc:
+                futures.failed(i, exc)
+        return futures
 
     def _flush(self, timeout_s: float) -> None:
         # A timeout leaves some sends out: the settle reports the finished ones and keeps the rest.
@@ -102,6 +114,26 @@ def close_for_good(producer: KafkaProducer, timeout_s: float) -> None:
         producer._sender.join(timeout_s)
         with contextlib.suppress(KafkaTimeoutError):
             producer.close(timeout=0)
+
+
+class Futures(SendGroup[FutureRecordMetadata]):
+    """A group's sends as kafka-python's futures, one a send queued."""
+
+    __slots__ = ("handles_by_index",)
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.handles_by_index: list[tuple[int, FutureRecordMetadata]] = []
+
+    def outcome(self) -> tuple[bool, dict[int, Exception]]:
+        if not all(future.is_done for _, future in self.handles_by_index):
+            return False, {}
+        lost = {i: future.exception for i, future in self.handles_by_index if future.failed()}
+        return True, {**self._refused, **lost} if lost else self._refused
+
+    def handles(self) -> list[FutureRecordMetadata]:
+        """Those of its sends still out: a group is reported only once its last send is finished."""
+        return [future for _, future in self.handles_by_index if not future.is_done]
 
 
 def _outcome(future: FutureRecordMetadata) -> tuple[bool, Exception | None]:
