@@ -133,7 +133,7 @@ class SendLedger(Generic[T, H]):
                 if not errors:
                     deliveries.append(Delivery(tag, None))
                 else:
-                        deliveries += [Delivery(member(i), errors.get(i)) for i in range(handle.size)]
+                    deliveries += [Delivery(member(i), errors.get(i)) for i in range(handle.size)]
                 continue
             if handle is not None:
                 done, error = self._outcome(handle)
