@@ -46,7 +46,7 @@ docs: venv  ## build the documentation site into site/ (MkDocs, --strict: a brok
 	@NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 
 test: venv lint deploy-check docs  ## lint, the docs site, then the whole test suite, integration tests on real Kafka + Redis
-	@$(WITH_SERVICES) $(PYTHON) -m pytest tests --ignore=tests/cluster
+	@$(WITH_SERVICES) $(PYTHON) -m pytest tests --ignore=tests/cluster --durations=30
 
 test-unit: venv  ## unit and component tests only (no services, ~4 min)
 	@$(PYTHON) -m pytest tests/unit tests/component
