@@ -3,10 +3,11 @@
 Every message carries the position of the Kafka record it came from, so that
 batching, reordering and failures never lose track of what may be committed.
 
-The three built for every request (RawRecord, Request, Reply) are slotted,
-not frozen, dataclasses, and are treated as immutable all the same: a frozen
-dataclass sets each field through object.__setattr__, which made building
-one about five times slower (1.5 against 0.3 µs for twelve fields).
+The four built for every request (Position, RawRecord, Request, Reply) are
+slotted, not frozen, dataclasses, and are treated as immutable all the same: a
+frozen dataclass sets each field through object.__setattr__, which made
+building one about five times slower (1.5 against 0.3 µs for twelve fields;
+0.48 against 0.15 µs for a Position's three).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ Headers = list[tuple[str, bytes]]
 Status = Literal["ok", "error", "expired"]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(slots=True, order=True, unsafe_hash=True)
 class Position:
-    """Where a record was consumed from."""
+    """Where a record was consumed from. Hashed by value (a key of the offsets and refusals): never changed."""
 
     topic: str
     partition: int
