@@ -90,7 +90,7 @@ def test_a_model_holding_requests_or_scoring_is_not_idle_and_one_let_go_routes_a
     models.add(loaded(entry))
     assert models.idle("a", None) and not models.idle("a", scoring="a")
     route = models.routes.pick("requests", "a", None, "id")
-    models.batchers.add(Request("id", [0.0], Position("requests", 0, 0), route=route), 0.0, 0)
+    models.batchers.add_all([Request("id", [0.0], Position("requests", 0, 0), route=route)], 0.0, 0)
     assert not models.idle("a", None)
     models.batchers.next_batch(0.0, backlog=True)
     models.evict("a")

@@ -72,6 +72,20 @@ class Batcher(Generic[T]):
             raise ValueError(f"item costs more than max_batch_cost={self._max_batch_cost} alone")
         self._items.append((now, item))
 
+    def extend(self, arrivals: list[tuple[float, T]]) -> list[T]:
+        """Queue items, each with the time it arrived, in order (a poll's at once); returns those whose cost
+        alone exceeds the budget, not queued."""
+        if self._cost is None:
+            self._items.extend(arrivals)
+            return []
+        never = []
+        for arrived, item in arrivals:
+            if self.fits(item):
+                self._items.append((arrived, item))
+            else:
+                never.append(item)
+        return never
+
     def deadline(self) -> float | None:
         """When the oldest pending item will have waited long enough; None if empty."""
         if not self._items:

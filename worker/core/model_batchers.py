@@ -10,7 +10,8 @@ model's backlog is. Not thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from itertools import groupby
 
 from worker.core.batcher import Batcher
 from worker.core.messages import Request
@@ -59,18 +60,20 @@ class ModelBatchers:
             raise ValueError(f"request {request.id!r} has no route, and no model is the default")
         return entry
 
-    def fits(self, request: Request) -> bool:
-        """Whether the request could ever be batched (its cost alone fits its entry's budget)."""
-        return self._batchers[self.entry_of(request)].fits(request)
-
     def cost_budget(self, request: Request) -> int | None:
         """The token budget of the request's entry (None: its batches have none)."""
         return self._batchers[self.entry_of(request)].max_batch_cost
 
-    def add(self, request: Request, now: float, wall_ms: int) -> None:
-        """Queue a request polled at ``now``, in its entry's batcher (whose wait policy says when it arrived)."""
-        batcher = self._batchers[self.entry_of(request)]
-        batcher.add(request, batcher.wait.arrival(request, now, wall_ms))
+    def add_all(self, requests: Sequence[Request], now: float, wall_ms: int) -> list[Request]:
+        """Queue requests polled at ``now``, in order, each in its entry's batcher (whose wait policy says when it
+        arrived), a run of one entry at once; returns those whose cost alone exceeds their entry's budget, not
+        queued."""
+        never: list[Request] = []
+        for entry, run in groupby(requests, self.entry_of):
+            batcher = self._batchers[entry]
+            arrival = batcher.wait.arrival
+            never += batcher.extend([(arrival(request, now, wall_ms), request) for request in run])
+        return never
 
     def observe(self, entry: str, batch_size: int, compute_s: float) -> None:
         """A batch of ``entry`` was scored: what its wait policy learns from."""

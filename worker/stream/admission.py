@@ -91,24 +91,24 @@ class Admission:
     def take_claimed(self, new: Sequence[Request] = ()) -> None:
         """Claim ids (new ones and any still waiting); batch what is fresh, count duplicates."""
         now, wall_ms = self._clock.monotonic(), self._clock.wall_ms()
+        fresh_requests: list[Request] = []
         for request, fresh in self._gate.claim(new, now):
             if fresh and isinstance(request, Refused):
                 self._responder.reject(request.refusal, claimed=True)
             elif fresh and isinstance(request.item, Unprepared) and self._park is not None:
                 self._park(request)
             elif fresh:
-                self.place(request, now, wall_ms)
+                fresh_requests.append(request)
             else:
                 self._stats.duplicates += 1
                 if self._tracer is not None:
                     self._tracer.unscored("duplicate", request.id, request.traceparent, "", None)
                 self._offsets.ack((request.position.topic, request.position.partition), request.position.offset)
+        self.place(fresh_requests, now, wall_ms)
 
-    def place(self, request: Request, now: float, wall_ms: int) -> None:
-        """Batch a fresh, claimed, prepared request, or refuse it when it alone exceeds its token budget."""
-        if self._batchers.fits(request):
-            self._batchers.add(request, now, wall_ms)
-        else:
+    def place(self, requests: Sequence[Request], now: float, wall_ms: int) -> None:
+        """Batch fresh, claimed, prepared requests, in order, refusing any that alone exceeds its token budget."""
+        for request in self._batchers.add_all(requests, now, wall_ms):
             self._responder.answer(request, "error", too_many_tokens(self._batchers.cost_budget(request)))
 
     def _checked(self, record: RawRecord, decoded: Request | InvalidRecord) -> Request | InvalidRecord:

@@ -144,8 +144,7 @@ class Worker:
             self._models.retire_idle(self._scoring)
         if self._residency is not None:
             now, wall_ms = self._clock.monotonic(), self._clock.wall_ms()
-            for request in self._residency.step(self._scoring, claiming):
-                self._admission.place(request, now, wall_ms)
+            self._admission.place(self._residency.step(self._scoring, claiming), now, wall_ms)
 
     def _in_hand(self) -> int:
         """Requests batched or waiting for their model (an aborted transaction drops them all)."""
