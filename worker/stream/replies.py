@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 import structlog
 
@@ -225,27 +226,61 @@ class Responder:
     def _answer_in_one_pass(self, batch: list[Request], outcomes: list[Outcome], queue_waits: list[float],
                             batch_waits: list[float], compute_ms: float) -> None:
         """Send a batch's ok replies in the wire contract's JSON as one group of sends (``Sink.send_group``),
-        tagged once (SentBatch) instead of a tag, a done mark and a delivery report each: the value in one
-        orjson call, the headers the batch shares built once, a timing's text once for each distinct value
-        (a poll's requests share their batch wait). What needs more (an error reply, a record refused
-        before, a value near the size limit, outputs orjson cannot write) takes the per-request path, which
-        gives the same records; so does a batch with an id twice (a group tells its sends apart by key)."""
-        size = len(batch)
-        compute, batch_size = (H_COMPUTE, timing_text(compute_ms)), (H_BATCH_SIZE, b"%d" % size)
+        tagged once (SentBatch) instead of a tag, a done mark and a delivery report each: the values first, one
+        orjson call each, then the records, the headers the batch shares built once, a timing's text once for
+        each distinct value (a poll's requests share their batch wait). What needs more (an error reply, a
+        record refused before, a value near the size limit, outputs orjson cannot write) takes the per-request
+        path, which gives the same records; so does a batch with an id twice (a group tells its sends apart by
+        key)."""
+        size, default, limit = len(batch), self._default, MAX_SEND_BYTES - REPLY_HEADROOM_BYTES
+        refused = self._refusals.get if self._refusals else None
+        values: list[bytes | None] = []
+        for request, outcome in zip(batch, outcomes, strict=True):
+            value = None
+            if outcome.error_code is None and (refused is None or refused(request.position) is None):
+                route = request.route or default
+                value = ok_reply_value(request.id, outcome.output, route.model, route.version)
+            values.append(value if value is not None and len(value) <= limit else None)
+        if None in values:
+            kept = []
+            for i, value in enumerate(values):
+                if value is None:
+                    outcome = outcomes[i]
+                    self._send(self._reply(batch[i], "ok" if outcome.ok else "error", outcome,
+                                           Timings(queue_waits[i], batch_waits[i], compute_ms), size), claimed=True)
+                else:
+                    kept.append(i)
+            batch, outcomes = [batch[i] for i in kept], [outcomes[i] for i in kept]
+            queue_waits, batch_waits = [queue_waits[i] for i in kept], [batch_waits[i] for i in kept]
+            values = [values[i] for i in kept]
+            if not batch:
+                return
+        sent = SentBatch(batch, [outcome.output for outcome in outcomes], cast(list[bytes], values), queue_waits,
+                         batch_waits, compute_ms, size, default)
+        records = self._records(sent, compute_ms)
+        if len({record[1] for record in records}) == len(records):
+            self._sink.send_group(records, sent, sent.member)
+        else:
+            for i, record in enumerate(records):
+                self._sink.send(*record, sent.member(i))
+        routes = {id(request.route): request.route or default for request in batch}
+        if len(routes) == 1:
+            route = next(iter(routes.values()))
+            self._stats.record_reply(route.model, route.version, "ok", len(batch))
+        else:
+            for request in batch:
+                route = request.route or default
+                self._stats.record_reply(route.model, route.version, "ok")
+
+    def _records(self, sent: SentBatch, compute_ms: float) -> list[Record]:
+        """The records of a group of ok replies: each reply's value under its id, with its seven headers."""
+        compute, batch_size = (H_COMPUTE, timing_text(compute_ms)), (H_BATCH_SIZE, b"%d" % sent.batch_size)
         texts: dict[float, bytes] = {}
         topics: dict[str, tuple[str, bytes]] = {}
-        answered: dict[tuple[str, str], int] = {}
         records: list[Record] = []
-        sent = SentBatch([], [], [], [], [], compute_ms, size, self._default)
-        for request, outcome, queued, waited in zip(batch, outcomes, queue_waits, batch_waits, strict=True):
-            route = request.route or self._default
-            value = None
-            if outcome.ok and not (self._refusals and self._refusals.get(request.position) is not None):
-                value = ok_reply_value(request.id, outcome.output, route.model, route.version)
-            if value is None or len(value) > MAX_SEND_BYTES - REPLY_HEADROOM_BYTES:
-                self._send(self._reply(request, "ok" if outcome.ok else "error", outcome,
-                                       Timings(queued, waited, compute_ms), size), claimed=True)
-                continue
+        reply_topic = self._reply_topic
+        for request, value, queued, waited in zip(sent.requests, sent.values, sent.queue_waits_ms,
+                                                  sent.batch_waits_ms, strict=True):
             position = request.position
             source = topics.get(position.topic) or topics.setdefault(position.topic,
                                                                      (H_SOURCE_TOPIC, position.topic.encode()))
@@ -255,21 +290,8 @@ class Responder:
                                 (H_SOURCE_OFFSET, b"%d" % position.offset)]
             if request.traceparent is not None:
                 headers.append((H_TRACEPARENT, request.traceparent))
-            records.append((request.reply_to or self._reply_topic, request.id.encode(), value, headers))
-            sent.requests.append(request)
-            sent.outputs.append(outcome.output)
-            sent.values.append(value)
-            sent.queue_waits_ms.append(queued)
-            sent.batch_waits_ms.append(waited)
-            served = (route.model, route.version)
-            answered[served] = answered.get(served, 0) + 1
-        if len({record[1] for record in records}) == len(records) > 0:
-            self._sink.send_group(records, sent, sent.member)
-        else:
-            for i, record in enumerate(records):
-                self._sink.send(*record, sent.member(i))
-        for (model, version), count in answered.items():
-            self._stats.record_reply(model, version, "ok", count)
+            records.append((request.reply_to or reply_topic, request.id.encode(), value, headers))
+        return records
 
     def _reply(self, request: Request, status: Status, outcome: Outcome, timings: Timings,
                batch_size: int) -> Reply:
