@@ -149,9 +149,22 @@ def as_the_model_sees(decoded: Request | InvalidRecord, inputs: VectorInputs | F
 
 def test_a_plain_request_takes_the_reader():
     records = [RawRecord(Position("requests", 0, 7), None, b'{"id":"r1","inputs":[1,2,3,0.5]}', [], 1, 2.0)]
-    assert ROUTES.plain_reader("requests") is INPUTS.plain_reader()
+    assert ROUTES.plain("requests").read is INPUTS.plain_reader()
     ((_, request),) = JsonRequests(ROUTES, MAX_BYTES).decode(records, 0.0)
     assert isinstance(request, Request) and type(request.item[0]) is float  # msgspec's, not orjson's int
+
+
+def test_a_model_of_one_arm_routes_every_plain_request_alike_and_a_split_one_by_id():
+    assert Routes.single(LIVE).plain("requests").route is LIVE
+    assert ROUTES.plain("requests").route is None
+    arms = set()
+    for offset in range(40):
+        value = b'{"id":"r%d","inputs":[1,2,3,4]}' % offset
+        ((_, request),) = JsonRequests(ROUTES, MAX_BYTES).decode(
+            [RawRecord(Position("requests", 0, offset), None, value, [], 1, 2.0)], 0.0)
+        assert request.route is ROUTES.pick("requests", None, None, f"r{offset}")
+        arms.add(request.route)
+    assert arms == {LIVE, CANARY}
 
 
 def test_a_model_that_prepares_otherwise_has_no_reader():
@@ -171,6 +184,6 @@ def test_a_model_that_prepares_otherwise_has_no_reader():
 
 def test_arms_that_read_otherwise_fall_back_to_the_full_path():
     other = Route("churn@3", "churn", "3", VectorInputs(8).prepare, read_plain=VectorInputs(8).plain_reader())
-    assert Routes({"churn": [Arm(LIVE, 0.5), Arm(other, 0.5)]}, "churn").plain_reader("requests") is None
+    assert Routes({"churn": [Arm(LIVE, 0.5), Arm(other, 0.5)]}, "churn").plain("requests") is None
     unread = Route("churn@4", "churn", "4", INPUTS.prepare)
-    assert Routes({"churn": [Arm(LIVE, 0.5), Arm(unread, 0.5)]}, "churn").plain_reader("requests") is None
+    assert Routes({"churn": [Arm(LIVE, 0.5), Arm(unread, 0.5)]}, "churn").plain("requests") is None

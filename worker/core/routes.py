@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 Prepare = Callable[[Any], Any]
 # A plain request's whole value (its id and inputs, nothing else) read straight into its id and the model's
@@ -37,6 +37,14 @@ class Route:
     prepare: Prepare
     loaded: bool = True
     read_plain: ReadPlain | None = None
+
+
+class Plain(NamedTuple):
+    """How a topic's plain requests are read: ``read``, its model's reader; ``route``, the route of every one
+    of them when the model has one arm (None: each is picked by its id)."""
+
+    read: ReadPlain
+    route: Route | None
 
 
 @dataclass(frozen=True)
@@ -64,21 +72,21 @@ class Routes:
         self._arms = {name: tuple(split) for name, split in arms.items()}
         self._default = default
         self._by_topic = by_topic
-        self._plain: dict[str, ReadPlain | None] = {}
+        self._plain: dict[str, Plain | None] = {}
 
     def update(self, other: Routes) -> None:
         """Route as ``other`` does from now on (a new configuration, or a new version switched in)."""
         self._arms, self._default, self._by_topic = other._arms, other._default, other._by_topic
         self._plain = {}
 
-    def plain_reader(self, topic: str) -> ReadPlain | None:
-        """The reader of plain requests (no model named) from ``topic``: its model's, when every arm of it is
-        loaded and reads them alike; else None."""
+    def plain(self, topic: str) -> Plain | None:
+        """How plain requests (no model named) from ``topic`` are read: its model's reader, when every arm of it
+        is loaded and reads them alike, and the arm when it has only one; else None."""
         if topic not in self._plain:
             split = self._arms[self._by_topic.get(topic, self._default)]
             readers = {arm.route.read_plain for arm in split}
             reader = next(iter(readers)) if len(readers) == 1 and all(arm.route.loaded for arm in split) else None
-            self._plain[topic] = reader
+            self._plain[topic] = Plain(reader, split[0].route if len(split) == 1 else None) if reader else None
         return self._plain[topic]
 
     @classmethod

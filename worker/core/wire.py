@@ -229,13 +229,15 @@ def read_plain(record: RawRecord, routes: Routes, max_record_bytes: int) -> Requ
     if record.headers or value is None or len(value) > max_record_bytes:
         return None
     topic = record.position.topic
-    reader = routes.plain_reader(topic)
-    read = reader(value) if reader is not None else None
+    plain = routes.plain(topic)
+    if plain is None:
+        return None
+    read = plain.read(value)
     if read is None:
         return None
     request_id, item = read
     return Request(request_id, item, record.position, None, None, None, record.timestamp_ms, record.received_at,
-                   routes.pick(topic, None, None, request_id))
+                   plain.route or routes.pick(topic, None, None, request_id))
 
 
 def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -> Request | InvalidRecord:
