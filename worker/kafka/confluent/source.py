@@ -148,9 +148,9 @@ class ConfluentSource(GroupSource):
         return self._without_gone(messages) if messages else messages
 
     def _fetch(self, timeout_s: float, max_records: int) -> list[Message]:
-        records = []
+        records, stopped = [], self._undecodable
         for m in fetch(self._consumer, timeout_s, max_records):
-            if (m.topic(), m.partition()) in self._undecodable:
+            if stopped and (m.topic(), m.partition()) in stopped:
                 continue  # fetched before its partition stopped: nothing past the batch may be answered
             if m.error() is None:
                 records.append(m)
