@@ -56,9 +56,12 @@ def test_a_new_file_is_switched_in_under_load_and_every_request_is_answered_once
                           "--config", str(config))
     rng = random.Random(3)
     rows = {f"s{i}": [rng.random() for _ in range(8)] for i in range(REQUESTS)}
+    switched = threading.Event()
 
     def send_all() -> None:
         for number, (request_id, row) in enumerate(rows.items()):
+            if number == 2 * REQUESTS // 3:  # the last third only once version 2 serves: on a busy machine its
+                switched.wait(60)  # load can take longer than the first two thirds take to stream in
             producer.send(topics.requests, {"id": request_id, "inputs": row}, key=request_id.encode())
             if number % 20 == 19:
                 producer.flush()
@@ -70,6 +73,9 @@ def test_a_new_file_is_switched_in_under_load_and_every_request_is_answered_once
     sender.start()
     replies.read_until(lambda got: len(got.by_id()) >= REQUESTS // 3, 60, "a third answered", watch=worker)
     nets[2] = write_version(tmp_path / "net.pt", seed=2)  # while requests stream in
+    wait_until(lambda: any(e.get("event") == "model_version_switched" and e.get("model") == "net"
+                           for e in worker.events()), 60, "version 2 switched in")
+    switched.set()
     replies.read_until(lambda got: len(got.by_id()) >= 2 * REQUESTS // 3, 60, "two thirds answered",
                              watch=worker)
     (tmp_path / "net.pt").write_bytes(b"not a TorchScript file")  # a broken deploy: refused, version 2 serves on
