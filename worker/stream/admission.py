@@ -64,7 +64,10 @@ class Admission:
             pos = record.position
             self._offsets.track((pos.topic, pos.partition), pos.offset)
         for record, decoded in self._decoder.decode(records, self._clock.monotonic()):
-            self._sort(self._checked(record, decoded), valid)
+            if type(decoded) is Request and not decoded.reply_to:
+                valid.append(decoded)  # the common request: nothing to check, nothing to refuse
+            else:
+                self._sort(self._checked(record, decoded), valid)
         self._stats.consumed += len(records)
         if claim_now:
             self.take_claimed(valid)
