@@ -6,8 +6,9 @@ functions with the most cumulative time, plus a summary by area (Kafka fetch,
 reply sends, dedup, acks and commits, decoding, the model). cProfile's times
 are wall times, and its overhead falls on Python code most: ``--stages``
 instead runs without a profiler and gives the loop thread's own CPU
-(``time.thread_time``) in each stage of a step, beside the CPU of the other
-threads (librdkafka's, the claim helper's). Needs KAFKA_BOOTSTRAP_SERVERS and
+(``time.thread_time``) in each stage of a step (of the model's, its forward
+pass), beside the CPU of the other threads (librdkafka's, the claim
+helper's) and the garbage collector's time. Needs KAFKA_BOOTSTRAP_SERVERS and
 REDIS_URL, like ``python -m bench``.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import operator
 import os
 import pstats
@@ -22,6 +24,8 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from bench.topics import RunTopics, default_load_client, prefill
 from bench.workloads import WORKLOADS
@@ -58,14 +62,42 @@ STAGES = (
 )
 
 
+FORWARD = "  of it, the model's forward pass"
+COLLECTOR = "the garbage collector, any thread"
+
+
 class StageClock:
-    """The loop thread's CPU in each of STAGES, by wrapping the methods on the worker's own parts."""
+    """The loop thread's CPU in each of STAGES, by wrapping the methods on the worker's own parts; of the model's
+    stage, its module's forward pass (hooks on the module); and the wall time of the garbage collector's
+    collections, on any thread (they hold the GIL), from the first step to the worker's close."""
 
     def __init__(self, worker: Worker) -> None:
-        self.seconds = dict.fromkeys((label for label, _, _ in STAGES), 0.0)
+        labels = [label for label, _, _ in STAGES]
+        labels.insert(labels.index("submit a batch (the model)") + 1, FORWARD)
+        self.seconds = dict.fromkeys(labels, 0.0)
         for label, part, method in STAGES:
             owner = operator.attrgetter(part)(worker) if part else worker
             setattr(owner, method, self._timed(label, getattr(owner, method)))
+        for runner in getattr(worker._parts.scorer, "_runners", {}).values():
+            module = getattr(runner, "_module", None)
+            if isinstance(module, torch.nn.Module):
+                module.register_forward_pre_hook(self._forward_began)
+                module.register_forward_hook(self._forward_ended)
+        self.collector_s = 0.0
+        self._began = self._collection_began = 0.0
+        gc.callbacks.append(self._collected)
+
+    def _forward_began(self, _module: torch.nn.Module, _args: Any) -> None:
+        self._began = time.thread_time()
+
+    def _forward_ended(self, _module: torch.nn.Module, _args: Any, _output: Any) -> None:
+        self.seconds[FORWARD] += time.thread_time() - self._began
+
+    def _collected(self, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._collection_began = time.perf_counter()
+        else:
+            self.collector_s += time.perf_counter() - self._collection_began
 
     def _timed(self, label: str, call: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -174,6 +206,7 @@ def _report_stages(clock: StageClock, requests: int, cpu_s: float, loop_cpu_s: f
         print(f"  {label:<40} {seconds / requests * 1e6:6.2f}")
     print(f"  {'the loop thread, in all':<40} {loop_cpu_s / requests * 1e6:6.2f}")
     print(f"  {'the other threads':<40} {(cpu_s - loop_cpu_s) / requests * 1e6:6.2f}")
+    print(f"  {COLLECTOR:<40} {clock.collector_s / requests * 1e6:6.2f}")
 
 
 if __name__ == "__main__":
