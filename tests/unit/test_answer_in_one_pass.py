@@ -79,3 +79,11 @@ def test_a_plain_batch_takes_the_one_pass():
         Scored("churn", batch, [Outcome([0.5])] * 3, 0.0, 0.001), 0, set())
     assert [len(records) for records, _ in sink.made] == [3]  # one group
     assert [type(tag.sent).__name__ for *_, tag in sink.sends()] == ["Answered"] * 3
+
+
+def test_a_batch_whose_partitions_all_left_sends_nothing_not_even_an_empty_group():
+    batch = [Request(f"r{i}", None, Position("requests", 0, i), route=DEFAULT) for i in range(3)]
+    sink = RecordingSink()
+    Responder(sink, "replies", "dead-letters", DEFAULT, WorkerStats()).answer_scored(
+        Scored("churn", batch, [Outcome([0.5])] * 3, 0.0, 0.001), 0, {("requests", 0)})
+    assert sink.made == []

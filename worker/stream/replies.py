@@ -233,6 +233,8 @@ class Responder:
         path, which gives the same records; so does a batch with an id twice (a group tells its sends apart by
         key)."""
         size, default, limit = len(batch), self._default, MAX_SEND_BYTES - REPLY_HEADROOM_BYTES
+        if not size:  # every request of it left with its partition
+            return
         refused = self._refusals.get if self._refusals else None
         values: list[bytes | None] = []
         for request, outcome in zip(batch, outcomes, strict=True):
