@@ -62,17 +62,24 @@ def test_item_too_costly_alone_is_refused():
         batcher.add(11, 0.0)
 
 
-def test_extend_queues_in_order_and_returns_what_never_fits():
+def test_extend_queues_in_order_and_returns_what_never_fits_asking_the_arrival_of_what_fits_only():
     batcher: Batcher[int] = Batcher(max_batch_size=10, max_wait_s=1.0, cost=lambda n: n, max_batch_cost=10)
-    assert batcher.extend([(0.0, 4), (0.1, 11), (0.2, 5), (0.3, 12)]) == [11, 12]
-    assert batcher.pending == 2 and batcher.deadline() == 1.0  # the oldest queued arrived at 0.0
+    asked: list[int] = []
+
+    def arrived(item: int) -> float:
+        asked.append(item)
+        return item / 10
+
+    assert batcher.extend([4, 11, 5, 12], arrived) == [11, 12]
+    assert asked == [4, 5]
+    assert batcher.pending == 2 and batcher.deadline() == 1.4  # the oldest queued arrived at 0.4
     assert batcher.drain() == [4, 5]
 
 
 def test_extend_without_a_cost_queues_everything():
     batcher: Batcher[int] = Batcher(max_batch_size=2, max_wait_s=1.0)
-    assert batcher.extend([(0.5, 1), (0.6, 2), (0.7, 3)]) == []
-    assert batcher.deadline() == 1.5 and batcher.drain() == [1, 2] and batcher.drain() == [3]
+    assert batcher.extend(iter([5, 6, 7]), lambda item: item / 10) == []
+    assert batcher.deadline() == 1.5 and batcher.drain() == [5, 6] and batcher.drain() == [7]
 
 
 def test_remove_if_keeps_the_rest_in_order():

@@ -1,5 +1,6 @@
 """One batcher per model: a batch never mixes models, and no model's backlog starves another's ready batch."""
 
+from worker.core.batch_wait import ArrivalRate, LatencyTarget
 from worker.core.batcher import Batcher
 from worker.core.messages import Position, Request
 from worker.core.model_batchers import ModelBatchers
@@ -36,6 +37,18 @@ def test_add_all_queues_each_run_in_its_own_model_in_order_and_returns_what_neve
     assert [r.id for r in models.flush()[1]] == ["heavy-0", "heavy-2"]  # 3 + 2 + 4 is over the budget of 8
     assert [r.id for r in models.flush()[1]] == ["light-3"]
     assert [r.id for r in models.flush()[1]] == ["heavy-4"]
+
+
+def test_a_latency_target_counts_the_arrivals_of_the_requests_queued_not_of_those_refused_for_their_cost():
+    target = LatencyTarget(0.05)
+    models = ModelBatchers({"heavy": Batcher(4, 0.0, cost=lambda r: 9 if r.id == "heavy-1" else 1, max_batch_cost=8,
+                                             wait=target)}, "heavy")
+    refused = models.add_all([request(HEAVY, 0), request(HEAVY, 1), request(HEAVY, 2)], 10.0, 0)
+    assert [r.id for r in refused] == ["heavy-1"]
+    counted = ArrivalRate()
+    for _ in range(2):
+        counted.arrived(10.0)
+    assert target.rate.per_s() == counted.per_s()
 
 
 def test_a_ready_light_batch_waits_for_at_most_one_heavy_batch_however_deep_the_heavy_backlog():

@@ -12,7 +12,7 @@ batch. The caller owns time: every method that needs "now" takes it.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from worker.core.batch_wait import BatchWait, FixedWait, LatencyTarget
@@ -72,16 +72,16 @@ class Batcher(Generic[T]):
             raise ValueError(f"item costs more than max_batch_cost={self._max_batch_cost} alone")
         self._items.append((now, item))
 
-    def extend(self, arrivals: list[tuple[float, T]]) -> list[T]:
-        """Queue items, each with the time it arrived, in order (a poll's at once); returns those whose cost
-        alone exceeds the budget, not queued."""
+    def extend(self, items: Iterable[T], arrived: Callable[[T], float]) -> list[T]:
+        """Queue items in order (a poll's at once), each at the time ``arrived`` gives it, which is asked only
+        of an item that fits; returns those whose cost alone exceeds the budget, not queued."""
         if self._cost is None:
-            self._items.extend(arrivals)
+            self._items.extend([(arrived(item), item) for item in items])
             return []
         never = []
-        for arrived, item in arrivals:
+        for item in items:
             if self.fits(item):
-                self._items.append((arrived, item))
+                self._items.append((arrived(item), item))
             else:
                 never.append(item)
         return never

@@ -11,6 +11,7 @@ model's backlog is. Not thread-safe.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from itertools import groupby
 
 from worker.core.batcher import Batcher
@@ -71,8 +72,8 @@ class ModelBatchers:
         never: list[Request] = []
         for entry, run in groupby(requests, self.entry_of):
             batcher = self._batchers[entry]
-            arrival = batcher.wait.arrival
-            never += batcher.extend([(arrival(request, now, wall_ms), request) for request in run])
+            # A latency target counts arrivals: asked of the requests queued only.
+            never += batcher.extend(run, partial(batcher.wait.arrival, now=now, wall_ms=wall_ms))
         return never
 
     def observe(self, entry: str, batch_size: int, compute_s: float) -> None:
