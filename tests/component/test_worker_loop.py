@@ -288,6 +288,19 @@ def test_token_budget_caps_batches_and_refuses_an_item_too_large_alone():
     assert h.worker.stats.error_codes == {"too_many_tokens": 1}
 
 
+def test_refusals_of_one_poll_are_answered_in_the_order_claimed():
+    h = Harness(max_batch_size=64, max_wait_ms=0)
+    h.runner.cost = lambda item: int(item[0])
+    h.settings = h.settings.replace(max_batch_tokens=40)
+    h.worker = h.build_worker()
+    h.source.produce({"id": "t0", "inputs": [50] + [0.0] * 15})  # too many tokens alone
+    h.source.produce({"id": "bad", "inputs": "not numbers"})  # refused, its id claimed
+    h.source.produce({"id": "t2", "inputs": [50] + [0.0] * 15})
+    h.steps()
+    assert [(r["id"], r["error"]["code"]) for r in h.replies()] == [
+        ("t0", "too_many_tokens"), ("bad", "invalid_inputs"), ("t2", "too_many_tokens")]
+
+
 def test_a_step_that_nears_max_poll_interval_is_reported():
     from structlog.testing import capture_logs
 

@@ -94,20 +94,26 @@ class Admission:
     def take_claimed(self, new: Sequence[Request] = ()) -> None:
         """Claim ids (new ones and any still waiting); batch what is fresh, count duplicates."""
         now, wall_ms = self._clock.monotonic(), self._clock.wall_ms()
-        fresh_requests: list[Request] = []
+        run: list[Request] = []  # fresh requests to batch, placed together before anything else claimed
         for request, fresh in self._gate.claim(new, now):
-            if fresh and isinstance(request, Refused):
-                self._responder.reject(request.refusal, claimed=True)
-            elif fresh and isinstance(request.item, Unprepared) and self._park is not None:
-                self._park(request)
-            elif fresh:
-                fresh_requests.append(request)
-            else:
+            parked = isinstance(request.item, Unprepared) and self._park is not None
+            if fresh and not parked and not isinstance(request, Refused):
+                run.append(request)
+                continue
+            if run:  # what was claimed before goes first, its refusals' replies included
+                self.place(run, now, wall_ms)
+                run = []
+            if not fresh:
                 self._stats.duplicates += 1
                 if self._tracer is not None:
                     self._tracer.unscored("duplicate", request.id, request.traceparent, "", None)
                 self._offsets.ack((request.position.topic, request.position.partition), request.position.offset)
-        self.place(fresh_requests, now, wall_ms)
+            elif isinstance(request, Refused):
+                self._responder.reject(request.refusal, claimed=True)
+            elif self._park is not None:  # parked
+                self._park(request)
+        if run:
+            self.place(run, now, wall_ms)
 
     def place(self, requests: Sequence[Request], now: float, wall_ms: int) -> None:
         """Batch fresh, claimed, prepared requests, in order, refusing any that alone exceeds its token budget."""
