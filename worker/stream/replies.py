@@ -259,7 +259,7 @@ class Responder:
                 return
         sent = SentBatch(batch, [outcome.output for outcome in outcomes], cast(list[bytes], values), queue_waits,
                          batch_waits, compute_ms, size, default)
-        records = self._records(sent, compute_ms)
+        records = self._records(sent)
         if len({record[1] for record in records}) == len(records):
             self._sink.send_group(records, sent, sent.member)
         else:
@@ -274,9 +274,9 @@ class Responder:
                 route = request.route or default
                 self._stats.record_reply(route.model, route.version, "ok")
 
-    def _records(self, sent: SentBatch, compute_ms: float) -> list[Record]:
+    def _records(self, sent: SentBatch) -> list[Record]:
         """The records of a group of ok replies: each reply's value under its id, with its seven headers."""
-        compute, batch_size = (H_COMPUTE, timing_text(compute_ms)), (H_BATCH_SIZE, b"%d" % sent.batch_size)
+        compute, batch_size = (H_COMPUTE, timing_text(sent.compute_ms)), (H_BATCH_SIZE, b"%d" % sent.batch_size)
         texts: dict[float, bytes] = {}
         topics: dict[str, tuple[str, bytes]] = {}
         records: list[Record] = []
