@@ -74,11 +74,12 @@ class ContenderProcess:
 
     def cpu_s(self) -> float | None:
         """CPU seconds (user + system, all threads) the process has used so far; None once it is gone."""
-        try:
-            fields = Path(f"/proc/{self._popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _cpu_s(Path(f"/proc/{self._popen.pid}/stat"))
+
+    def main_thread_cpu_s(self) -> float | None:
+        """CPU seconds its main thread has used so far (a Python program's own loop, where it has one; the Kafka
+        clients' C threads and any helper thread are the rest); None once it is gone."""
+        return _cpu_s(Path(f"/proc/{self._popen.pid}/task/{self._popen.pid}/stat"))
 
     def memory_mib(self, which: str = "VmHWM") -> float | None:
         """The process's resident memory in MiB: its peak so far (VmHWM), or now (VmRSS); None once it is gone."""
@@ -138,18 +139,32 @@ def wait_for_replies(process: ContenderProcess, bootstrap: str, reply_topic: str
 class CpuSample:
     wall_s: float
     cpu_s: float | None
+    main_thread_cpu_s: float | None = None
 
     @classmethod
     def of(cls, process: ContenderProcess) -> CpuSample:
-        return cls(time.time(), process.cpu_s())
+        return cls(time.time(), process.cpu_s(), process.main_thread_cpu_s())
 
 
-def cpu_per_request(replies: list[ReplyRecord], ids: set[str], before: CpuSample, after: CpuSample) -> float | None:
-    """Microseconds of the contender's CPU per reply it sent between the two samples."""
-    if before.cpu_s is None or after.cpu_s is None:
+def cpu_per_request(replies: list[ReplyRecord], ids: set[str], before: CpuSample, after: CpuSample,
+                    main_thread: bool = False) -> float | None:
+    """Microseconds of the contender's CPU (``main_thread``: its main thread's only) per reply it sent between
+    the two samples."""
+    first, last = ((before.main_thread_cpu_s, after.main_thread_cpu_s) if main_thread
+                   else (before.cpu_s, after.cpu_s))
+    if first is None or last is None:
         return None
     sent = {r.id for r in replies if r.id in ids and before.wall_s * 1000 < r.created_ms <= after.wall_s * 1000}
-    return (after.cpu_s - before.cpu_s) / len(sent) * 1e6 if sent else None
+    return (last - first) / len(sent) * 1e6 if sent else None
+
+
+def _cpu_s(stat: Path) -> float | None:
+    """User + system CPU seconds from a /proc stat file (a process's or one thread's); None once it is gone."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def throughput(contender: str, replies: list[ReplyRecord], ids: set[str], assigned: list[float],

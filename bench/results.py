@@ -59,6 +59,7 @@ class ThroughputRun:
     status_counts: dict[str, int] = field(default_factory=dict)
     duplicate_replies: int = 0
     cpu_us_per_request: float | None = None  # the consumer process's CPU (all threads) per reply, while timed
+    main_thread_us_per_request: float | None = None  # of it, its main thread's
     compute_ms_p50: float | None = None   # streamscore's compute-ms header, median over replies
     mean_batch_size: float | None = None  # streamscore's batch-size header, mean over replies
     exit_code: int | None = None

@@ -65,8 +65,9 @@ def closed_loop(ctx: RunContext, label: str, bodies: list[RequestBody], command:
         replies = read_replies(ctx.bootstrap, topics.replies)
         run = throughput(label, replies, ids, process.assigned_times(), from_worker)
         run.cpu_us_per_request = cpu_per_request(replies, ids, before, after)
+        run.main_thread_us_per_request = cpu_per_request(replies, ids, before, after, main_thread=True)
         if stopped_why and not stopped_why.startswith(TIME_LIMIT):  # stalled or died: its figures mean nothing
-            run.per_s = run.cpu_us_per_request = None
+            run.per_s = run.cpu_us_per_request = run.main_thread_us_per_request = None
         if stopped_why is None and after_drain is not None:
             after_drain(topics, run)
     finally:
