@@ -188,7 +188,17 @@ def test_a_toml_config_and_a_broken_one(tmp_path):
 def test_a_spec_that_does_not_fit_the_model_fails_warmup_with_the_shapes(tmp_path):
     config = write_config(tmp_path / "net.json", {"inputs": {"kind": "vector", "length": 16}})
     runner = TorchRunner(load_model("tests.unit.test_model_loading:build", config), "cpu")
-    with pytest.raises(ModelError, match=r"failed on its warmup batch.*\(64, 16\) float32.*64x16 and 8x4"):
+    with pytest.raises(ModelError, match=r"failed on its warmup batch.*\(64, 16\) float32.*64x16 and 8x4.*"
+                                         r"Declare the inputs the model really takes"):
+        runner.warmup(64)
+
+
+def test_outputs_that_do_not_fit_the_model_fail_warmup_asking_for_the_outputs(tmp_path):
+    config = write_config(tmp_path / "net.json", {"inputs": {"kind": "vector", "length": 8},
+                                                  "outputs": {"names": ["a", "b", "c"]}})
+    runner = TorchRunner(load_model("tests.unit.test_model_loading:build", config), "cpu")
+    with pytest.raises(ModelError, match=r"output spec \{'names': \['a', 'b', 'c'\]\}.*has 2 values per item.*"
+                                         r"Declare the outputs the model really returns"):
         runner.warmup(64)
 
 

@@ -241,7 +241,7 @@ class TorchRunner:
             raise ConfigError(f"a batch of {len(items)} sample inputs runs out of memory on {self.device} in "
                               "warmup: lower max_batch_size") from exc
         except ModelCodeFailure as exc:  # the model does not take what its spec says it takes
-            raise ModelError(self._warmup_failure(items, exc.cause)) from exc.cause
+            raise ModelError(self._warmup_failure(items, exc)) from exc.cause
         self.last_warmup = Warmup(batch_size, len(items), took)
         log.debug("warmup_finished", batch_size=batch_size, warmed_size=len(items),
                   warmed_ms=round(took * 1000, 3), batch_ms=round(self.last_warmup.batch_s * 1000, 3))
@@ -266,13 +266,18 @@ class TorchRunner:
         self._forward(items)
         return self._timer() - started
 
-    def _warmup_failure(self, items: Sequence[Any], exc: Exception) -> str:
+    def _warmup_failure(self, items: Sequence[Any], failure: ModelCodeFailure) -> str:
+        """What failed and what to do: a failure splitting the output asks for the outputs the model returns,
+        any other (collating, the forward pass) for the inputs it takes."""
         shapes = ModelInput.of(self.model.collate(items)).shapes()
+        side = "outputs" if failure.stage == "split" else "inputs"
         described = getattr(self.model, "describe", None)
-        spec = f" (input spec {described()['inputs']})" if described else ""
+        declared = described().get(side) if described else None
+        spec = f" ({side[:-1]} spec {declared})" if declared is not None else ""
+        really = "really returns" if side == "outputs" else "really takes"
         return (f"model {self.name} failed on its warmup batch{spec}, given forward({', '.join(shapes)}): "
-                f"{_cause(exc)}. Declare the inputs the model "
-                "really takes in --model-config (`python -m worker inspect-model` shows what is read now)")
+                f"{_cause(failure.cause)}. Declare the {side} the model {really} in --model-config "
+                "(`python -m worker inspect-model` shows what is read now)")
 
     def _fit_in_memory(self, items: Sequence[Any]) -> None:
         """Keep a batch's peak memory under MEMORY_SHARE of what this process could still get.
