@@ -58,4 +58,20 @@ def test_cpu_per_reply_bench_answers_every_request_with_each_contender(bootstrap
         assert run["complete"] and run["status_counts"] == {"ok": 1000} and run["duplicate_replies"] == 0
     for by_hand in ("the same job by hand", "the same job by hand, by columns"):
         assert runs[by_hand][0]["compute_ms_p50"] is not None  # it sends the reply headers
+    for (run,) in runs.values():  # the main thread's share is a part of the process's (in ticks of 10 ms)
+        assert 0 <= run["main_thread_us_per_request"] <= run["cpu_us_per_request"]
     assert "CPU a reply" in (tmp_path / "results.md").read_text()
+
+
+def test_profile_worker_gives_the_cpu_of_each_stage_and_the_busiest_functions(bootstrap, redis_url):
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
+    for mode, wanted in ((["--stages"], ["CPU by stage, µs per request:", "of it, the model's forward pass",
+                                         "the loop thread, in all", "the other threads"]),
+                         (["--top", "5"], ["main-thread time by area", "Ordered by: cumulative time"])):
+        result = subprocess.run([sys.executable, "-m", "bench.profile_worker", "--requests", "2000", *mode, "--",
+                                 "--kafka-client", "confluent"],
+                                cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert "2,000 requests in " in result.stdout
+        for line in wanted:
+            assert line in result.stdout, (line, result.stdout[-3000:])
