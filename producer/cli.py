@@ -145,14 +145,14 @@ def _parser() -> argparse.ArgumentParser:
 
     topic = commands.add_parser("create-topic", help="create a topic")
     topic.add_argument("name")
-    topic.add_argument("--partitions", type=int, default=4)
-    topic.add_argument("--replication-factor", type=int, default=1,
+    topic.add_argument("--partitions", type=_at_least_one, default=4, help="partitions of the topic (default 4)")
+    topic.add_argument("--replication-factor", type=_at_least_one, default=1,
                        help="copies of each partition (default 1, the local single broker; 3 on a cluster such as "
                             "deploy/local/cluster.sh's)")
 
     demo = commands.add_parser("demo", help="the whole pipeline: topics, a worker, requests, replies, summary")
     demo.add_argument("--requests", type=int, default=20_000, help="requests to send (default: 20000)")
-    demo.add_argument("--partitions", type=int, default=4)
+    demo.add_argument("--partitions", type=_at_least_one, default=4)
     demo.add_argument("--max-batch-size", type=int, default=64)
     demo.add_argument("--max-wait-ms", type=int, default=0,
                       help="the worker's max_wait_ms (default 0: no request waits for companions)")
@@ -303,13 +303,22 @@ def _score(args: argparse.Namespace) -> int:
 
     formats = Formats.from_sources(args)
     schema = args.request_schema.read_text(encoding="utf-8") if args.request_schema else None
+    inputs = _inputs(args.inputs)
     with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic, security=args.security,
                        read_committed=args.read_committed, kafka_client=args.kafka_client, formats=formats,
                        request_schema=schema, properties=_properties(args)) as client:
-        reply = client.score(orjson.loads(args.inputs), timeout_s=args.timeout_s, model=args.model,
+        reply = client.score(inputs, timeout_s=args.timeout_s, model=args.model,
                              model_version=args.model_version)
     print(orjson.dumps(reply, option=orjson.OPT_INDENT_2).decode())
     return 0 if reply.get("status") == "ok" else 1
+
+
+def _inputs(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"INPUTS is not JSON ({exc}): give the request's inputs as JSON, e.g. '[0.1, 0.2]' "
+                         "or '{\"age\": 42}' (quoted for the shell)") from None
 
 
 def _properties(args: argparse.Namespace) -> KafkaProperties:
@@ -317,12 +326,29 @@ def _properties(args: argparse.Namespace) -> KafkaProperties:
     return KafkaProperties.from_sources(args, os.environ)
 
 
-def _create_topic(args: argparse.Namespace) -> int:
-    from producer.topics import create_topics
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse names the flag when it refuses one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
-    created = create_topics(args.bootstrap_servers, {args.name: args.partitions}, security=args.security,
-                            replication=args.replication_factor)
-    print(f"{args.name}: {'created' if created else 'exists already'}", file=sys.stderr)
+
+def _create_topic(args: argparse.Namespace) -> int:
+    from producer.topics import create_topics, partition_count
+
+    if create_topics(args.bootstrap_servers, {args.name: args.partitions}, security=args.security,
+                     replication=args.replication_factor):
+        print(f"{args.name}: created", file=sys.stderr)
+        return 0
+    has = partition_count(args.bootstrap_servers, args.name, args.security)
+    differs = (f", not the {args.partitions} asked for: left as it is (Kafka only adds partitions, with "
+               "kafka-topics.sh --alter, and adding them moves keys to other partitions)"
+               if has != args.partitions else "")
+    print(f"{args.name}: exists already, with {has} partitions{differs}", file=sys.stderr)
     return 0
 
 

@@ -6,7 +6,7 @@ import contextlib
 
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import InvalidReplicationFactorError, InvalidTopicError, KafkaError, TopicAlreadyExistsError
 
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.kafka.kafka_python.connection import client_config
@@ -33,8 +33,8 @@ def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: fl
 
     Raises:
         TimeoutError: The created topics are not all visible after ``wait_s``.
-        KafkaError: The broker refused to create a topic (kafka-python's error, a replication factor above
-            the number of brokers, say).
+        ValueError: The broker refused to create a topic (a name it does not take, a replication factor above
+            the number of brokers, a policy or an ACL): the message says which and why.
     """
     admin = KafkaAdminClient(**client_config(bootstrap_servers, security), client_id="streamscore-admin")
     try:
@@ -43,10 +43,31 @@ def create_topics(bootstrap_servers: str, partitions: dict[str, int], wait_s: fl
         if wanted:
             with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently by someone else: fine
                 admin.create_topics(wanted)
+    except KafkaError as exc:
+        names = ", ".join(repr(t.name) for t in wanted)
+        raise ValueError(f"the broker refused to create {names}: {type(exc).__name__}: {exc}{_hint(exc)}") from exc
     finally:
         admin.close()
     _wait_until_visible(bootstrap_servers, security, {t.name: t.num_partitions for t in wanted}, wait_s)
     return [t.name for t in wanted]
+
+
+def partition_count(bootstrap_servers: str, topic: str, security: KafkaSecurity = PLAINTEXT) -> int:
+    """How many partitions ``topic`` has (0: none seen, it does not exist)."""
+    consumer = KafkaConsumer(**client_config(bootstrap_servers, security), group_id=None)
+    try:
+        return len(consumer.partitions_for_topic(topic) or ())
+    finally:
+        consumer.close()
+
+
+def _hint(exc: KafkaError) -> str:
+    if isinstance(exc, InvalidTopicError):
+        return (" (a topic name is 1 to 249 characters of letters, digits, '.', '_' and '-', and not '.' or "
+                "'..')")
+    if isinstance(exc, InvalidReplicationFactorError):
+        return " (--replication-factor can be at most the number of brokers in the cluster)"
+    return ""
 
 
 def _wait_until_visible(bootstrap_servers: str, security: KafkaSecurity, partitions: dict[str, int],

@@ -154,3 +154,25 @@ def test_collect_joins_a_backfills_replies_with_the_requests_of_its_range(bootst
     dead = TopicReader(bootstrap, f"{backfill_topic}.dlq").read_until(lambda got: len(got.records) >= 1, 30,
                                                                       "dead letter")
     assert len(dead.records) == 1
+
+
+def test_create_topic_answers_a_refused_or_existing_topic_in_one_line(bootstrap):
+    suffix = f"{time.time_ns()}"
+    for args, said in ((["bad topic!"], "InvalidTopicError"),
+                       ([f"rf-{suffix}", "--replication-factor", "3"], "at most the number of brokers")):
+        result = producer_cli(bootstrap, "create-topic", *args)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr and said in result.stderr, result.stderr
+    refused = producer_cli(bootstrap, "create-topic", f"p-{suffix}", "--partitions", "0")
+    assert refused.returncode == 2 and "--partitions: must be at least 1, got 0" in refused.stderr, refused.stderr
+    name = f"exists-{suffix}"
+    assert producer_cli(bootstrap, "create-topic", name, "--partitions", "2").stderr.strip() == f"{name}: created"
+    again = producer_cli(bootstrap, "create-topic", name, "--partitions", "4")
+    assert again.returncode == 0
+    assert f"{name}: exists already, with 2 partitions, not the 4 asked for" in again.stderr
+
+
+def test_score_refuses_inputs_that_are_not_json_saying_what_to_give(bootstrap):
+    result = producer_cli(bootstrap, "score", "no-such-requests", "no-such-replies", "not json")
+    assert result.returncode == 2
+    assert "INPUTS is not JSON" in result.stderr and "Traceback" not in result.stderr, result.stderr
