@@ -53,14 +53,15 @@ def test_the_reason_for_stopping_is_a_json_line_too():
     assert result.returncode == 2
     (failed,) = json_lines(result.stderr)
     assert (failed["event"], failed["level"], failed["exit_code"]) == ("worker_failed", "error", 2)
-    assert "max_batch_size must be >= 1" in failed["error"]
+    assert "must be at least 1" in failed["error"]
 
 
 def test_on_a_console_the_reason_is_one_plain_line():
     result = run_worker("--requests-topic", "t", "--max-batch-size", "0", "--log-format", "console",
                         KAFKA_BOOTSTRAP_SERVERS="x:1", REDIS_URL="memory://")
     assert result.returncode == 2
-    assert result.stderr.splitlines() == ["error: max_batch_size must be >= 1, got 0"]
+    assert result.stderr.splitlines() == [
+        "error: max_batch_size (--max-batch-size, STREAMSCORE_MAX_BATCH_SIZE) must be at least 1, got 0"]
 
 
 def test_score_file_with_json_logs_writes_json_lines_only(tmp_path):

@@ -47,7 +47,8 @@ def test_settings_take_the_group_and_do_not_call_its_streamscore_variables_unkno
     ({"SCHEMA_REGISTRY_URL": URL, "SCHEMA_REGISTRY_PASSWORD_FILE": "/nope", "SCHEMA_REGISTRY_USER": "u"},
      "no such file"),
     ({"SCHEMA_REGISTRY_URLS": URL}, "did you mean SCHEMA_REGISTRY_URL"),
-    ({"SCHEMA_REGISTRY_TIMEOUT_MS": "0"}, "registry_timeout_ms must be >= 1"),
+    ({"SCHEMA_REGISTRY_TIMEOUT_MS": "0"},
+     r"registry_timeout_ms \(--schema-registry-timeout-ms, SCHEMA_REGISTRY_TIMEOUT_MS\) must be at least 1"),
     ({"SCHEMA_REGISTRY_TIMEOUT_MS": "soon"}, "not a valid int"),
     ({"STREAMSCORE_REQUEST_FIELDS": "key=requestId"}, "FIELD one of id, inputs"),
 ])

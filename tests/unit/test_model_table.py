@@ -56,10 +56,11 @@ def test_variables_and_flags_override_the_file(tmp_path):
 
 @pytest.mark.parametrize("text, said", [
     ("max_batch_sise = 3", "unknown key 'max_batch_sise'"),
-    ("max_batch_size = '3'", "max_batch_size must be a int, got '3'"),
-    ("max_batch_size = 0", "max_batch_size must be >= 1"),
+    ("max_batch_size = '3'", "max_batch_size must be an int, got '3'"),
+    ("max_batch_size = 0", "max_batch_size (--max-batch-size, STREAMSCORE_MAX_BATCH_SIZE) must be at least 1"),
     ("[models.a]\nmodel = 'churn'\nbatch = 3", "[models.a] has no key 'batch'"),
-    ("[models.a]\nmodel = 'churn'\nmax_batch_size = 0", "[models.a]: max_batch_size must be >= 1"),
+    ("[models.a]\nmodel = 'churn'\nmax_batch_size = 0",
+     "[models.a]: max_batch_size (--max-batch-size, STREAMSCORE_MAX_BATCH_SIZE) must be at least 1"),
     ("[models.a]\nmodel = 'churn'\ndevice = 'tpu'", "[models.a]: device must be auto, cpu, cuda or cuda:N"),
     ("[models.a]\nmax_batch_size = 8", "[models.a] needs model = "),
     ("default_model = 'b'\n[models.a]\nmodel = 'churn'", "default_model 'b' is not one of the models declared"),
@@ -74,7 +75,7 @@ def test_variables_and_flags_override_the_file(tmp_path):
     ("[kafka_security]\nprotocol = 'TLS'", "KAFKA_SECURITY_PROTOCOL must be one of"),
     ("kafka_security = 'SSL'", "kafka_security must be a table"),
     ("request_format = 'xml'", "request_format"),
-    ("registry_timeout_ms = '5'", "registry_timeout_ms must be a int"),
+    ("registry_timeout_ms = '5'", "registry_timeout_ms must be an int"),
 ])
 def test_anything_wrong_is_refused_naming_the_file_and_the_key(tmp_path, text, said):
     path = config(tmp_path, text)

@@ -30,7 +30,8 @@ def test_http_is_off_by_default_and_set_by_env_or_flag():
     ({"STREAMSCORE_HTTP_PORT": "65536"}, "http_port must be 0 .off. or a TCP port up to 65535, got 65536"),
     ({"STREAMSCORE_HTTP_PORT": "http"}, "STREAMSCORE_HTTP_PORT='http' is not a valid int"),
     ({"STREAMSCORE_HTTP_PORT": "65535", "STREAMSCORE_PROCESSES": "2"}, "choose http_port <= 65534"),
-    ({"STREAMSCORE_LIVENESS_TIMEOUT_S": "0"}, "liveness_timeout_s must be > 0"),
+    ({"STREAMSCORE_LIVENESS_TIMEOUT_S": "0"},
+     r"liveness_timeout_s \(--liveness-timeout-s, STREAMSCORE_LIVENESS_TIMEOUT_S\) must be above 0"),
 ])
 def test_bad_surface_settings_name_the_setting(env, named):
     with pytest.raises(ConfigError, match=named):

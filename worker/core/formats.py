@@ -170,9 +170,9 @@ def _validate(s: Formats) -> None:
     for env, path in (("SCHEMA_REGISTRY_PASSWORD_FILE", s.registry_password_file),
                       ("SCHEMA_REGISTRY_CA_FILE", s.registry_ca_file)):
         need(not path or os.path.isfile(path), f"{env}={path}: no such file")
-    for name in ("registry_timeout_ms", "registry_cache_size"):
-        need(getattr(s, name) >= 1, f"{name} must be >= 1, got {getattr(s, name)}")
-    need(s.unknown_schema_retries >= 0, f"unknown_schema_retries must be >= 0, got {s.unknown_schema_retries}")
+    named = {setting.name: f"{setting.name} ({setting.flag}, {setting.env})" for setting in registry.declared(FORMATS)}
+    for name, least in (("registry_timeout_ms", 1), ("registry_cache_size", 1), ("unknown_schema_retries", 0)):
+        need(getattr(s, name) >= least, f"{named[name]} must be at least {least}, got {getattr(s, name)}")
     for item in filter(str.strip, s.request_fields.split(",")):
         ours, _, theirs = item.partition("=")
         need(ours.strip() in REQUEST_FIELDS and bool(theirs.strip()),

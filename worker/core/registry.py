@@ -111,10 +111,15 @@ class Setting:
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if type(value) is not self.kind:
-            raise ConfigError(f"{source}: {self.key} must be a {self.kind.__name__}, got {value!r}")
+            raise ConfigError(f"{source}: {self.key} must be {_a(self.kind.__name__)}, got {value!r}")
         if self.declared.path and value and where is not None and not Path(str(value)).is_absolute():
             return str(where / str(value))
         return value
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article: an int, a float."""
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def declared(*groups: Group) -> tuple[Setting, ...]:

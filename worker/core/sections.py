@@ -295,7 +295,8 @@ class OperationsSettings:
             raise ConfigError(f"http_port {self.http_port} with processes={self.processes} needs ports up to "
                               f"{self.http_port + self.processes - 1}: choose http_port <= {65536 - self.processes}")
         if self.liveness_timeout_s <= 0:
-            raise ConfigError(f"liveness_timeout_s must be > 0, got {self.liveness_timeout_s}")
+            raise ConfigError(f"liveness_timeout_s ({setting_names('liveness_timeout_s')}) must be above 0, "
+                              f"got {self.liveness_timeout_s}")
         _check_choices(self)
 
 
@@ -368,9 +369,11 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
 
 
 def _at_least(section: object, least: int, *names: str) -> None:
+    """Raises ConfigError naming the setting, its flag and its variable, e.g. ``max_batch_size (--max-batch-size,
+    STREAMSCORE_MAX_BATCH_SIZE) must be at least 1, got -5``."""
     for name in names:
         if getattr(section, name) < least:
-            raise ConfigError(f"{name} must be >= {least}, got {getattr(section, name)}")
+            raise ConfigError(f"{name} ({setting_names(name)}) must be at least {least}, got {getattr(section, name)}")
 
 
 def _validate_kafka_client(s: KafkaSettings) -> None:
