@@ -390,12 +390,15 @@ class Scorer(Protocol):
     @property
     def busy(self) -> bool:
         """A batch was submitted and not yet taken back."""
+    @property
+    def takes_more(self) -> bool:
+        """Another batch may be submitted before those in hand are taken back (they finished, in little time)."""
     def submit(self, entry: str, batch: list[Request]) -> None:
-        """Start scoring ``batch`` with model ``entry``; only when not busy."""
+        """Start scoring ``batch`` with model ``entry``; only when not busy, or when it takes more."""
     def wait(self, timeout_s: float) -> None:
         """Block until the batch in hand is done, or ``timeout_s`` passed."""
     def take(self) -> Scored | None:
-        """The finished batch, once; None while it runs (or when none was submitted)."""
+        """The oldest finished batch, once; None while it runs (or when none was submitted)."""
     def close(self, timeout_s: float = ...) -> None:
         """Stop taking batches; wait up to ``timeout_s`` for one still running (then it is abandoned)."""
 

@@ -249,6 +249,8 @@ class SlowScorer:
     def busy(self) -> bool:
         return self.running is not None
 
+    takes_more = False  # one batch at a time, as ThreadScorer
+
     def submit(self, entry, batch) -> None:
         self.running = (entry, batch)
         self.started = self.clock.monotonic()

@@ -346,3 +346,30 @@ def test_a_batch_that_never_finishes_turns_liveness_stuck_while_the_loop_still_p
     verdict = liveness(h.worker.stats, h.clock.monotonic(), 60)
     assert h.clock.monotonic() - h.worker.stats.last_iteration < 1  # polling goes on...
     assert not verdict.ok and "none finished" in verdict.reasons[0]  # ...but the work does not
+
+
+@pytest.mark.parametrize("batch_s, sends_before_each_pass", [
+    (0.0005, [0, 0, 0]),  # cheap passes go back to back, then every reply
+    (0.003, [0, 4, 8]),  # a pass that takes RUN_S alone is answered before the next
+])
+def test_the_batches_of_one_poll_are_scored_back_to_back_while_they_are_cheap_then_answered_in_order(
+        batch_s, sends_before_each_pass):
+    h = Harness(max_batch_size=4)
+    sends_before: list[int] = []
+    run = h.runner.run
+
+    def costly(items):
+        sends_before.append(len(h.sink.sent))
+        h.clock.advance(batch_s)
+        return run(items)
+
+    h.runner.run = costly
+    for i in range(12):
+        h.source.produce({"id": f"r{i:02d}", "inputs": INPUTS})
+    h.worker.step()
+    assert sends_before == sends_before_each_pass
+    replies = h.sink.to("requests.replies")
+    assert [r.json()["id"] for r in replies] == [f"r{i:02d}" for i in range(12)]
+    batch_waits = [float(dict(r.headers)["batch-wait-ms"]) for r in replies]  # polled to its own batch's start
+    assert batch_waits[::4] == pytest.approx([0.0, batch_s * 1000, batch_s * 2000])
+    assert h.worker.stats.batch_sizes == {4: 3}

@@ -11,17 +11,19 @@ Redis work, in this order each step:
    fresh (stream/admission.py). Under a backlog the inline scorer runs a poll behind: a helper thread waits
    for the store's answer to this poll's claims while the loop scores the poll before (3), whose requests,
    claimed ahead from a backlog, all go at once; this one is batched before settling, and scored next step;
-3. answer the batch the scorer finished (but not for partitions that left while it ran), offer it to shadow
-   scoring, and hand the scorer the next ready batch, round robin among the models (stream/replies.py);
+3. answer the batches the scorer finished (not for partitions that left meanwhile), offer them to shadow scoring,
+   hand the scorer the next ready ones, round robin among the models (stream/replies.py, stream/scoring.py);
 4. settle: wait for the broker's acknowledgements of the step's sends; the commit policy decides what they made
    safe to commit, and the committer does it (stream/commit.py, stream/committer.py). Waiting before the next
    poll means a rebalance in that poll finds every reply sent so far done-marked: a new owner never re-scores a
    reply in flight (chaos scenario b), and an error reply's released claim is free for a retry polled next.
-The scorer runs the model inline or on a thread of its own (stream/scoring.py). After a stop, the drain
-finishes the work in hand within one deadline (stream/drain.py).
+The scorer runs the model inline or on a thread. After a stop, the drain finishes the work in hand within one
+deadline (stream/drain.py).
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import structlog
 
@@ -61,7 +63,7 @@ class Worker:
         self._stop_requested = stop_requested or StopRequest(clock)
         self.stats = stats
         self._scoring: str | None = None  # the entry whose batch the scorer has
-        self._submitted_ms = 0  # wall clock when the scorer got its batch
+        self._submitted_ms: deque[int] = deque()  # wall clock when the scorer got each batch it has
         self._last_poll = clock.monotonic()
         self._upkeep = parts.upkeep
         self._opportunistic = not batching.wait_to_fill
@@ -155,20 +157,20 @@ class Worker:
         return self._in_hand() + self._gate.waiting + int(self._scorer.busy) + self._sink.pending
 
     def _score_ready(self) -> None:
-        """Answer the scorer's finished batch, and give it the next ready one, as long as it takes them; with
-        several models, one batch a step, so that a poll comes between two batches of one model and the
-        requests of another still in Kafka get their turn in the round robin. Mid-rebalance, neither: a reply
-        now could be for a partition that is leaving."""
+        """Answer the scorer's finished batches, give it the next ready ones (back to back while it takes more:
+        stream/scoring.py; with several models, one a step, so that a poll comes between two batches of one and
+        another's requests get their turn). Mid-rebalance, neither: a reply now could be for a partition leaving."""
         while not self._source.rebalancing():
             self.answer_scored()
-            if self._scorer.busy:
-                return
-            ready = self._batchers.next_batch(self._clock.monotonic(), self._send_now)
+            ready = None if self._scorer.busy else self._batchers.next_batch(self._clock.monotonic(), self._send_now)
             if ready is None:
                 return
-            self.submit_batch(*ready)
-            if len(self._models.table.entries) > 1:
-                return
+            while ready is not None:
+                self.submit_batch(*ready)
+                if len(self._models.table.entries) > 1:
+                    return
+                ready = self._batchers.next_batch(self._clock.monotonic(), self._send_now) if (
+                    self._scorer.takes_more) else None
 
     def _poll_timeout(self) -> float:
         if self._source.rebalancing():
@@ -183,7 +185,7 @@ class Worker:
 
     def submit_batch(self, entry: str, batch: list[Request]) -> None:
         """Answer what expired while it waited; give the rest to the scorer, for model ``entry``."""
-        self._submitted_ms = now_ms = self._clock.wall_ms()
+        now_ms = self._clock.wall_ms()
         live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
         for request in batch:
             if request.deadline_ms is not None and request.deadline_ms <= now_ms:
@@ -194,15 +196,16 @@ class Worker:
             self._membership.batch_submitted()
             self._scoring = entry
             self._scorer.submit(entry, live)
+            self._submitted_ms.append(now_ms)
 
     def answer_scored(self, settle_s: float = SETTLE_S) -> None:
-        """The loop's own step, and a LoopSteps step for the drain (as submit_batch and settle are)."""
-        scored = self._scorer.take()
-        if scored is not None:
+        """Answer the scorer's finished batches, in order: the loop's own step, and a LoopSteps step for the drain
+        (as submit_batch and settle are)."""
+        while (scored := self._scorer.take()) is not None:
             self._scoring = None
             self._batchers.observe(scored.entry, len(scored.batch), scored.compute_s)
             left = self._membership.left_while_scoring(len(scored.batch), settle_s)
-            self._responder.answer_scored(scored, self._submitted_ms, left)
+            self._responder.answer_scored(scored, self._submitted_ms.popleft(), left)
             if self._parts.shadow is not None:
                 self._parts.shadow.offer(scored)
 
