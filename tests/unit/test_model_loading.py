@@ -156,6 +156,16 @@ def test_a_pickled_whole_module_is_refused_unless_allowed(tmp_path):
     assert len(scores(model, ROWS[:1])) == 1
 
 
+def test_a_whole_model_given_as_weights_says_to_serve_it_as_the_model(tmp_path):
+    torch.jit.save(torch.jit.script(build()), str(tmp_path / "net.pt"))
+    with pytest.raises(ModelError, match=r"is a TorchScript model, a whole model, not weights: serve it as --model"):
+        load_model("tests.unit.test_model_loading:build", weights=str(tmp_path / "net.pt"))
+    program = torch.export.export(build().eval(), (torch.randn(2, 8),))
+    torch.export.save(program, str(tmp_path / "net.pt2"))
+    with pytest.raises(ModelError, match=r"is a torch.export program, a whole model, not weights"):
+        load_model("tests.unit.test_model_loading:build", weights=str(tmp_path / "net.pt2"))
+
+
 def test_a_state_dict_given_as_the_model_says_to_use_a_factory(tmp_path):
     torch.save(build().state_dict(), str(tmp_path / "weights.pt"))
     with pytest.raises(ModelError, match="holds weights.*--weights"):
@@ -169,6 +179,9 @@ def test_a_state_dict_given_as_the_model_says_to_use_a_factory(tmp_path):
     ({"inputs": {"kind": "tensors", "tensors": [{"name": "x", "dtype": "float64", "shape": [8]}]}},
      "dtype must be one of float32, int64, bool"),
     ({"outputs": {"names": ["a"], "labels": ["b"]}}, "both names and labels"),
+    ({"inputs": {"kind": "vector", "lenght": 8}}, r"inputs of kind vector take no key 'lenght' \(did you mean "
+                                                  r"'length'\?\)"),
+    ({"inputs": {"kind": "vector", "length": 8}, "outputs": {"nmaes": ["a"]}}, "outputs take no key 'nmaes'"),
 ])
 def test_bad_model_configs_name_the_key(tmp_path, config, message):
     with pytest.raises(ModelError, match=message):

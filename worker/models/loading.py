@@ -201,12 +201,29 @@ def _read_weights(path: Path, allow_pickle: bool) -> dict[str, torch.Tensor]:
             return load_file(str(path))
         except Exception as exc:
             raise ModelError(f"cannot read {path} as safetensors: {exc}") from exc
+    kind = _model_archive(path)
+    if kind is not None:
+        raise ModelError(f"{path} is {kind}, a whole model, not weights: serve it as --model {path}, without "
+                         "--weights (and without the factory)")
     state = _torch_load(path, allow_pickle, "weights")
     if isinstance(state, torch.nn.Module):
         state = state.state_dict()
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ModelError(f"{path} does not hold a state_dict (a mapping of names to tensors)")
     return state
+
+
+def _model_archive(path: Path) -> str | None:
+    """What kind of whole model the zip archive at ``path`` holds (TorchScript, a torch.export program), if any."""
+    if not zipfile.is_zipfile(path):
+        return None
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+    if any(name.endswith("/constants.pkl") for name in names) and any("/code/" in name for name in names):
+        return "a TorchScript model"
+    if any(name.endswith("/archive_format") for name in names):
+        return "a torch.export program"
+    return None
 
 
 def _torch_load(path: Path, allow_pickle: bool, what: str) -> Any:
@@ -230,7 +247,7 @@ def _declared_or_guessed(module: torch.nn.Module, config: Mapping[str, Any], sou
     width = first_linear_width(module)
     if width is None:
         raise ModelError(f"{source.model} has no signature to read and its inputs cannot be guessed: declare them in "
-                         '--model-config, e.g. {"inputs": {"kind": "vector", "length": 8}} (see the README, '
+                         '--model-config, e.g. {"inputs": {"kind": "vector", "length": 8}} (see docs/models.md, '
                          '"Bring your own model")')
     log.info("inputs_guessed", model=source.model, inputs={"kind": "vector", "length": width},
              advice="declare inputs in --model-config to be explicit")

@@ -31,6 +31,7 @@ A request that does not fit gets an error reply (``wrong_input_length``,
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import random
@@ -434,9 +435,16 @@ class Outputs:
         return {"as": "the output row as a list"}
 
 
+_INPUT_KEYS = {"vector": ("length",), "fields": ("fields",), "tensors": ("tensors", "call"),
+               "sequence": ("max_length", "high", "pad_value")}
+_OUTPUT_KEYS = ("names", "labels", "softmax", "top_k")
+
+
 def parse_inputs(declared: Mapping[str, Any], where: str) -> Inputs:
     """The Inputs a config declares; raises ModelError naming the bad key (``where`` names the file)."""
     kind = declared.get("kind")
+    if kind in _INPUT_KEYS:
+        _refuse_unknown(declared, ("kind", *_INPUT_KEYS[kind]), f"{where}: inputs of kind {kind}")
     try:
         if kind == "vector":
             return VectorInputs(_positive(declared, "length", where))
@@ -458,6 +466,7 @@ def parse_inputs(declared: Mapping[str, Any], where: str) -> Inputs:
 def parse_outputs(declared: Mapping[str, Any] | None, where: str) -> Outputs:
     if not declared:
         return Outputs()
+    _refuse_unknown(declared, _OUTPUT_KEYS, f"{where}: outputs")
     names, labels = declared.get("names", []), declared.get("labels", [])
     if names and labels:
         raise ModelError(f"{where}: outputs declares both names and labels; choose one")
@@ -466,6 +475,15 @@ def parse_outputs(declared: Mapping[str, Any] | None, where: str) -> Outputs:
             raise ModelError(f"{where}: outputs.{key} must be a list of strings")
     top_k = _optional_positive(declared, "top_k", where, "outputs")
     return Outputs(tuple(names), tuple(labels), bool(declared.get("softmax", False)), top_k)
+
+
+def _refuse_unknown(declared: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
+    """Raises ModelError for a key not ``known``, with the known one it is closest to."""
+    for key in declared:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (its keys: {', '.join(known)})"
+            raise ModelError(f"{where} take no key {key!r}{hint}")
 
 
 def _parse_tensors(declared: Mapping[str, Any], where: str) -> TensorInputs:
