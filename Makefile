@@ -36,7 +36,7 @@ up-cluster:  ## start a local three-broker Kafka cluster (KRaft, RF 3) and print
 down-cluster:  ## stop the local three-broker Kafka cluster
 	@deploy/local/cluster.sh down
 
-demo: venv  ## the whole pipeline: worker, 20,000 requests, every reply, a summary
+demo: venv  ## the whole pipeline: worker, 20,000 requests, every reply, a summary (~30 s)
 	@$(WITH_SERVICES) $(PYTHON) -m producer demo
 
 fleet: venv  ## several models in one worker: a canary, a shadow, a deploy without a restart, a summary (~30 s)
@@ -45,7 +45,7 @@ fleet: venv  ## several models in one worker: a canary, a shadow, a deploy witho
 docs: venv  ## build the documentation site into site/ (MkDocs, --strict: a broken link or anchor fails it; seconds)
 	@NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 
-test: venv lint deploy-check docs  ## lint, the docs site, then the whole test suite, integration tests on real Kafka + Redis
+test: venv lint deploy-check docs  ## lint, the docs site, then the whole test suite, integration tests on real Kafka + Redis (~40 min)
 	@$(WITH_SERVICES) $(PYTHON) -m pytest tests --ignore=tests/cluster --durations=30
 
 test-unit: venv  ## unit and component tests only (no services, ~4 min)
@@ -56,7 +56,7 @@ test-unit: venv  ## unit and component tests only (no services, ~4 min)
 # Redis (make up).
 on_cluster = was=$$(deploy/local/cluster.sh status | grep -c 'running (pid' || true); \
 	eval "$$(deploy/local/cluster.sh up)" || exit 1; rc=0; \
-	REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:16379/0} $(1) || rc=$$?; \
+	REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:$${REDIS_PORT:-16379}/0} $(1) || rc=$$?; \
 	[ "$$was" = 3 ] || deploy/local/cluster.sh down; exit $$rc
 
 test-cluster: venv  ## broker faults on the three-broker cluster, both clients and modes (tests/cluster, ~15 min; needs Redis: make up)

@@ -49,7 +49,7 @@ examples:
   python -m worker score-file dataset/ replies/ --shard 3/8 --model churn
   python -m worker score-ray dataset/ replies/ --model churn --concurrency 4   # on Ray Data (the ray extra)
   python -m worker inspect-model --model my_model.pt2
-  python -m worker backfill --requests-topic requests --reply-topic requests.backfill \
+  python -m worker backfill --requests-topic requests --reply-topic requests.backfill \\
       --from-time 2026-11-29T00:00:00Z --until-time 2026-11-30T00:00:00Z
 
 exit codes:
