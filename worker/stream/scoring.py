@@ -32,7 +32,7 @@ class InlineScorer:
     """Scores in ``submit``: nothing runs between the loop's steps. It takes batches ready together one after the
     other while the finished ones took under RUN_S, so that the loop answers them after: between two small
     forward passes, the replies' sends and the Kafka client's work push the model's code out of the CPU's caches
-    (churn's pass cost 3.8 µs an item cold against 1.2 warm; docs/benchmarks.md, "Batches back to back"). A
+    (churn's pass cost 3.5 µs an item cold against 1.2 warm; docs/benchmarks.md, "Batches back to back"). A
     slower model is answered a batch at a time, as the run's first batch alone takes RUN_S."""
 
     def __init__(self, runners: Mapping[str, ModelRunner], clock: Clock) -> None:
