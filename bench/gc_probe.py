@@ -5,12 +5,13 @@
 timed (``gc.callbacks``); at exit one JSON line, event ``gc_pauses``, gives the
 count, p50, p99, max and total pause per generation, of the collections made
 once the loop ran (start-up's, imports and model load, are left out). The worker
-freezes its start-up heap (worker/app.py ``freeze_start_up_heap``);
-``--unfreeze``: undo that when the loop starts, so that full collections walk
-torch's and the model's objects again (the "before" of that change).
-``--threshold``: ``gc.set_threshold`` before anything runs. Nothing here
-changes the worker's code: the bench measures what each would change
-(bench/tail.py).
+freezes its start-up heap and raises the first generation's threshold
+(worker/app.py ``tune_collector``); ``--unfreeze``: undo the freeze when the
+loop starts, so that full collections walk torch's and the model's objects
+again (the "before" of that change). ``--threshold``: ``gc.set_threshold``
+when the loop starts, in place of the worker's (700,10,10: Python's own, the
+"before" of the threshold). Nothing here changes the worker's code: the bench
+measures what each would change (bench/tail.py).
 """
 
 from __future__ import annotations
@@ -57,8 +58,6 @@ def main() -> None:
     parser.add_argument("--unfreeze", action="store_true")
     parser.add_argument("--threshold", help="G0,G1,G2 for gc.set_threshold")
     args = parser.parse_args(argv[:split])
-    if args.threshold:
-        gc.set_threshold(*(int(x) for x in args.threshold.split(",")))
     from worker.stream.loop import Worker
 
     run = Worker.run
@@ -66,6 +65,8 @@ def main() -> None:
     def watched_run(self: Worker) -> int:
         if args.unfreeze:
             gc.unfreeze()
+        if args.threshold:
+            gc.set_threshold(*(int(x) for x in args.threshold.split(",")))
         _loop_running[0] = True
         return run(self)
 

@@ -404,7 +404,7 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
     dedup = build_dedup(settings.dedup, step_bounds(kafka, settings.operations), clock)
     worker = _worker(settings, _paced(job, source, clock), ReplyTopicSink(sink, kafka.reply_topic), dedup, models,
                      clock, stop_requested=job.stop_requested)
-    freeze_start_up_heap()
+    tune_collector(settings.kafka.max_poll_records)
     return worker, source
 
 
@@ -508,7 +508,7 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
                     tracer=build_tracer(settings, os.environ, tracer_provider),
                     encode_reply=build_reply_encoder(settings, models))
     worker = _worker(settings, source, sink, dedup, models, clock, stop_requested, stats, extras)
-    freeze_start_up_heap()
+    tune_collector(settings.kafka.max_poll_records)
     return worker
 
 
@@ -525,15 +525,26 @@ def _worker(settings: Settings, source: Source, sink: Sink[Tag], dedup: DedupSto
                   operations=settings.operations, stop_requested=stop_requested)
 
 
-def freeze_start_up_heap() -> None:
-    """Move every object alive once the parts are built and the model warm (torch's modules, the model,
-    the clients) out of the garbage collector's sight, so that a full collection while the loop runs walks
-    only what the loop made since.
+YOUNG_OBJECTS_A_RECORD = 20  # the collector's first generation holds this many new objects a record of a full poll
 
-    Measured (bench/tail.py, docs/benchmarks.md "Where the tail comes from"): unfrozen, each full collection
-    paused the loop 200-290 ms, several times a minute at 6,000 req/s; frozen, at most 1.6 ms. The objects
-    frozen live as long as the process anyway.
+
+def tune_collector(max_poll_records: int) -> None:
+    """Set the garbage collector for the loop, once the parts are built and the model warm.
+
+    Every object alive then (torch's modules, the model, the clients) leaves the collector's sight, so that a
+    full collection while the loop runs walks only what the loop made since. Measured (bench/tail.py,
+    docs/benchmarks.md "Where the tail comes from"): unfrozen, each full collection paused the loop 200-290 ms,
+    several times a minute at 6,000 req/s; frozen, at most 1.6 ms. The objects frozen live as long as the
+    process anyway.
+
+    And the first generation is collected once YOUNG_OBJECTS_A_RECORD times ``max_poll_records`` more objects
+    are alive than at its last collection, not Python's 700: a full poll's requests, replies and their parts
+    held more than that at once, so the collector ran every poll over objects their reference counts free at
+    the step's end (0.6 µs a request of churn; docs/benchmarks.md "The collector's first generation"). What
+    outlives a step in a reference cycle is still collected, a few polls' worth later.
     """
     gc.collect()
     gc.freeze()
-    log.info("heap_frozen", objects=gc.get_freeze_count())
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(max(700, YOUNG_OBJECTS_A_RECORD * max_poll_records), older, oldest)
+    log.info("heap_frozen", objects=gc.get_freeze_count(), young_threshold=gc.get_threshold()[0])
