@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 from collections.abc import Iterator
@@ -102,3 +103,12 @@ def producer(bootstrap):
     producer = Producer(bootstrap)
     yield producer
     producer.close()
+
+
+@pytest.fixture(autouse=True)
+def _collector_thresholds() -> Iterator[None]:
+    """A test that builds a worker (worker/app.py ``tune_collector``) leaves the collector's thresholds as the
+    session had them."""
+    threshold = gc.get_threshold()
+    yield
+    gc.set_threshold(*threshold)

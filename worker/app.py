@@ -526,6 +526,7 @@ def _worker(settings: Settings, source: Source, sink: Sink[Tag], dedup: DedupSto
 
 
 YOUNG_OBJECTS_A_RECORD = 20  # the collector's first generation holds this many new objects a record of a full poll
+MAX_YOUNG_OBJECTS = 100_000  # however large the polls: a collection walks at most about this many
 
 
 def tune_collector(max_poll_records: int) -> None:
@@ -538,13 +539,13 @@ def tune_collector(max_poll_records: int) -> None:
     process anyway.
 
     And the first generation is collected once YOUNG_OBJECTS_A_RECORD times ``max_poll_records`` more objects
-    are alive than at its last collection, not Python's 700: a full poll's requests, replies and their parts
-    held more than that at once, so the collector ran every poll over objects their reference counts free at
-    the step's end (0.6 µs a request of churn; docs/benchmarks.md "The collector's first generation"). What
-    outlives a step in a reference cycle is still collected, a few polls' worth later.
+    are alive than at its last collection (MAX_YOUNG_OBJECTS at most), not Python's 700: a full poll's requests,
+    replies and their parts held more than that at once, so the collector ran every poll over objects their
+    reference counts free at the step's end (0.6 µs a request of churn; docs/benchmarks.md "The collector's
+    first generation"). What outlives a step in a reference cycle is still collected, a few polls' worth later.
     """
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()
-    gc.set_threshold(max(700, YOUNG_OBJECTS_A_RECORD * max_poll_records), older, oldest)
+    gc.set_threshold(min(max(700, YOUNG_OBJECTS_A_RECORD * max_poll_records), MAX_YOUNG_OBJECTS), older, oldest)
     log.info("heap_frozen", objects=gc.get_freeze_count(), young_threshold=gc.get_threshold()[0])

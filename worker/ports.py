@@ -284,11 +284,11 @@ class LoopSteps(Protocol):
     (worker/stream/loop.py's Worker). For the loop's thread only."""
 
     def answer_scored(self, settle_s: float) -> None:
-        """Answer the scorer's finished batch, if any; waits up to ``settle_s`` to learn whether its
-        partitions are still ours."""
+        """Answer the scorer's finished batches, if any, in order; waits up to ``settle_s`` to learn whether
+        their partitions are still ours."""
     def submit_batch(self, entry: str, batch: list[Request]) -> None:
         """Answer the requests whose deadline passed; give the rest to the scorer, for model ``entry`` (only when
-        it is not busy)."""
+        it is not busy, or takes more)."""
     def settle(self, force_commit: bool = False, timeout_s: float | None = None) -> None:
         """Wait up to ``timeout_s`` (None: the step's bound) for the broker's acknowledgements and commit what
         they made safe (``force_commit``: now, whatever the commit interval)."""

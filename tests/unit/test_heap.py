@@ -6,7 +6,7 @@ import weakref
 
 import pytest
 
-from worker.app import YOUNG_OBJECTS_A_RECORD, tune_collector
+from worker.app import MAX_YOUNG_OBJECTS, YOUNG_OBJECTS_A_RECORD, tune_collector
 
 
 @pytest.fixture
@@ -39,6 +39,8 @@ def test_the_first_generation_holds_a_full_polls_objects_and_the_older_ones_keep
     assert gc.get_threshold() == (YOUNG_OBJECTS_A_RECORD * 500, older, oldest)
     tune_collector(1)
     assert gc.get_threshold()[0] == 700  # never below Python's own
+    tune_collector(1_000_000)
+    assert gc.get_threshold()[0] == MAX_YOUNG_OBJECTS  # nor so large that one collection walks millions
 
 
 class Node:

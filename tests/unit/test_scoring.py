@@ -34,23 +34,23 @@ def scorer(costs: list[float]) -> InlineScorer:
     return InlineScorer({"m": CostlyRunner(clock, costs)}, clock)
 
 
-def test_it_takes_more_while_the_finished_batches_took_under_the_run_budget():
-    inline = scorer([RUN_S * 0.4, RUN_S * 0.4, RUN_S * 0.4, RUN_S * 0.4])
+def test_it_takes_more_while_the_finished_batches_and_one_more_like_the_last_fit_the_run_budget():
+    inline = scorer([RUN_S * 0.3] * 4)
     assert inline.takes_more and not inline.busy
     inline.submit("m", batch("a"))
     inline.submit("m", batch("b"))
-    assert inline.busy and inline.takes_more  # 0.8 of the budget
+    assert inline.busy and inline.takes_more  # 0.6 of the budget, and 0.3 more: 0.9
     inline.submit("m", batch("c"))
-    assert not inline.takes_more  # 1.2 of it: the loop answers before it scores more
+    assert not inline.takes_more  # 0.9, and 0.3 more would pass it: the loop answers before it scores more
     assert [ids(inline.take()) for _ in range(3)] == [["a"], ["b"], ["c"]]
     assert inline.take() is None and not inline.busy
     assert inline.takes_more  # answered: a new run starts
     inline.submit("m", batch("d"))
-    assert inline.take().compute_s == pytest.approx(RUN_S * 0.4)
+    assert inline.take().compute_s == pytest.approx(RUN_S * 0.3)
 
 
-def test_a_batch_that_alone_takes_the_budget_is_answered_before_the_next():
-    inline = scorer([RUN_S * 1.01, RUN_S * 0.1])
+def test_a_batch_that_takes_half_the_budget_is_answered_before_the_next():
+    inline = scorer([RUN_S * 0.51, RUN_S * 0.1])
     inline.submit("m", batch("slow"))
     assert not inline.takes_more
     assert ids(inline.take()) == ["slow"]

@@ -202,10 +202,10 @@ class Worker:
         """Answer the scorer's finished batches, in order: the loop's own step, and a LoopSteps step for the drain
         (as submit_batch and settle are)."""
         while (scored := self._scorer.take()) is not None:
-            self._scoring = None
+            self._scoring, submitted_ms = None, self._submitted_ms.popleft()  # each batch's, taken with it
             self._batchers.observe(scored.entry, len(scored.batch), scored.compute_s)
             left = self._membership.left_while_scoring(len(scored.batch), settle_s)
-            self._responder.answer_scored(scored, self._submitted_ms.popleft(), left)
+            self._responder.answer_scored(scored, submitted_ms, left)
             if self._parts.shadow is not None:
                 self._parts.shadow.offer(scored)
 

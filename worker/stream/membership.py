@@ -97,7 +97,7 @@ class Membership:
         self._left_while_scoring = set()
 
     def left_while_scoring(self, batch_size: int, settle_s: float = SETTLE_S) -> set[TP]:
-        """The partitions whose replies of the finished batch must not be sent (when the group dropped
+        """The partitions whose replies of a finished batch must not be sent (when the group dropped
         us meanwhile, after waiting up to ``settle_s`` for the rebalance)."""
         left = self._left_while_scoring
         if self._source.generation() == self._generation:

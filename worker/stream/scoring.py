@@ -25,15 +25,16 @@ from worker.core.clock import Clock
 from worker.core.messages import Request
 from worker.ports import ModelRunner, Outcome, Scored
 
-RUN_S = 0.002  # the inline scorer takes another batch before answering those it finished while they took less
+RUN_S = 0.002  # the compute a run of batches scored back to back is kept under, as predicted
 
 
 class InlineScorer:
     """Scores in ``submit``: nothing runs between the loop's steps. It takes batches ready together one after the
-    other while the finished ones took under RUN_S, so that the loop answers them after: between two small
-    forward passes, the replies' sends and the Kafka client's work push the model's code out of the CPU's caches
+    other while those it finished and one more like the last would take under RUN_S, and the loop answers them
+    after (so the first batch's replies wait for the run: under RUN_S, as predicted). Between two small forward
+    passes, the replies' sends and the Kafka client's work push the model's code out of the CPU's caches
     (churn's pass cost 3.5 µs an item cold against 1.2 warm; docs/benchmarks.md, "Batches back to back"). A
-    slower model is answered a batch at a time, as the run's first batch alone takes RUN_S."""
+    model whose batch takes RUN_S / 2 or more is answered a batch at a time, as before."""
 
     def __init__(self, runners: Mapping[str, ModelRunner], clock: Clock) -> None:
         self._runners = runners
@@ -47,7 +48,7 @@ class InlineScorer:
 
     @property
     def takes_more(self) -> bool:
-        return self._run_s < RUN_S
+        return not self._done or self._run_s + self._done[-1].compute_s < RUN_S
 
     def submit(self, entry: str, batch: list[Request]) -> None:
         started = self._clock.monotonic()
