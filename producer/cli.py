@@ -15,6 +15,7 @@ from producer.send import BadLine, SendSummary
 from worker.core.errors import WorkerError
 from worker.core.formats import Formats, add_format_flags
 from worker.core.kafka_properties import KafkaProperties, add_property_flags
+from worker.core.parser import Parser
 from worker.core.security import KafkaSecurity, add_security_flags
 from worker.core.settings import check_kafka_client
 from worker.formats.reply_reader import ReplyReader
@@ -66,8 +67,8 @@ Times are ISO 8601 (UTC unless an offset is given) or Unix epoch milliseconds.
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m producer", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser: argparse.ArgumentParser = Parser(prog="python -m producer", description=DESCRIPTION,
+                                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
                         help="Kafka brokers (default: $KAFKA_BOOTSTRAP_SERVERS)")
     add_security_flags(parser)

@@ -15,6 +15,7 @@ from worker.app import build_backfill, build_worker, start_surface
 from worker.compare.command import add_compare_parser, run_compare
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
+from worker.core.parser import Parser
 from worker.core.settings import Settings, add_flags, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
@@ -73,8 +74,8 @@ EXIT_UNFINISHED = 4  # 3 is the backfill's EXIT_INTERRUPTED
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m worker", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser: argparse.ArgumentParser = Parser(prog="python -m worker", description=DESCRIPTION, epilog=EPILOG,
+                                              formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     run = commands.add_parser("run", help="consume, score and reply until stopped (the default)",
                               description=DESCRIPTION, epilog=EPILOG,

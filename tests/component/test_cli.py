@@ -48,6 +48,19 @@ def test_bad_setting_stops_the_worker_with_a_message_naming_it(args, env, named)
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("args, said", [
+    (["--max-batch-sise", "8"], "unrecognized arguments: --max-batch-sise 8 (did you mean --max-batch-size?)"),
+    (["inspect-model", "--jsn"], "unrecognized arguments: --jsn (did you mean --json?)"),
+    (["--max-batch-size", "abc"], "python -m worker run: error: argument --max-batch-size: invalid int value: 'abc'"),
+])
+def test_a_flag_argparse_refuses_is_answered_in_two_lines_with_the_flag_meant(args, said):
+    result = run_worker(*args)
+    assert result.returncode == 2
+    first, second = result.stderr.splitlines()  # not the hundred-flag usage
+    assert said in first
+    assert second.endswith("--help` lists every flag")
+
+
 def test_help_explains_the_settings_and_their_variables():
     result = run_worker("run", "--help")
     assert result.returncode == 0
