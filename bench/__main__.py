@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(bootstrap, args.partitions, args.torch_threads, args.out / "logs", not args.no_progress,
                      tuple(shlex.split(args.worker_args)), load_client=args.load_client,
-                     replication=args.replication)
+                     replication=args.replication, redis_url=redis_url)
     meta = _meta(args, argv)
     started = time.monotonic()
     results: list[WorkloadResult] = []

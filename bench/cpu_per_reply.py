@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     workload = WORKLOADS["churn"]
     pool = RequestPool(workload, args.requests)
     reply_bytes = reply_size(load_model(workload.model), pool.take(REPLY_SAMPLES))
-    ctx = RunContext(bootstrap, 4, 1, args.out / "logs", progress=False, load_client="confluent")
+    ctx = RunContext(bootstrap, 4, 1, args.out / "logs", progress=False, load_client="confluent", redis_url=redis_url)
     extra = tuple(shlex.split(args.worker_args))
     contenders: dict[str, commands.CommandFor] = {
         BARE: lambda topics: commands.confluent_ceiling(bootstrap, topics, reply_bytes),
