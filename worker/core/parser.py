@@ -13,9 +13,9 @@ class Parser(argparse.ArgumentParser):
     Its subcommands' parsers are of its class too (argparse's default)."""
 
     def error(self, message: str) -> NoReturn:
-        unknown = [word for word in message.removeprefix("unrecognized arguments: ").split() if word.startswith("--")]
-        close = [match for word in unknown if message.startswith("unrecognized arguments")
-                 for match in difflib.get_close_matches(word.split("=")[0], self._all_flags(), n=1)]
+        unknown = ([word.split("=")[0] for word in message.removeprefix("unrecognized arguments: ").split()
+                    if word.startswith("--")] if message.startswith("unrecognized arguments: ") else [])
+        close = [match for word in unknown for match in difflib.get_close_matches(word, self._all_flags(), n=1)]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         self.exit(2, f"{self.prog}: error: {message}{hint}\n`{self.prog} --help` lists every flag\n")
 

@@ -2,8 +2,9 @@
 
 The loop hands batches to a Scorer and takes the finished ones back, in order.
 ``InlineScorer`` scores in ``submit`` (the loop waits for the model), and takes
-more batches before the finished ones are answered while they took under
-RUN_S: batches ready together are scored back to back, then answered.
+more batches before the finished ones are answered while they and one more
+like the last fit RUN_S: batches ready together are scored back to back, then
+answered.
 ``ThreadScorer`` scores on one background thread, so the loop keeps polling,
 decoding, claiming, sending and committing while the model runs: torch
 releases the GIL inside its kernels, so a heavy model's compute overlaps the
@@ -40,7 +41,6 @@ class InlineScorer:
         self._runners = runners
         self._clock = clock
         self._done: deque[Scored] = deque()
-        self._run_s = 0.0  # the compute of the finished batches not yet taken
 
     @property
     def busy(self) -> bool:
@@ -48,25 +48,18 @@ class InlineScorer:
 
     @property
     def takes_more(self) -> bool:
-        return not self._done or self._run_s + self._done[-1].compute_s < RUN_S
+        return not self._done or sum(done.compute_s for done in self._done) + self._done[-1].compute_s < RUN_S
 
     def submit(self, entry: str, batch: list[Request]) -> None:
         started = self._clock.monotonic()
         outcomes = self._runners[entry].run([r.item for r in batch])
-        compute_s = self._clock.monotonic() - started
-        self._done.append(Scored(entry, batch, outcomes, started, compute_s))
-        self._run_s += compute_s
+        self._done.append(Scored(entry, batch, outcomes, started, self._clock.monotonic() - started))
 
     def wait(self, timeout_s: float) -> None:
         pass
 
     def take(self) -> Scored | None:
-        if not self._done:
-            return None
-        done = self._done.popleft()
-        if not self._done:
-            self._run_s = 0.0
-        return done
+        return self._done.popleft() if self._done else None
 
     def close(self, timeout_s: float = 0.0) -> None:
         pass
