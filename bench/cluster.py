@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         for client in clients:
             for target, replication in TARGETS.items():
                 ctx = RunContext(str(bootstraps[target]), 4, args.torch_threads, args.out / "logs", progress=False,
-                                 load_client="confluent", replication=replication)
+                                 load_client="confluent", replication=replication, redis_url=redis_url)
                 row = rows[(target, client)]
                 say(f"repeat {repeat + 1}/{args.repeats}: {client} on {target}")
                 command = partial(_worker, ctx, redis_url, client, args.batch_size, args.max_wait_ms)

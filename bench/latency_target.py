@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     (args.out / "logs").mkdir(parents=True, exist_ok=True)
     ctx = RunContext(bootstrap, 4, args.torch_threads, args.out / "logs", progress=False,
-                     worker_args=("--kafka-client", args.kafka_client), load_client=args.kafka_client)
+                     worker_args=("--kafka-client", args.kafka_client), load_client=args.kafka_client,
+                     redis_url=redis_url)
     pool = RequestPool(WORKLOADS[args.workload], 2_000)
     model = WORKLOADS[args.workload].model
     runs = configs([int(w) for w in args.waits_ms.split(",")], args.target_ms, not args.no_floor)

@@ -121,7 +121,7 @@ def run_one(shape: str, repeat: int, args: argparse.Namespace, pool: RequestPool
         row.peak_memory_mib, row.end_memory_mib = process.memory_mib("VmHWM"), process.memory_mib("VmRSS")
     finally:
         row.exit_code = process.stop()
-        topics.delete(args.bootstrap)
+        topics.delete(args.bootstrap, args.redis_url)
     _figures(row, sent, sends, reader, args)
     _loads(row, process.log_path)
     return row

@@ -153,11 +153,12 @@ def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[st
     ``profiler`` when given; ``on_built`` is shown the worker before its first step.
     """
     topics = RunTopics.fresh(f"profile-{workload}")
+    settings = _settings(workload, topics, worker_args)
     topics.create(bootstrap, partitions=4)
     try:
         prefill(bootstrap, topics.requests, WORKLOADS[workload].requests(requests), progress=False,
                 kafka_client=default_load_client())
-        worker = build_worker(_settings(workload, topics, worker_args), StopRequest(SystemClock()))
+        worker = build_worker(settings, StopRequest(SystemClock()))
         if on_built is not None:
             on_built(worker)
         started, cpu_started, loop_started = time.perf_counter(), time.process_time(), time.thread_time()
@@ -172,7 +173,7 @@ def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[st
         worker.stop()
         worker.run()  # drains, commits and closes
     finally:
-        topics.delete(bootstrap)
+        topics.delete(bootstrap, settings.dedup.redis_url)
     return wall_s, cpu_s, loop_cpu_s
 
 

@@ -8,8 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import redis
-
 from bench.commands import CommandFor
 from bench.contender import TIME_LIMIT, ContenderProcess, CpuSample, cpu_per_request, throughput, wait_for_replies
 from bench.replies import read_replies
@@ -44,21 +42,6 @@ def say(message: str) -> None:
     print(f"{time.monotonic() - _STARTED:5.0f}s {message}", file=sys.stderr, flush=True)
 
 
-def forget_namespace(redis_url: str, namespace: str) -> int:
-    """Delete a run's dedup keys (its contender's claims and done marks, ``namespace:*``), so that the next run
-    meets a Redis as small as the first did: a morning of runs left 8.2 million keys, 2.8 GB. Returns how many."""
-    client = redis.Redis.from_url(redis_url)
-    deleted, keys = 0, []
-    try:
-        for key in client.scan_iter(match=f"{namespace}:*", count=10_000):
-            keys.append(key)
-            if len(keys) == 10_000:
-                deleted, keys = deleted + client.unlink(*keys), []
-        return deleted + (client.unlink(*keys) if keys else 0)
-    finally:
-        client.close()
-
-
 def closed_loop(ctx: RunContext, label: str, bodies: list[RequestBody], command: CommandFor, timeout_s: float,
                 from_worker: bool, after_drain: AfterDrain | None = None) -> ThroughputRun:
     """Pre-fill a fresh topic with ``bodies``, run the contender over it, and time it. Blocks.
@@ -90,9 +73,7 @@ def closed_loop(ctx: RunContext, label: str, bodies: list[RequestBody], command:
             after_drain(topics, run)
     finally:
         exit_code = process.stop()
-        topics.delete(ctx.bootstrap)
-        if ctx.redis_url:
-            forget_namespace(ctx.redis_url, topics.group)
+        topics.delete(ctx.bootstrap, ctx.redis_url)
     run.exit_code = exit_code
     run.log = str(process.log_path)
     problems = [p for p in (run.note, stopped_why, f"exit code {exit_code}" if exit_code else "") if p]

@@ -125,7 +125,7 @@ def run_one(name: str, rate: float, repeat: int, args: argparse.Namespace, redis
         cpu_after = process.cpu_s()
     finally:
         row.exit_code = process.stop()
-        topics.delete(args.bootstrap)
+        topics.delete(args.bootstrap, redis_url)
     _figures(row, sends, reader, args.warmup_s, cpu_before, cpu_after)
     row.timeline = str(args.out / "logs" / f"{label}.timeline.json")
     write_timeline(Path(row.timeline), sends, reader)

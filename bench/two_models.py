@@ -123,7 +123,7 @@ def run_one(shape: str, repeat: int, args: argparse.Namespace, pool: RequestPool
             row.worker_cores = round((worker_after - worker_s) / wall_s, 3)
     finally:
         row.exit_code = process.stop()
-        topics.delete(args.bootstrap)
+        topics.delete(args.bootstrap, args.redis_url)
     row.load_1min = (machine.load_average() or [None])[0]
     row.timeline = str(logs / f"{label}.timeline.json")
     write_timeline(Path(row.timeline), sends, reader)

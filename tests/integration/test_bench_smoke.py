@@ -72,6 +72,8 @@ def test_cpu_per_reply_bench_answers_every_request_with_each_contender(bootstrap
 
 def test_profile_worker_gives_the_cpu_of_each_stage_and_the_busiest_functions(bootstrap, redis_url):
     env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
+    store = redis.Redis.from_url(redis_url)
+    keys_before = set(store.scan_iter(match="bench-profile-*"))
     for mode, wanted in ((["--stages"], ["CPU by stage, µs per request:", "of it, the model's forward pass",
                                          "the loop thread, in all", "the other threads"]),
                          (["--top", "5"], ["main-thread time by area", "Ordered by: cumulative time"])):
@@ -82,3 +84,4 @@ def test_profile_worker_gives_the_cpu_of_each_stage_and_the_busiest_functions(bo
         assert "2,000 requests in " in result.stdout
         for line in wanted:
             assert line in result.stdout, (line, result.stdout[-3000:])
+    assert set(store.scan_iter(match="bench-profile-*")) == keys_before  # each run's claims and done marks deleted
