@@ -95,7 +95,7 @@ chaos-scaling: venv  ## scaling 1 -> 4 -> 8 -> 2 -> 1 under load, every client, 
 chaos-scaling-cluster: venv  ## the same on the three-broker cluster, topics replicated 3 (~60 min; needs Redis: make up)
 	@$(call on_cluster,$(PYTHON) -m tests.chaos.scaling --replication 3 $(SCALING_ARGS))
 
-lint: venv  ## ruff (rules in pyproject.toml) and mypy --strict on worker/ and producer/ (seconds)
+lint: venv  ## ruff (rules in pyproject.toml) and mypy --strict on worker/, producer/ and bench/ (seconds)
 	@$(PYTHON) -m ruff check .
 	@$(PYTHON) -m mypy
 

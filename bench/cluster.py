@@ -136,9 +136,8 @@ def acks_latency(bootstrap: str, replication: int, rate: float, seconds: float) 
     try:
         for i in range(total):
             time.sleep(max(0.0, began + i / rate - time.perf_counter()))  # not a spin: the brokers need the cores
-            sent = time.perf_counter()
-            producer.produce(topics.requests, b"x" * 200, key=str(i).encode(), on_delivery=lambda error, _, sent=sent:
-                             None if error else acked_ms.append((time.perf_counter() - sent) * 1000))
+            producer.produce(topics.requests, b"x" * 200, key=str(i).encode(),
+                             on_delivery=partial(_acked, acked_ms, time.perf_counter()))
             producer.poll(0)
         producer.flush(60)
     finally:
@@ -202,3 +201,9 @@ def _figure(value: float | None, form: str) -> str:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _acked(acked_ms: list[float], sent: float, error: object, _message: object) -> None:
+    """A delivery report: the milliseconds since ``sent`` (perf_counter) if the broker took the record."""
+    if error is None:
+        acked_ms.append((time.perf_counter() - sent) * 1000)

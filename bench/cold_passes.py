@@ -24,6 +24,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy
 import torch
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _per_item(runner: TorchRunner, items: list, before: Callable[[], None] | None, run: int, passes: int) -> float:
+def _per_item(runner: TorchRunner, items: list[Any], before: Callable[[], None] | None, run: int, passes: int) -> float:
     """CPU µs an item of ``passes`` passes, in runs of ``run`` after ``before`` (untimed)."""
     spent = 0.0
     for _ in range(max(1, passes // run)):

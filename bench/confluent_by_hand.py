@@ -25,7 +25,7 @@ from functools import partial
 import orjson
 import torch
 
-from bench.confluent_ceiling import Failures, closed, polls, settle_and_commit, subscribed_clients
+from bench.confluent_ceiling import Failures, ProduceHeaders, closed, polls, settle_and_commit, subscribed_clients
 from bench.plain_kafka import arguments, stop_flag
 from worker.core import wire
 from worker.core.messages import Position, Request
@@ -70,10 +70,11 @@ def main() -> int:
                                       "model_version": model.version}, option=orjson.OPT_SERIALIZE_NUMPY)
                 waited = f"{time.time() * 1000 - polled_ms:.3f}".encode()
                 position = request.position
-                headers = [(wire.H_QUEUE_WAIT, waited), (wire.H_BATCH_WAIT, waited), (wire.H_COMPUTE, compute),
-                           (wire.H_BATCH_SIZE, size), (wire.H_SOURCE_TOPIC, position.topic.encode()),
-                           (wire.H_SOURCE_PARTITION, str(position.partition).encode()),
-                           (wire.H_SOURCE_OFFSET, str(position.offset).encode())]
+                headers: ProduceHeaders = [
+                    (wire.H_QUEUE_WAIT, waited), (wire.H_BATCH_WAIT, waited), (wire.H_COMPUTE, compute),
+                    (wire.H_BATCH_SIZE, size), (wire.H_SOURCE_TOPIC, position.topic.encode()),
+                    (wire.H_SOURCE_PARTITION, str(position.partition).encode()),
+                    (wire.H_SOURCE_OFFSET, str(position.offset).encode())]
                 producer.produce(args.reply_topic, value, request.id.encode(), headers=headers,
                                  on_delivery=failures.delivered)
                 done_ids.append(request.id)

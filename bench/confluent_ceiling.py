@@ -27,9 +27,10 @@ from worker.dedup.redis_store import RedisDedupStore
 from worker.kafka.confluent.connection import client_config
 
 LINGER_MS = 2  # the worker's sink
+ProduceHeaders = list[tuple[str, str | bytes | None]]  # what produce() takes
 
 
-def headers(message: Message) -> list[tuple[str, bytes]]:
+def headers(message: Message) -> ProduceHeaders:
     return [(wire.H_QUEUE_WAIT, b"1.234"), (wire.H_BATCH_WAIT, b"1.234"), (wire.H_COMPUTE, b"1.234"),
             (wire.H_BATCH_SIZE, b"64"), (wire.H_SOURCE_TOPIC, (message.topic() or "").encode()),
             (wire.H_SOURCE_PARTITION, str(message.partition()).encode()),
@@ -83,7 +84,11 @@ def settle_and_commit(producer: Producer, failures: Failures, consumer: Consumer
         mark_done()
     ends = {(m.topic() or "", m.partition() or 0): (m.offset() or 0) + 1 for m in messages}
     if ends:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in ends.items()], asynchronous=asynchronous)
+        offsets = [TopicPartition(t, p, o) for (t, p), o in ends.items()]
+        if asynchronous:
+            consumer.commit(offsets=offsets, asynchronous=True)
+        else:
+            consumer.commit(offsets=offsets, asynchronous=False)
 
 
 def closed(consumer: Consumer, producer: Producer, store: RedisDedupStore | None = None) -> int:

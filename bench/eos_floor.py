@@ -27,9 +27,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "deploy" / "local" / "cluster.sh"
@@ -175,7 +177,7 @@ class Transactional:
         _close(self.client, self._producer, timeout_s)
 
 
-def _close(client: str, producer: object, timeout_s: float) -> None:
+def _close(client: str, producer: Any, timeout_s: float) -> None:
     """A producer given up on: what it still holds after ``timeout_s`` is not waited for. kafka-python's is closed
     by force (its own close raises after a flush that timed out and leaves it open, to raise again when
     collected)."""
@@ -183,9 +185,9 @@ def _close(client: str, producer: object, timeout_s: float) -> None:
 
     with contextlib.suppress(Exception):  # a producer given up on, whatever state it is in
         if client == "confluent":
-            producer.flush(timeout_s)  # type: ignore[attr-defined]
+            producer.flush(timeout_s)
         else:
-            close_for_good(producer, timeout_s)  # type: ignore[arg-type]
+            close_for_good(producer, timeout_s)
 
 
 def one_run(client: str, bootstrap: str, args: argparse.Namespace, say: Callable[[str], None]) -> Run:

@@ -41,10 +41,10 @@ class InMemorySchemas:
         schema_type = {"avro": AVRO, "json-schema": JSON, "protobuf": PROTOBUF}[request_format]
         self._reader = codecs.reader(request_format, schema_type, DEFAULT_SCHEMAS[request_format], SCHEMA_ID)
 
-    def cached(self, schema_id: int) -> PayloadReader | None:
+    def cached(self, schema_id: int | str) -> PayloadReader | None:
         return self._reader
 
-    def reader(self, schema_id: int) -> PayloadReader:
+    def reader(self, schema_id: int | str) -> PayloadReader:
         return self._reader
 
 

@@ -66,9 +66,9 @@ class RecordingSink:
         sends: list[tuple[str, bytes | None, bytes | None, Headers, Tag]] = []
         for made, tag in self.made:
             if callable(tag):
-                sends += [(*record, tag(i)) for i, record in enumerate(made)]  # type: ignore[misc, arg-type]
+                sends += [(*record, tag(i)) for i, record in enumerate(made)]  # type: ignore[misc]
             else:
-                sends.append((*made, tag))  # type: ignore[arg-type]
+                sends.append((*made, tag))
         return sends
 
     def settle(self, timeout_s: float = 0.0) -> list[Delivery[Tag]]:

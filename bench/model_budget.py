@@ -134,7 +134,9 @@ def _figures(row: Row, sent: list[dict[str, Any]], sends: dict[str, Any], reader
     row.sent, row.answered = len(sent), sum(1 for b in sent if str(b["id"]) in reader.received_ms)
     row.not_ok = sum(1 for i, (status, model) in reader.answers.items() if status != "ok" or model != model_of.get(i))
     start = min(planned.values())
-    latencies, at_start, rest = [], [], []
+    latencies: list[float] = []
+    at_start: list[float] = []
+    rest: list[float] = []
     for request_id, planned_ms in planned.items():
         received = reader.received_ms.get(request_id)
         if received is None:

@@ -59,11 +59,11 @@ def latency_plot(result: WorkloadResult, batch_size: int, wait_ms: int, path: Pa
     for name, values in (("p50", [r.p50_ms for r in runs]), ("p95", [r.p95_ms for r in runs]),
                          ("p99", [r.p99_ms for r in runs])):
         ax.plot(rates, [v if v is not None else float("nan") for v in values], marker="o", label=name)
-    theirs = sorted((r for r in (result.confluent.latency if result.confluent else []) if r.p99_ms is not None),
-                    key=lambda r: r.offered_per_s)
+    theirs = sorted((r.offered_per_s, r.achieved_per_s, r.p99_ms)
+                    for r in (result.confluent.latency if result.confluent else []) if r.p99_ms is not None)
     if theirs:
-        ax.plot([r.achieved_per_s for r in theirs], [r.p99_ms for r in theirs], marker="*", color="tab:purple",
-                label="p99 on confluent-kafka")
+        ax.plot([achieved for _, achieved, _ in theirs], [p99 for _, _, p99 in theirs], marker="*",
+                color="tab:purple", label="p99 on confluent-kafka")
     if point and point.throughput.compute_ms_p50 is not None:
         bound = wait_ms + 2 * point.throughput.compute_ms_p50 + LATENCY_SLACK_MS
         ax.axhline(bound, color="tab:red", linestyle=":", label=f"p99 target at 50% load ({bound:.0f} ms)")

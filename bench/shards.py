@@ -165,7 +165,8 @@ def ray_head(cpus: int, env: dict[str, str]) -> Iterator[tuple[str, int]]:
         while not any(Path(f"/proc/{pid}/comm").read_text().strip() == "raylet"
                       for pid, (parent, _) in processes().items() if parent == head.pid):
             if head.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the Ray head did not start: {head.stderr.read()[-2000:] if head.stderr else ''}")
+                said = head.stderr.read()[-2000:].decode(errors="replace") if head.stderr else ""
+                raise RuntimeError(f"the Ray head did not start: {said}")
             time.sleep(0.5)
         time.sleep(2)  # its agents settle; a driver that joins too early waits for them anyway
         yield f"127.0.0.1:{port}", head.pid

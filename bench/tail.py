@@ -267,7 +267,7 @@ def markdown(meta: dict[str, object], rows: list[Row]) -> str:
         stages = [f"{_ms(r.stages_p50_ms.get(s))} / {_ms(r.stages_p99_ms.get(s))}" if r.stages_p50_ms else "-"
                   for s in STAGES]
         gen2 = r.gc_pauses.get("gen2") if r.gc_pauses else None
-        gc_cell = (f"{gen2['count']}, {_ms(gen2['p99_ms'])} / {_ms(gen2['max_ms'])}"  # type: ignore[index]
+        gc_cell = (f"{gen2['count']}, {_ms(gen2['p99_ms'])} / {_ms(gen2['max_ms'])}"
                    if isinstance(gen2, dict) else "-")
         lines.append(f"| {r.contender} | {r.rate:,.0f} | {_ms(r.planned_ms.get('p50'))} / "
                      f"{_ms(r.planned_ms.get('p99'))} / {_ms(r.planned_ms.get('max'))} | {_ms(r.sent_ms.get('p50'))}"

@@ -124,7 +124,7 @@ def run_one(shape: str, repeat: int, args: argparse.Namespace, pool: RequestPool
     finally:
         row.exit_code = process.stop()
         topics.delete(args.bootstrap, args.redis_url)
-    row.load_1min = (machine.load_average() or [None])[0]
+    row.load_1min = next(iter(machine.load_average()), None)
     row.timeline = str(logs / f"{label}.timeline.json")
     write_timeline(Path(row.timeline), sends, reader)
     entries = {str(b["id"]): str(b["model"]) for b in bodies}

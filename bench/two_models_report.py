@@ -67,9 +67,9 @@ def summary(rows: list[Row]) -> dict[str, Any]:
     out["heavy_batch_mean"] = of("mixed", HEAVY, "batch_size", "mean")
     # The round robin's own part, per mixed run: the longest a polled light request waited for its batch, less
     # the longest heavy batch; the worst run's (about the light batches' compute when one heavy batch is the most)
-    excess = [r.light_batch_wait_ms["max"] - r.compute_ms[HEAVY]["max"] for r in rows
-              if r.shape == "mixed" and r.light_batch_wait_ms.get("max") is not None
-              and r.compute_ms.get(HEAVY, {}).get("max") is not None]
+    excess = [waited - longest for r in rows if r.shape == "mixed"
+              if (waited := r.light_batch_wait_ms.get("max")) is not None
+              and (longest := r.compute_ms.get(HEAVY, {}).get("max")) is not None]
     out["light_batch_wait_max_over_heavy_compute_max_ms"] = max(excess, default=None)
     bound = out["heavy_compute_p99_ms"]
     for prefix in ("light", "light_scored"):  # read here; and from the headers, without the way back
