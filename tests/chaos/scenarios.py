@@ -139,7 +139,7 @@ def stall_a_batch(ctx: Context) -> str:
         if ctx.stall_trigger.exists():
             ctx.stall_trigger.unlink()
             ctx.problems.append(f"stall {number + 1}: no worker took the trigger (no batch was scored)")
-    return f"{ctx.size.stalls} batch(es) stalled {ctx.size.stall_s:g} s (max.poll.interval.ms 4000)"
+    return f"{ctx.size.stalls} batch(es) stalled {ctx.size.stall_s:g} s (max.poll.interval.ms {SESSION_TIMEOUT_MS})"
 
 
 SCENARIOS = {
