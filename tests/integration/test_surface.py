@@ -227,3 +227,29 @@ def test_a_held_loop_fails_liveness_and_recovers(bootstrap, redis_url, topics, p
         replies.close()
     assert landed.by_id()["held"][0]["status"] == "ok"
     assert worker.stop() == 0
+
+
+def test_a_batch_hung_on_the_model_thread_fails_liveness_while_the_loop_polls(bootstrap, redis_url, topics, producer,
+                                                                             tmp_path, monkeypatch):
+    gate = tmp_path / "batch-gate"
+    monkeypatch.setenv(GATE_ENV, str(gate))  # a batch with a HOLD request waits for this file, on the model thread
+    port = free_port()
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--http-port", str(port),
+                          "--liveness-timeout-s", "2", "--model-thread", "on",
+                          "--model", "tests.integration.gated_model:held_linear")
+    wait_until(lambda: probe(port, "/readyz")[0] == 200, 90, "ready")
+    producer.send(topics.requests, {"id": "held", "inputs": [HOLD] + [0.5] * 15})
+    producer.flush()
+    wait_until(lambda: probe(port, "/healthz")[0] == 503, 30, "/healthz failing while the batch hangs")
+    status, body = probe(port, "/healthz")
+    assert body["status"] == "stuck" and "none finished" in body["reasons"][0], body  # not the poll age:
+    assert body["last_poll_s_ago"] < 2  # the loop goes on polling beside the hung model call
+    gate.touch()
+    wait_until(lambda: probe(port, "/healthz")[0] == 200, 30, "/healthz passing once the batch returns")
+    replies = TopicReader(bootstrap, topics.replies)
+    try:
+        landed = replies.read_until(lambda got: "held" in got.by_id(), 60, "the held request's reply", watch=worker)
+    finally:
+        replies.close()
+    assert landed.by_id()["held"][0]["status"] == "ok"
+    assert worker.stop() == 0
