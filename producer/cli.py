@@ -36,15 +36,20 @@ Send requests to TOPIC with a progress bar, then print a summary (sent,
 failed, skipped, records per partition). Exit code 1 if any failed or was
 skipped.
 
-  JSONL  one request object per line: {"id": ..., "inputs": ...}, optional
-         "reply_to", "deadline_ms", "model" and "model_version"
-  CSV    a header row; an "inputs" column holding JSON (a cell that is not
-         JSON is taken as text), or else every column but id, reply_to,
-         deadline_ms, model, model_version and the --key-field is a number
-         of the input vector
+  JSONL    one request object per line: {"id": ..., "inputs": ...},
+           optional "reply_to", "deadline_ms", "model" and "model_version"
+  CSV      a header row; an "inputs" column holding JSON (a cell that is
+           not JSON is taken as text), or else every column but id,
+           reply_to, deadline_ms, model, model_version and the --key-field
+           is a number of the input vector
+  Parquet  a row a request, as score-file reads it: an "inputs" column
+           (a string holds JSON; a list or struct is the inputs), or else
+           every column but the request fields and the --key-field is one
+           field of an "inputs" object; id, reply_to, model and
+           model_version are strings, deadline_ms an integer
 
-A request without an id gets a fresh one. A line that cannot be read is
-skipped and listed, never sent. Or --synthetic MODEL --count N random valid
+A request without an id gets a fresh one. A line or row that cannot be read
+is skipped and listed, never sent. Or --synthetic MODEL --count N random valid
 requests (for load tests, with --rate).
 
 --model and --model-version name the served model that answers the requests
@@ -58,7 +63,7 @@ beginning, up to the end of the topic when collect started; with --idle-s,
 then newer ones until none came for that long. Prints how many ok replies
 each served model and version gave (a canary arm has a version of its own).
 
-With --requests FILE (JSONL or CSV with ids) or --requests-topic (over
+With --requests FILE (JSONL, CSV or Parquet with ids) or --requests-topic (over
 [--requests-from-time, --requests-until-time), default all), also join
 requests and replies by id into --report (JSON: answered, ok, error, expired,
 missing ids, error codes); the exit code is then 1 if any request is missing.
@@ -75,20 +80,22 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     send = commands.add_parser(
-        "send", help="send requests from a JSONL or CSV file, or synthetic ones",
+        "send", help="send requests from a JSONL, CSV or Parquet file, or synthetic ones",
         description=SEND_DESCRIPTION,
         epilog="examples:\n  python -m producer send requests --file requests.jsonl --rate 500\n"
                "  python -m producer send requests --file customers.csv --key-field customer_id\n"
+               "  python -m producer send requests --file features.parquet --model fraud\n"
                "  python -m producer send requests --synthetic churn --count 100000\n"
                "  python -m producer send requests --synthetic churn --count 1000 --model churn --model-version 2",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     send.add_argument("topic")
     source = send.add_mutually_exclusive_group(required=True)
-    source.add_argument("--file", type=Path, help="JSONL (.jsonl) or CSV (.csv) file of requests")
+    source.add_argument("--file", type=Path, help="JSONL (.jsonl), CSV (.csv) or Parquet (.parquet) file of requests")
     source.add_argument("--synthetic", metavar="MODEL",
                         help="built-in model to make random inputs for (inputs only: --model says which served "
                              "model answers)")
-    send.add_argument("--format", choices=("jsonl", "csv"), help="the file's format (default: by its suffix)")
+    send.add_argument("--format", choices=("jsonl", "csv", "parquet"),
+                      help="the file's format (default: by its suffix)")
     send.add_argument("--count", type=int, default=1000, help="synthetic requests to send (default: 1000)")
     send.add_argument("--rate", type=float, help="requests per second at most (default: as fast as possible)")
     keys = send.add_mutually_exclusive_group()
@@ -119,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     requests = collect.add_mutually_exclusive_group()
     requests.add_argument("--requests-topic", help="join with the requests of this topic")
     requests.add_argument("--requests", type=Path, metavar="FILE",
-                          help="join with the requests of this JSONL or CSV file (those with an id)")
+                          help="join with the requests of this JSONL, CSV or Parquet file (those with an id)")
     collect.add_argument("--requests-from-time", help="range of --requests-topic (inclusive; default: all)")
     collect.add_argument("--requests-until-time", help="range of --requests-topic (exclusive)")
     collect.add_argument("--report", type=Path, help="where to write the join (default: OUT.report.json)")

@@ -1,11 +1,14 @@
 """Bulk sending of requests from files or synthetic inputs, with a progress bar and a rate limit.
 
 Files: JSONL (one request object per line: ``inputs``, optional ``id``,
-``reply_to``, ``deadline_ms``, ``model``, ``model_version``) and CSV (an
+``reply_to``, ``deadline_ms``, ``model``, ``model_version``), CSV (an
 ``inputs`` column holding JSON, or else every column but those and the key
-field is a number and the row is the input vector, in column order). A
-request without an id gets a fresh one. A line that cannot be read is skipped
-and counted, never sent half-formed.
+field is a number and the row is the input vector, in column order) and
+Parquet (a row a request, its columns read as ``score-file`` reads them: an
+``inputs`` column, or else every other column one field of an ``inputs``
+object; plus ``model`` and ``model_version``). A request without an id gets a
+fresh one. A line or row that cannot be read is skipped and counted, never
+sent half-formed.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from kafka import KafkaConsumer
@@ -32,7 +36,11 @@ from worker.core.wire import encode_request, new_request_id
 from worker.formats.requests import RequestEncode
 from worker.kafka.kafka_python.connection import client_config
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 RequestBody = dict[str, Any]
+PARQUET_CHUNK_ROWS = 10_000  # rows read at a time: memory is bounded by a chunk, not the file
 BATCH_BYTES = 256 * 1024  # per partition: bulk sends fill batches, where the client's few requests do not
 _RESERVED_COLUMNS = ("id", "reply_to", "deadline_ms", "model", "model_version")
 _ROUTING_FIELDS = ("model", "model_version")
@@ -82,33 +90,39 @@ class SendSummary:
 
 def requests_from_file(path: Path, fmt: str | None = None, key_field: str | None = None,
                        assign_ids: bool = True) -> Iterator[RequestBody | BadLine]:
-    """Request bodies from a JSONL or CSV file, read lazily, for ``send_requests``.
+    """Request bodies from a JSONL, CSV or Parquet file, read lazily, for ``send_requests``.
 
     JSONL: one request object per line (``inputs``, optional ``id``, ``reply_to``, ``deadline_ms``, ``model``,
     ``model_version``). CSV: a header row, then an ``inputs`` column holding JSON (a cell that is not JSON is
     taken as text), or else every column but those and ``key_field`` as the numbers of the input vector, in
-    column order. Blank lines are skipped.
+    column order. Blank lines are skipped. Parquet: a row a request, as ``score-file`` reads it: an ``inputs``
+    column (a string holds JSON, else text; a list or struct is the inputs), or else every column but the
+    request fields and ``key_field`` one field of an ``inputs`` object; a row with null inputs is a BadLine.
 
     Args:
         path: The file.
-        fmt: ``jsonl`` or ``csv`` (None: by the suffix: ``.jsonl``, ``.ndjson``, ``.json`` or ``.csv``).
-        key_field: CSV only: a column that keys the records (see ``send_requests``), kept in the request body
-            rather than read as a number.
+        fmt: ``jsonl``, ``csv`` or ``parquet`` (None: by the suffix: ``.jsonl``, ``.ndjson``, ``.json``,
+            ``.csv`` or ``.parquet``).
+        key_field: CSV and Parquet: a column that keys the records (see ``send_requests``), kept in the request
+            body rather than read as an input.
         assign_ids: Give a request without an id a fresh one.
 
     Returns:
-        An iterator of request bodies (dicts), with a BadLine in place of each line that is not a request.
-            Reading it raises OSError when the file cannot be read.
+        An iterator of request bodies (dicts), with a BadLine in place of each line or row that is not a
+            request. Reading it raises OSError when the file cannot be read.
 
     Raises:
-        ValueError: The format is unknown, or cannot be told from the suffix (Parquet is refused).
+        ValueError: The format is unknown or cannot be told from the suffix; a Parquet file is not Parquet, or
+            a column of a request field has the wrong type.
     """
     fmt = fmt or _format_of(path)
     if fmt == "jsonl":
         return requests_from_jsonl(path, assign_ids)
     if fmt == "csv":
         return requests_from_csv(path, key_field, assign_ids)
-    raise ValueError(f"{path}: unknown format {fmt!r}; use JSONL (.jsonl) or CSV (.csv)")
+    if fmt == "parquet":
+        return requests_from_parquet(path, key_field, assign_ids)
+    raise ValueError(f"{path}: unknown format {fmt!r}; use JSONL (.jsonl), CSV (.csv) or Parquet (.parquet)")
 
 
 def requests_from_jsonl(path: Path, assign_ids: bool = True) -> Iterator[RequestBody | BadLine]:
@@ -181,11 +195,113 @@ def _csv_body(row: dict[str, str], features: list[str], has_inputs: bool) -> Req
     return body
 
 
+def requests_from_parquet(path: Path, key_field: str | None = None,
+                          assign_ids: bool = True) -> Iterator[RequestBody | BadLine]:
+    """Request bodies from the rows of a Parquet file, as ``score-file`` reads its rows, read a chunk at a time.
+
+    ``inputs``: a string cell holds JSON (a cell that is not JSON is taken as text, as in CSV), any other cell
+    (a list of numbers, a struct) is the inputs themselves. Without an ``inputs`` column, every column but the
+    request fields and ``key_field`` is one field of an ``inputs`` object (``tenure, plan_price`` give
+    ``{"tenure": 3, "plan_price": 19.9}``, what a model with fields inputs takes). ``id``, ``reply_to``,
+    ``model``, ``model_version``: strings; ``deadline_ms``: an integer; a null cell is a missing field. A row
+    whose inputs are null is a BadLine (``path:row``, from 1).
+
+    Raises ValueError at once (before any row) for a file that is not Parquet or a request field's column of
+    another type; OSError for a file that cannot be read.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.ParquetFile(path)
+    except pa.ArrowInvalid as exc:
+        raise ValueError(f"{path} is not a Parquet file: {exc}") from None
+    try:
+        _check_request_columns(path, table.schema_arrow)
+    except ValueError:
+        table.close()
+        raise
+    columns = table.schema_arrow.names
+    fields = [] if "inputs" in columns else [c for c in columns if c not in (*_RESERVED_COLUMNS, key_field)]
+    return _parquet_rows(path, table, fields, key_field, assign_ids)
+
+
+def _check_request_columns(path: Path, schema: pa.Schema) -> None:
+    import pyarrow as pa
+
+    for name in ("id", "reply_to", *_ROUTING_FIELDS):
+        if name in schema.names and not (pa.types.is_string(schema.field(name).type)
+                                         or pa.types.is_large_string(schema.field(name).type)):
+            raise ValueError(f"{path}: column {name!r} is {schema.field(name).type}; it must hold strings: cast it "
+                             "to string")
+    if "deadline_ms" in schema.names and not pa.types.is_integer(schema.field("deadline_ms").type):
+        raise ValueError(f"{path}: column 'deadline_ms' is {schema.field('deadline_ms').type}; it must hold "
+                         "integers (Unix time in milliseconds)")
+
+
+def _parquet_rows(path: Path, table: Any, fields: list[str], key_field: str | None,
+                  assign_ids: bool) -> Iterator[RequestBody | BadLine]:
+    with table:
+        number = 0
+        for chunk in table.iter_batches(batch_size=PARQUET_CHUNK_ROWS):
+            cells = {column: chunk.column(column).to_pylist() for column in chunk.schema.names}
+            for row in range(chunk.num_rows):
+                number += 1
+                body = _parquet_body({column: values[row] for column, values in cells.items()}, fields, key_field)
+                if body is None:
+                    yield BadLine(f"{path}:{number}", "its 'inputs' cell is null")
+                    continue
+                if assign_ids:
+                    body.setdefault("id", new_request_id())
+                yield body
+
+
+def _parquet_body(row: dict[str, Any], fields: list[str], key_field: str | None) -> RequestBody | None:
+    body: RequestBody = {name: row[name] for name in _RESERVED_COLUMNS if row.get(name) is not None}
+    if fields:
+        body["inputs"] = {name: _json_cell(row[name]) for name in fields}
+    elif row.get("inputs") is None:
+        return None
+    elif isinstance(row["inputs"], str):
+        try:
+            body["inputs"] = orjson.loads(row["inputs"])
+        except orjson.JSONDecodeError:
+            body["inputs"] = row["inputs"]  # plain text, for text models
+    else:
+        body["inputs"] = _json_cell(row["inputs"])
+    if key_field and row.get(key_field) is not None:
+        body[key_field] = row[key_field]
+    return body
+
+
+def _json_cell(value: Any) -> Any:
+    """A Parquet cell as JSON takes it: decimals as numbers, binary as text, lists and structs cell by cell."""
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list):
+        return [_json_cell(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_cell(v) for k, v in value.items()}
+    return value
+
+
 def count_requests(path: Path, fmt: str | None = None) -> int:
-    """About how many requests a file holds (its non-empty lines, less a CSV header), for a progress bar."""
+    """About how many requests a file holds (its non-empty lines, less a CSV header; a Parquet file's rows, from
+    its footer), for a progress bar."""
+    fmt = fmt or _format_of(path)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            with pq.ParquetFile(path) as table:
+                return int(table.metadata.num_rows)
+        except Exception:  # noqa: BLE001 - not Parquet: requests_from_parquet says so; no count, no bar total
+            return 0
     with path.open("rb") as lines:
         count = sum(1 for line in lines if line.strip())
-    return max(0, count - 1) if (fmt or _format_of(path)) == "csv" else count
+    return max(0, count - 1) if fmt == "csv" else count
 
 
 def synthetic_requests(model: str, count: int, seed: int = 0) -> Iterator[RequestBody]:
@@ -335,5 +451,5 @@ def _format_of(path: Path) -> str:
     if suffix == ".csv":
         return "csv"
     if suffix == ".parquet":
-        raise ValueError(f"{path}: Parquet is not supported (it would need pyarrow); convert it to JSONL or CSV")
-    raise ValueError(f"{path}: cannot tell the format from the suffix; pass --format jsonl or --format csv")
+        return "parquet"
+    raise ValueError(f"{path}: cannot tell the format from the suffix; pass --format jsonl, csv or parquet")

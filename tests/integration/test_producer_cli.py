@@ -8,6 +8,8 @@ import sys
 import time
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from kafka import KafkaProducer
 
@@ -25,7 +27,7 @@ def producer_cli(bootstrap, *args, timeout_s=120, env=None):
                           text=True, timeout=timeout_s)
 
 
-def test_send_from_jsonl_and_csv_then_collect_and_join_by_id(bootstrap, redis_url, topics, tmp_path):
+def test_send_from_jsonl_csv_and_parquet_then_collect_and_join_by_id(bootstrap, redis_url, topics, tmp_path):
     rng = random.Random(5)
     jsonl = tmp_path / "requests.jsonl"
     jsonl.write_bytes(b"".join(orjson.dumps({"id": f"j{i}", "inputs": CHURN.sample_inputs(rng)}) + b"\n"
@@ -36,6 +38,9 @@ def test_send_from_jsonl_and_csv_then_collect_and_join_by_id(bootstrap, redis_ur
         writer.writerow(["id", "customer", *(f"f{k}" for k in range(16))])
         for i in range(100):
             writer.writerow([f"c{i}", f"cust-{i % 7}", *CHURN.sample_inputs(rng)])
+    parquet = tmp_path / "features.parquet"
+    pq.write_table(pa.table({"id": [f"p{i}" for i in range(80)],
+                             "inputs": [CHURN.sample_inputs(rng) for _ in range(80)]}), parquet, row_group_size=30)
 
     sent = producer_cli(bootstrap, "send", topics.requests, "--file", str(jsonl), "--rate", "500", "--no-progress")
     assert sent.returncode == 1, sent.stderr  # one unreadable line: reported, the rest sent
@@ -44,8 +49,11 @@ def test_send_from_jsonl_and_csv_then_collect_and_join_by_id(bootstrap, redis_ur
                         "--no-progress")
     assert sent.returncode == 0, sent.stderr
     assert "sent 100 requests" in sent.stderr and "skipped     0" in sent.stderr
+    sent = producer_cli(bootstrap, "send", topics.requests, "--file", str(parquet), "--no-progress")
+    assert sent.returncode == 0, sent.stderr
+    assert "sent 80 requests" in sent.stderr and "skipped     0" in sent.stderr
 
-    landed = TopicReader(bootstrap, topics.requests).read_until(lambda got: len(got.records) >= 250, 30, "requests")
+    landed = TopicReader(bootstrap, topics.requests).read_until(lambda got: len(got.records) >= 330, 30, "requests")
     partition_of = {}
     for record in landed.records:
         if record.key.startswith(b"cust-"):  # keyed by customer: one partition per customer
@@ -53,17 +61,22 @@ def test_send_from_jsonl_and_csv_then_collect_and_join_by_id(bootstrap, redis_ur
     assert len(partition_of) == 7
 
     worker = start_worker(bootstrap, redis_url, topics, tmp_path)
-    TopicReader(bootstrap, topics.replies).read_until(lambda got: len(got.records) >= 250, 90, "replies", watch=worker)
+    TopicReader(bootstrap, topics.replies).read_until(lambda got: len(got.records) >= 330, 90, "replies", watch=worker)
     assert worker.stop() == 0
 
     out = tmp_path / "replies.jsonl"
     collected = producer_cli(bootstrap, "collect", topics.replies, str(out), "--requests", str(jsonl),
                              "--no-progress")
     assert collected.returncode == 0, collected.stderr
-    assert len(out.read_bytes().splitlines()) == 250
+    assert len(out.read_bytes().splitlines()) == 330
     report = orjson.loads((tmp_path / "replies.jsonl.report.json").read_bytes())
     assert (report["requests"], report["answered"], report["ok"], report["missing"]) == (150, 150, 150, 0)
-    assert report["replies_to_other_requests"] == 100  # the CSV's
+    assert report["replies_to_other_requests"] == 180  # the CSV's and the Parquet file's
+    collected = producer_cli(bootstrap, "collect", topics.replies, str(out), "--requests", str(parquet),
+                             "--report", str(tmp_path / "parquet.json"), "--no-progress")
+    assert collected.returncode == 0, collected.stderr
+    report = orjson.loads((tmp_path / "parquet.json").read_bytes())
+    assert (report["requests"], report["answered"], report["ok"], report["missing"]) == (80, 80, 80, 0)
 
     ghost = tmp_path / "with-ghost.jsonl"
     ghost.write_bytes(jsonl.read_bytes() + b'{"id": "ghost", "inputs": [1]}\n')

@@ -28,7 +28,7 @@ DIRECTIVE = re.compile(r"^:::[ \t]+([\w.]+)[ \t]*$", re.MULTILINE)
 # importing, and what those names take, return or raise. Everything else in worker and producer is internal.
 PUBLIC: dict[str, str] = {
     "producer.send.send_requests": "bulk sending from Python: docs/formats.md shows it with request_encoder",
-    "producer.send.requests_from_file": "reads the request files send_requests takes (JSONL, CSV)",
+    "producer.send.requests_from_file": "reads the request files send_requests takes (JSONL, CSV, Parquet)",
     "producer.send.SendSummary": "what send_requests returns",
     "producer.send.BadLine": "the unreadable lines requests_from_file yields and send_requests skips",
     "producer.topics.create_topics": "creates the requests and reply topics; the examples call it",

@@ -52,10 +52,62 @@ def test_ids_are_left_missing_when_asked(tmp_path):
     assert read(path, assign_ids=False) == [{"inputs": [1]}]
 
 
-@pytest.mark.parametrize("name, message", [("x.parquet", "Parquet is not supported"), ("x.txt", "--format")])
-def test_unknown_formats_are_refused_with_a_way_out(tmp_path, name, message):
+def test_unknown_formats_are_refused_with_a_way_out(tmp_path):
+    with pytest.raises(ValueError, match="--format jsonl, csv or parquet"):
+        read(tmp_path / "x.txt")
+
+
+def write_parquet(path, columns, schema=None):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(columns, schema=schema), path, row_group_size=2)
+    return path
+
+
+def test_parquet_rows_are_requests_with_an_inputs_column_of_lists_or_json_text(tmp_path):
+    path = write_parquet(tmp_path / "requests.parquet", {
+        "id": ["a", None, "c"], "inputs": [[0.5, 1.5], [2.0, 3.0], None], "model": ["fraud", None, None],
+        "deadline_ms": [None, 99, None], "customer": ["c1", "c2", "c3"]})
+    items = read(path, key_field="customer")
+    assert items[0] == {"id": "a", "inputs": [0.5, 1.5], "model": "fraud", "customer": "c1"}
+    assert items[1]["inputs"] == [2.0, 3.0] and items[1]["deadline_ms"] == 99 and len(items[1]["id"]) == 32
+    assert isinstance(items[2], BadLine) and items[2].where == f"{path}:3" and "null" in items[2].reason
+    assert count_requests(path) == 3
+    texts = write_parquet(tmp_path / "texts.parquet", {"id": ["a", "b"], "inputs": ["[1, 2]", "hello, world"]})
+    assert read(texts) == [{"id": "a", "inputs": [1, 2]}, {"id": "b", "inputs": "hello, world"}]
+
+
+def test_parquet_columns_without_inputs_are_the_fields_of_an_inputs_object_as_score_file_reads_them(tmp_path):
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    schema = pa.schema([("id", pa.string()), ("tenure", pa.int64()), ("plan_price", pa.decimal128(5, 2)),
+                        ("region", pa.binary()), ("reply_to", pa.string())])
+    path = write_parquet(tmp_path / "fields.parquet", {
+        "id": ["a"], "tenure": [3], "plan_price": [Decimal("19.90")], "region": [b"eu"], "reply_to": ["mine"]},
+        schema)
+    assert read(path) == [{"id": "a", "inputs": {"tenure": 3, "plan_price": 19.9, "region": "eu"},
+                           "reply_to": "mine"}]
+
+
+@pytest.mark.parametrize("column, values, message", [
+    ("id", [1, 2], "column 'id' is int64; it must hold strings"),
+    ("model", [1, 2], "column 'model' is int64"),
+    ("deadline_ms", ["soon", "later"], "column 'deadline_ms' is string; it must hold integers")])
+def test_a_parquet_request_field_of_another_type_is_refused_before_any_row(tmp_path, column, values, message):
+    path = write_parquet(tmp_path / "typed.parquet", {"inputs": [[1.0], [2.0]], column: values})
     with pytest.raises(ValueError, match=message):
-        read(tmp_path / name)
+        read(path)
+
+
+def test_a_file_named_parquet_that_is_not_parquet_is_refused(tmp_path):
+    path = tmp_path / "x.parquet"
+    path.write_text('{"inputs": [1]}\n')
+    with pytest.raises(ValueError, match="is not a Parquet file"):
+        read(path)
+    assert count_requests(path) == 0
 
 
 def test_the_record_key_is_the_id_a_field_or_none():
