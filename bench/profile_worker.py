@@ -8,7 +8,11 @@ are wall times, and its overhead falls on Python code most: ``--stages``
 instead runs without a profiler and gives the loop thread's own CPU
 (``time.thread_time``) in each stage of a step (of the model's, its forward
 pass), beside the CPU of the other threads (librdkafka's, the claim
-helper's) and the garbage collector's time. Needs KAFKA_BOOTSTRAP_SERVERS and
+helper's) and the garbage collector's time. ``--floor`` runs, in the same
+way, the churn job written by hand a poll at a time
+(bench/confluent_columnar.py) instead of the worker, and gives its main
+thread's CPU by stage: the two tables side by side show where the worker
+spends more than a columnar design's floor. Needs KAFKA_BOOTSTRAP_SERVERS and
 REDIS_URL, like ``python -m bench``.
 """
 
@@ -21,18 +25,24 @@ import operator
 import os
 import pstats
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from bench import confluent_columnar as columnar
+from bench.confluent_ceiling import closed, subscribed_clients
+from bench.confluent_columnar import Laps
 from bench.topics import RunTopics, default_load_client, prefill
 from bench.workloads import WORKLOADS
 from worker.app import build_worker
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings, add_flags
 from worker.core.shutdown import StopRequest
+from worker.dedup.redis_store import RedisDedupStore
+from worker.models import load_model
 from worker.stream.loop import Worker
 
 # Functions whose cumulative time is one area of the worker's work, in the loop's order.
@@ -121,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="time the run without cProfile (whose overhead slows Python code most)")
     parser.add_argument("--stages", action="store_true",
                         help="no profiler: the loop thread's CPU in each stage of a step, and the other threads'")
+    parser.add_argument("--floor", action="store_true",
+                        help="not the worker: the churn job by hand by columns (bench/confluent_columnar.py), its "
+                             "main thread's CPU by stage")
     parser.add_argument("worker_args", nargs="*",
                         help="after --: settings for the worker, e.g. -- --max-batch-size 256")
     args = parser.parse_args(argv)
@@ -129,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         print("error: KAFKA_BOOTSTRAP_SERVERS and REDIS_URL must be set (`make up`, then eval its env)",
               file=sys.stderr)
         return 2
+    if args.floor:
+        if args.workload != "churn" or args.worker_args:
+            print("error: --floor runs the churn job by hand: no --workload other than churn, no worker settings",
+                  file=sys.stderr)
+            return 2
+        _report_floor(args.requests, *floor_run(bootstrap, redis_url, args.requests))
+        return 0
 
     profiler = None if args.no_profile or args.stages else cProfile.Profile()
     clocks: list[StageClock] = []
@@ -175,6 +195,41 @@ def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[st
     finally:
         topics.delete(bootstrap, settings.dedup.redis_url)
     return wall_s, cpu_s, loop_cpu_s
+
+
+def floor_run(bootstrap: str, redis_url: str, requests: int) -> tuple[float, float, float, dict[str, float]]:
+    """Fill a fresh topic with ``requests`` churn requests, then run the columnar job's loop in this process
+    until it answered them all. Returns wall seconds, process CPU seconds, the main thread's CPU seconds and its
+    CPU seconds by stage."""
+    topics = RunTopics.fresh("profile-floor")
+    topics.create(bootstrap, partitions=4)
+    try:
+        prefill(bootstrap, topics.requests, WORKLOADS["churn"].requests(requests), progress=False,
+                kafka_client=default_load_client())
+        torch.set_num_threads(1)
+        model = load_model("churn")
+        store = RedisDedupStore(redis_url, topics.group, ttl_s=3600, lease_ms=300_000)
+        consumer, producer = subscribed_clients(argparse.Namespace(
+            bootstrap_servers=bootstrap, group=topics.group, requests_topic=topics.requests), "bench-floor")
+        started, cpu_started, main_started = time.perf_counter(), time.process_time(), time.thread_time()
+        laps = Laps()
+        columnar.run(consumer, producer, store, model, topics.replies, threading.Event(), until=requests, laps=laps)
+        wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+        main_s = time.thread_time() - main_started
+        closed(consumer, producer, store)
+    finally:
+        topics.delete(bootstrap, redis_url)
+    return wall_s, cpu_s, main_s, laps.seconds
+
+
+def _report_floor(requests: int, wall_s: float, cpu_s: float, main_s: float, stages: dict[str, float]) -> None:
+    print(f"\n{requests:,} requests in {wall_s:.1f} s ({requests / wall_s:,.0f} req/s); "
+          f"process CPU {cpu_s / requests * 1e6:.1f} µs per request (all threads)")
+    print("\nCPU by stage, µs per request (the churn job by hand by columns, bench/confluent_columnar.py):")
+    for label, seconds in stages.items():
+        print(f"  {label:<40} {seconds / requests * 1e6:6.2f}")
+    print(f"  {'the main thread, in all':<40} {main_s / requests * 1e6:6.2f}")
+    print(f"  {'the other threads':<40} {(cpu_s - main_s) / requests * 1e6:6.2f}")
 
 
 def _settings(workload: str, topics: RunTopics, worker_args: list[str]) -> Settings:
