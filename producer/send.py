@@ -229,9 +229,13 @@ def requests_from_parquet(path: Path, key_field: str | None = None,
 def _check_request_columns(path: Path, schema: pa.Schema) -> None:
     import pyarrow as pa
 
+    def text(kind: pa.DataType) -> bool:
+        if pa.types.is_dictionary(kind):
+            return text(kind.value_type)
+        return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind))
+
     for name in ("id", "reply_to", *_ROUTING_FIELDS):
-        if name in schema.names and not (pa.types.is_string(schema.field(name).type)
-                                         or pa.types.is_large_string(schema.field(name).type)):
+        if name in schema.names and not text(schema.field(name).type):
             raise ValueError(f"{path}: column {name!r} is {schema.field(name).type}; it must hold strings: cast it "
                              "to string")
     if "deadline_ms" in schema.names and not pa.types.is_integer(schema.field("deadline_ms").type):

@@ -117,3 +117,11 @@ def test_the_record_key_is_the_id_a_field_or_none():
     assert _key(body, True, "customer") == b"42"
     missing = _key({"id": "r2", "inputs": [1]}, True, "customer")
     assert isinstance(missing, BadLine) and "customer" in missing.reason
+
+
+def test_a_parquet_id_column_may_be_dictionary_encoded(tmp_path):
+    import pyarrow as pa
+
+    ids = pa.array(["a", "b"]).dictionary_encode()
+    path = write_parquet(tmp_path / "dict.parquet", {"id": ids, "inputs": [[1.0], [2.0]]})
+    assert read(path) == [{"id": "a", "inputs": [1.0]}, {"id": "b", "inputs": [2.0]}]
