@@ -33,6 +33,14 @@ def run_worker(env, *args, timeout_s=60):
     return done, time.monotonic() - started
 
 
+def encrypted_key(access, folder, passphrase="key-passphrase"):
+    """The mTLS client's key, encrypted with ``passphrase`` (AES-256), as an operator's PKI may hand it out."""
+    path = folder / "client-encrypted.key"
+    subprocess.run(["openssl", "pkey", "-in", access.env["KAFKA_SSL_KEYFILE"], "-aes256", "-passout",
+                    f"pass:{passphrase}", "-out", str(path)], check=True, capture_output=True)
+    return str(path)
+
+
 def localhost(address):
     return "localhost:" + address.rsplit(":", 1)[1]
 
@@ -58,6 +66,12 @@ CASES = {
                                 "TLS hostname mismatch", "subjectAltName"),
     "kafka no client certificate": ("mtls", lambda a, t, ca: {"KAFKA_SSL_CERTFILE": "", "KAFKA_SSL_KEYFILE": ""},
                                     "refused this client's certificate", "KAFKA_SSL_CERTFILE"),
+    "kafka encrypted key without its passphrase": ("mtls", lambda a, t, ca: {"KAFKA_SSL_KEYFILE": encrypted_key(a, t)},
+                                                   "are not a usable certificate and key pair",
+                                                   "KAFKA_SSL_KEY_PASSWORD_FILE"),
+    "kafka encrypted key, wrong passphrase": ("mtls", lambda a, t, ca: {
+        "KAFKA_SSL_KEYFILE": encrypted_key(a, t), "KAFKA_SSL_KEY_PASSWORD_FILE": wrong_file(t)},
+        "is KAFKA_SSL_KEY_PASSWORD_FILE the key's passphrase?", "KAFKA_SSL_KEYFILE"),
     "kafka plaintext to a TLS port": ("sasl_ssl", lambda a, t, ca: {
         "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT", "KAFKA_SASL_MECHANISM": "", "KAFKA_SASL_USERNAME": "",
         "KAFKA_SASL_PASSWORD_FILE": "", "KAFKA_SSL_CAFILE": ""}, "the port wants TLS", "KAFKA_SECURITY_PROTOCOL"),

@@ -152,3 +152,28 @@ def test_oauthbearer_with_a_token_file(sasl_ssl, tmp_path):
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
     assert "refused the OAUTHBEARER token in KAFKA_SASL_OAUTH_TOKEN_FILE" in refused.stderr
+
+
+@pytest.mark.parametrize("kafka_client", ["kafka-python", "confluent"])
+def test_mutual_tls_with_an_encrypted_key_and_its_passphrase_file(mtls, tmp_path, kafka_client):
+    if kafka_client == "confluent":
+        pytest.importorskip("confluent_kafka")
+    from tests.secure.test_secure_failures import encrypted_key
+
+    passphrase = tmp_path / "key-passphrase"
+    passphrase.write_text("key-passphrase\n")
+    locked = mtls.with_env(KAFKA_SSL_KEYFILE=encrypted_key(mtls, tmp_path),
+                           KAFKA_SSL_KEY_PASSWORD_FILE=str(passphrase))
+    security = KafkaSecurity.from_sources(None, locked)
+    topics = Topics.create(mtls.bootstrap, security=security)
+    worker = start_worker(mtls.bootstrap, mtls.redis_url, topics, tmp_path, "--kafka-client", kafka_client,
+                          env=locked)
+    producer = Producer(mtls.bootstrap, security)
+    producer.send_requests(topics.requests, "e", churn_inputs(40))
+    producer.close()
+    reader = TopicReader(mtls.bootstrap, topics.replies, security=security)
+    landed = reader.read_until(lambda got: len(got.by_id()) >= 40, 120, "40 replies", watch=worker)
+    reader.close()
+    assert worker.stop() == 0
+    assert sorted(landed.by_id()) == sorted(f"e{i}" for i in range(40))
+

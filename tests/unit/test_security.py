@@ -64,6 +64,18 @@ def test_mutual_tls_takes_a_certificate_and_its_key(files):
     assert (config["ssl_certfile"], config["ssl_keyfile"]) == (files["cert"], files["key"])
     assert "sasl_mechanism" not in config
     assert security.describe() == "SSL with a client certificate"
+    assert config["ssl_password"] is None and security.key_password() is None
+
+
+def test_an_encrypted_key_takes_its_passphrase_from_a_file_on_both_clients(files):
+    from worker.kafka.confluent.connection import client_config as librdkafka_config
+
+    security = KafkaSecurity.from_sources(None, {
+        "KAFKA_SECURITY_PROTOCOL": "SSL", "KAFKA_SSL_CERTFILE": files["cert"], "KAFKA_SSL_KEYFILE": files["key"],
+        "KAFKA_SSL_KEY_PASSWORD_FILE": files["password"]})
+    assert client_config("k:9093", security)["ssl_password"] == PASSWORD  # without the file's trailing newline
+    assert librdkafka_config("k:9093", security)["ssl.key.password"] == PASSWORD
+    assert PASSWORD not in repr(security)
 
 
 @pytest.mark.parametrize("change, named", [
@@ -78,6 +90,7 @@ def test_mutual_tls_takes_a_certificate_and_its_key(files):
     ({"KAFKA_SECURITY_PROTOCOL": "PLAINTEXT"}, "does not use SASL"),
     ({"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"}, "KAFKA_SSL_CAFILE set, but KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT"),
     ({"KAFKA_SSL_KEYFILE": "{key}"}, "KAFKA_SSL_KEYFILE is set without KAFKA_SSL_CERTFILE"),
+    ({"KAFKA_SSL_KEY_PASSWORD_FILE": "{password}"}, "KAFKA_SSL_KEY_PASSWORD_FILE is set without KAFKA_SSL_CERTFILE"),
     ({"KAFKA_SASL_MECHANISM": "OAUTHBEARER"}, "OAUTHBEARER needs KAFKA_SASL_OAUTH_TOKEN_FILE"),
     ({"KAFKA_SASL_OAUTH_TOKEN_FILE": "{token}"}, "only used with KAFKA_SASL_MECHANISM=OAUTHBEARER"),
     ({"KAFKA_SSL_CHECK_HOSTNAME": "maybe"}, "KAFKA_SSL_CHECK_HOSTNAME='maybe' is not a valid boolean"),

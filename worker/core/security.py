@@ -78,7 +78,9 @@ class KafkaSecurity:
         ssl_cafile: A PEM file of the CAs that signed the brokers' certificates; empty: the system's trusted CAs
             (``KAFKA_SSL_CAFILE``).
         ssl_certfile: Mutual TLS: this client's certificate, PEM (``KAFKA_SSL_CERTFILE``).
-        ssl_keyfile: Mutual TLS: the certificate's private key, PEM, unencrypted (``KAFKA_SSL_KEYFILE``).
+        ssl_keyfile: Mutual TLS: the certificate's private key, PEM (``KAFKA_SSL_KEYFILE``).
+        ssl_key_password_file: Mutual TLS: a file holding the passphrase of an encrypted ``ssl_keyfile`` (or of
+            the key in ``ssl_certfile``), read whenever a client connects (``KAFKA_SSL_KEY_PASSWORD_FILE``).
         ssl_check_hostname: Check that each broker's certificate names the host connected to
             (``KAFKA_SSL_CHECK_HOSTNAME``); False only to diagnose, never in production.
 
@@ -106,8 +108,11 @@ class KafkaSecurity:
                               "system's trusted CAs)", env="KAFKA_SSL_CAFILE", path=True)
     ssl_certfile: str = setting("", "mutual TLS: this client's certificate (PEM)", env="KAFKA_SSL_CERTFILE",
                                 path=True)
-    ssl_keyfile: str = setting("", "mutual TLS: the certificate's private key (PEM, unencrypted)",
-                               env="KAFKA_SSL_KEYFILE", path=True)
+    ssl_keyfile: str = setting("", "mutual TLS: the certificate's private key (PEM; encrypted: give "
+                               "KAFKA_SSL_KEY_PASSWORD_FILE too)", env="KAFKA_SSL_KEYFILE", path=True)
+    ssl_key_password_file: str = setting("", "mutual TLS: file holding the passphrase of an encrypted private key "
+                                         "(a mounted secret); read whenever a client connects, a trailing newline "
+                                         "ignored", env="KAFKA_SSL_KEY_PASSWORD_FILE", path=True)
     ssl_check_hostname: bool = setting(True, "check that each broker's certificate names the host connected to: "
                                        "true or false (false only to diagnose, never in production)",
                                        env="KAFKA_SSL_CHECK_HOSTNAME")
@@ -135,6 +140,15 @@ class KafkaSecurity:
         if not self.sasl_password_file:
             return self.sasl_password.reveal()
         return read_secret_file(self.sasl_password_file, "KAFKA_SASL_PASSWORD_FILE")
+
+    def key_password(self) -> str | None:
+        """The passphrase of the client's private key, read from its file now; None: the key is not encrypted.
+
+        Raises ConfigError naming KAFKA_SSL_KEY_PASSWORD_FILE when the file cannot be read or is empty.
+        """
+        if not self.ssl_key_password_file:
+            return None
+        return read_secret_file(self.ssl_key_password_file, "KAFKA_SSL_KEY_PASSWORD_FILE")
 
     def describe(self) -> str:
         """What this connects with, for messages and logs: never a secret."""
@@ -218,7 +232,10 @@ def _validate(s: KafkaSecurity) -> None:
              "use SSL or SASL_SSL, or unset them")
     need(not s.ssl_keyfile or bool(s.ssl_certfile),
          "KAFKA_SSL_KEYFILE is set without KAFKA_SSL_CERTFILE: mutual TLS needs the certificate too")
-    for name in ("sasl_password_file", "sasl_oauth_token_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+    need(not s.ssl_key_password_file or bool(s.ssl_certfile),
+         "KAFKA_SSL_KEY_PASSWORD_FILE is set without KAFKA_SSL_CERTFILE: it unlocks the client certificate's key")
+    for name in ("sasl_password_file", "sasl_oauth_token_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile",
+                 "ssl_key_password_file"):
         path = getattr(s, name)
         env = next(setting.env for setting in registry.declared(SECURITY) if setting.name == name)
         need(not path or os.path.isfile(path), f"{env}={path}: no such file")

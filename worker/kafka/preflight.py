@@ -187,11 +187,15 @@ def ssl_context(security: KafkaSecurity) -> ssl.SSLContext:
             from None
     if security.ssl_certfile:
         try:
-            context.load_cert_chain(security.ssl_certfile, security.ssl_keyfile or None)
+            # Without a passphrase file, an encrypted key is refused, not asked for on the terminal.
+            context.load_cert_chain(security.ssl_certfile, security.ssl_keyfile or None,
+                                    security.key_password() or (lambda: ""))
         except ssl.SSLError as exc:
+            locked = "; an encrypted key needs its passphrase in KAFKA_SSL_KEY_PASSWORD_FILE" if (
+                not security.ssl_key_password_file) else "; is KAFKA_SSL_KEY_PASSWORD_FILE the key's passphrase?"
             raise ConfigError(f"KAFKA_SSL_CERTFILE={security.ssl_certfile} and KAFKA_SSL_KEYFILE="
                               f"{security.ssl_keyfile or '(none: key in the certificate file)'} are not a usable "
-                              f"certificate and key pair ({exc.reason})") from None
+                              f"certificate and key pair ({exc.reason or 'the key cannot be read'}{locked})") from None
     return context
 
 

@@ -40,6 +40,8 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
         if security.ssl_certfile:  # without a key file, the key is in the certificate's PEM file (as for Python's ssl)
             config["ssl.certificate.location"] = security.ssl_certfile
             config["ssl.key.location"] = security.ssl_keyfile or security.ssl_certfile
+            if security.ssl_key_password_file:
+                config["ssl.key.password"] = security.key_password()
     if security.uses_sasl:
         config["sasl.mechanisms"] = security.sasl_mechanism
         if security.sasl_mechanism == "OAUTHBEARER":

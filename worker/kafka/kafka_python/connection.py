@@ -28,7 +28,8 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
                               "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS}
     if security.uses_ssl:
         config.update(ssl_check_hostname=security.ssl_check_hostname, ssl_cafile=security.ssl_cafile or None,
-                      ssl_certfile=security.ssl_certfile or None, ssl_keyfile=security.ssl_keyfile or None)
+                      ssl_certfile=security.ssl_certfile or None, ssl_keyfile=security.ssl_keyfile or None,
+                      ssl_password=security.key_password())
     if security.uses_sasl:
         config["sasl_mechanism"] = security.sasl_mechanism
         if security.sasl_mechanism == "OAUTHBEARER":
