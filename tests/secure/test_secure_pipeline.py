@@ -4,9 +4,11 @@ Redis over TLS as an ACL user. Every client here, the tests' own included, goes 
 import asyncio
 import base64
 import os
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import orjson
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from producer import AsyncScoringClient, ScoringClient
 from producer.topics import create_topics
 from tests.integration.kit import REPO, Producer, TopicReader, Topics, start_worker
+from tests.integration.sentinels import free_port
 from tests.integration.test_pipeline import churn_inputs
 from worker.core.security import KafkaSecurity
 
@@ -176,4 +179,53 @@ def test_mutual_tls_with_an_encrypted_key_and_its_passphrase_file(mtls, tmp_path
     reader.close()
     assert worker.stop() == 0
     assert sorted(landed.by_id()) == sorted(f"e{i}" for i in range(40))
+
+
+@pytest.fixture
+def redis_wanting_certificates(mtls, tmp_path):
+    """A Redis of the test's own over TLS that wants a client certificate (tls-auth-clients yes), with the local
+    services' CA and server certificate; yields its rediss:// URL."""
+    secure = Path(mtls.env["KAFKA_SSL_CAFILE"]).parent
+    port = free_port()
+    server = subprocess.Popen(["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
+                               "--tls-cert-file", str(secure / "server.pem"), "--tls-key-file",
+                               str(secure / "server.key"), "--tls-ca-cert-file", str(secure / "ca.pem"),
+                               "--tls-auth-clients", "yes", "--save", "", "--appendonly", "no", "--dir",
+                               str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the test's Redis did not start"
+            time.sleep(0.1)
+    yield f"rediss://127.0.0.1:{port}/0"
+    server.terminate()
+    server.wait(10)
+
+
+def test_redis_mutual_tls_with_a_client_certificate(mtls, redis_wanting_certificates, tmp_path):
+    from worker.dedup.redis_store import connect_redis
+
+    url, ca = redis_wanting_certificates, mtls.env["KAFKA_SSL_CAFILE"]
+    cert, key = mtls.env["KAFKA_SSL_CERTFILE"], mtls.env["KAFKA_SSL_KEYFILE"]  # the services' client certificate
+    both = mtls.with_env(REDIS_PASSWORD_FILE="", REDIS_CA_FILE=ca, REDIS_CERT_FILE=cert, REDIS_KEY_FILE=key)
+    topics = Topics.create(mtls.bootstrap, security=mtls.security)
+
+    refused = start_worker(mtls.bootstrap, url, topics, tmp_path, name="no-certificate",
+                           env={**both, "REDIS_CERT_FILE": "", "REDIS_KEY_FILE": ""})
+    assert refused.process.wait(timeout=60) == 2
+    assert "REDIS_CERT_FILE" in refused.log() and "Traceback" not in refused.log()
+
+    worker = start_worker(mtls.bootstrap, url, topics, tmp_path, env=both)
+    producer = Producer(mtls.bootstrap, mtls.security)
+    producer.send_requests(topics.requests, "m", churn_inputs(30))
+    producer.close()
+    reader = TopicReader(mtls.bootstrap, topics.replies, security=mtls.security)
+    landed = reader.read_until(lambda got: len(got.by_id()) >= 30, 120, "30 replies", watch=worker)
+    reader.close()
+    assert worker.stop() == 0
+    assert sorted(landed.by_id()) == sorted(f"m{i}" for i in range(30))
+    assert connect_redis(url, ca_file=ca, cert_file=cert, key_file=key).get(f"{topics.requests}:done:m0")
 

@@ -155,10 +155,24 @@ def test_the_worker_settings_carry_the_security_from_the_environment(files):
     assert (settings.dedup.redis_password_file, settings.dedup.redis_ca_file) == (files["password"], files["ca"])
 
 
+def test_a_redis_client_certificate_reaches_redis_py(files):
+    from worker.dedup.redis_store import connect_redis
+
+    client = connect_redis("rediss://r:6380/0", ca_file=files["ca"], cert_file=files["cert"], key_file=files["key"])
+    kwargs = client.connection_pool.connection_kwargs
+    assert (kwargs["ssl_certfile"], kwargs["ssl_keyfile"], kwargs["ssl_ca_certs"]) == (files["cert"], files["key"],
+                                                                                        files["ca"])
+    alone = connect_redis("rediss://r:6380/0", cert_file=files["cert"]).connection_pool.connection_kwargs
+    assert alone["ssl_keyfile"] == files["cert"]  # the key in the certificate's file
+
+
 @pytest.mark.parametrize("env, named", [
     ({"REDIS_URL": "redis://r:6379/0", "REDIS_CA_FILE": "{ca}"}, "REDIS_CA_FILE is set, but REDIS_URL"),
     ({"REDIS_URL": "rediss://u:pw@r:6380/0", "REDIS_PASSWORD_FILE": "{password}"}, "keep one"),
     ({"REDIS_URL": "rediss://u@r:6380/0", "REDIS_PASSWORD_FILE": "/no/pw"}, "REDIS_PASSWORD_FILE=/no/pw: no such file"),
+    ({"REDIS_URL": "redis+sentinel://s:26379/m", "REDIS_CERT_FILE": "{cert}"}, "REDIS_CERT_FILE is set, but REDIS_URL"),
+    ({"REDIS_URL": "rediss://r:6380/0", "REDIS_KEY_FILE": "{key}"}, "REDIS_KEY_FILE is set without REDIS_CERT_FILE"),
+    ({"REDIS_URL": "rediss://r:6380/0", "REDIS_CERT_FILE": "/no/cert"}, "REDIS_CERT_FILE=/no/cert: no such file"),
 ])
 def test_bad_redis_security_settings_name_the_setting(files, env, named):
     with pytest.raises(ConfigError, match=named) as refused:
@@ -182,6 +196,13 @@ def alert(reason):
     return error
 
 
+def eof():
+    """What the ssl module raises when the server closes during the handshake: no reason of OpenSSL's."""
+    error = ssl.SSLEOFError(8, "EOF occurred in violation of protocol")
+    error.reason = None
+    return error
+
+
 @pytest.mark.parametrize("error, said", [
     (verification_error(62, "Hostname mismatch, certificate is not valid for 'localhost'."), "TLS hostname mismatch"),
     (verification_error(20, "unable to get local issuer certificate"),
@@ -190,6 +211,9 @@ def alert(reason):
     (verification_error(10, "certificate has expired"), "is not valid now"),
     (alert("TLSV13_ALERT_CERTIFICATE_REQUIRED"), "refused this client's certificate"),
     (alert("WRONG_VERSION_NUMBER"), "does not speak TLS"),
+    (eof(),
+     "closed the connection during the TLS handshake (EOF occurred in violation of protocol): a plaintext port"),
+    (alert("UNEXPECTED_EOF_WHILE_READING"), "check the port and KAFKA_SECURITY_PROTOCOL=SSL, then KAFKA_SSL_CERTFILE"),
 ])
 def test_each_tls_failure_is_named_with_the_setting_to_check(error, said):
     assert said in explain_tls_failure(error, PEER)

@@ -121,6 +121,12 @@ class DedupSettings:
     redis_ca_file: str = setting(
         "", "rediss://: PEM file of the CA that signed the Redis server's certificate (default: the system's)",
         env="REDIS_CA_FILE", path=True)
+    redis_cert_file: str = setting(
+        "", "rediss:// with mutual TLS (tls-auth-clients): this client's certificate, PEM", env="REDIS_CERT_FILE",
+        path=True)
+    redis_key_file: str = setting(
+        "", "rediss:// with mutual TLS: the certificate's private key, PEM, unencrypted (default: in "
+        "REDIS_CERT_FILE)", env="REDIS_KEY_FILE", path=True)
     dedup_namespace: str = setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
     dedup_ttl_s: int = setting(86_400, "how long an answered request id is remembered")
     dedup_lease_ms: int = setting(300_000, "how long a claim on a request id holds while it is scored")
@@ -418,16 +424,20 @@ def _validate_topics(s: KafkaSettings) -> None:
 
 
 def _validate_redis_secrets(s: DedupSettings) -> None:
-    for env, path in (("REDIS_PASSWORD_FILE", s.redis_password_file), ("REDIS_CA_FILE", s.redis_ca_file)):
+    for env, path in (("REDIS_PASSWORD_FILE", s.redis_password_file), ("REDIS_CA_FILE", s.redis_ca_file),
+                      ("REDIS_CERT_FILE", s.redis_cert_file), ("REDIS_KEY_FILE", s.redis_key_file)):
         if path and not os.path.isfile(path):
             raise ConfigError(f"{env}={path}: no such file")
+    if s.redis_key_file and not s.redis_cert_file:
+        raise ConfigError("REDIS_KEY_FILE is set without REDIS_CERT_FILE: mutual TLS needs the certificate too")
     url = urlsplit(s.redis_url)
     if s.redis_password_file and url.password is not None:
         raise ConfigError("REDIS_URL carries a password and REDIS_PASSWORD_FILE is set: keep one (the file, "
                           "preferably: a password in the URL shows wherever the URL does)")
-    if s.redis_ca_file and url.scheme != "rediss":
-        raise ConfigError(f"REDIS_CA_FILE is set, but REDIS_URL={redact_url(s.redis_url)!r} does not use TLS: "
-                          "write rediss://, or unset REDIS_CA_FILE")
+    for env, path in (("REDIS_CA_FILE", s.redis_ca_file), ("REDIS_CERT_FILE", s.redis_cert_file)):
+        if path and url.scheme != "rediss":
+            raise ConfigError(f"{env} is set, but REDIS_URL={redact_url(s.redis_url)!r} does not use TLS: "
+                              f"write rediss://, or unset {env}")
 
 
 _CHOICES = {section: _literal_choices(section) for section in SECTIONS}  # read when a section is built

@@ -18,8 +18,7 @@ _CLIENT_CERT_ALERTS = {"TLSV13_ALERT_CERTIFICATE_REQUIRED", "SSLV3_ALERT_BAD_CER
                        "SSLV3_ALERT_CERTIFICATE_UNKNOWN", "SSLV3_ALERT_CERTIFICATE_EXPIRED",
                        "SSLV3_ALERT_CERTIFICATE_REVOKED", "TLSV1_ALERT_ACCESS_DENIED"}
 # What OpenSSL says when the other end answers in something that is not TLS.
-_NOT_TLS = {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST",
-            "UNEXPECTED_EOF_WHILE_READING"}
+_NOT_TLS = {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +55,13 @@ def explain_tls_failure(exc: ssl.SSLError, peer: TlsPeer) -> str:
     if reason in _CLIENT_CERT_ALERTS:
         return (f"{peer.what} refused this client's certificate ({reason.lower()}): it wants mutual TLS with a "
                 f"certificate signed by a CA it trusts; check {peer.client_cert_settings}")
+    if isinstance(exc, ssl.SSLEOFError) or reason == "UNEXPECTED_EOF_WHILE_READING":
+        # Both close without a word: a plaintext port at the ClientHello, and (in TLS 1.3, whose alert may never
+        # be read) a server that wants a client certificate this client did not show or that it does not trust.
+        return (f"{peer.what} closed the connection during the TLS handshake ({reason.lower() or exc}): a "
+                f"plaintext port does so, and so does a server that wants mutual TLS when this client shows no "
+                f"certificate or one it does not trust; check the port and {peer.protocol_setting}, then "
+                f"{peer.client_cert_settings}")
     if reason in _NOT_TLS:
         return (f"{peer.what} does not speak TLS ({reason.lower()}): it is a plaintext port, or "
                 f"{peer.protocol_setting} asks for TLS where the server has none; check the port and "

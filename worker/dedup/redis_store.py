@@ -95,14 +95,15 @@ class RedisDedupStore:
     """
 
     def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *,
-                 password_file: str = "", ca_file: str = "", connect_s: float = STORE_CONNECT_S,
-                 read_s: float = STORE_READ_S, min_replicas: int = 0) -> None:
+                 password_file: str = "", ca_file: str = "", cert_file: str = "", key_file: str = "",
+                 connect_s: float = STORE_CONNECT_S, read_s: float = STORE_READ_S, min_replicas: int = 0) -> None:
         """``connect_s`` and ``read_s`` bound a connection and an answer (each command may be tried
         1 + STORE_RETRIES times); ``min_replicas``: how many replicas must have the done marks before
         ``complete`` returns (Redis WAIT, for at most half of ``read_s``)."""
         self._min_replicas = min_replicas
         self._replica_wait_ms = max(1, int(read_s * 1000 / 2))
-        self._redis = connect_redis(url, password_file, ca_file, connect_s, read_s)
+        self._redis = connect_redis(url, password_file, ca_file, connect_s, read_s, cert_file=cert_file,
+                                    key_file=key_file)
         self._ns = namespace
         self._ttl_s = ttl_s
         self._lease_ms = lease_ms
@@ -179,13 +180,14 @@ def classified(call: Callable[[], T], namespace: str) -> T:
 
 
 def connect_redis(url: str, password_file: str = "", ca_file: str = "", connect_s: float = STORE_CONNECT_S,
-                  read_s: float = STORE_READ_S) -> redis.Redis:
+                  read_s: float = STORE_READ_S, *, cert_file: str = "", key_file: str = "") -> redis.Redis:
     """A client for ``url`` (REDIS_URL); connects lazily, on its first command. A command blocks at most
     (1 + STORE_RETRIES) x (``connect_s`` + ``read_s``) plus the retry gap.
 
     The password comes from ``password_file`` when given (read now; REDIS_PASSWORD_FILE), else from the URL.
     Over ``rediss://`` the server's certificate must be signed by a CA of ``ca_file`` (REDIS_CA_FILE), or of
-    the system's when empty, and must name the host connected to.
+    the system's when empty, and must name the host connected to; with ``cert_file`` (REDIS_CERT_FILE) the
+    client shows that certificate, its key in ``key_file`` (REDIS_KEY_FILE) or in the certificate's file.
     """
     options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s,
                                "retry": Retry(ConstantBackoff(STORE_RETRY_GAP_S), STORE_RETRIES)}
@@ -197,6 +199,8 @@ def connect_redis(url: str, password_file: str = "", ca_file: str = "", connect_
         options.update(ssl_cert_reqs="required", ssl_check_hostname=True)
         if ca_file:
             options["ssl_ca_certs"] = ca_file
+        if cert_file:
+            options.update(ssl_certfile=cert_file, ssl_keyfile=key_file or cert_file)
     return redis.Redis.from_url(url, **options)
 
 
@@ -255,7 +259,7 @@ def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
                            "REDIS_PASSWORD_FILE (or the URL's password)")
     cause = exc.__cause__ or exc.__context__
     if isinstance(cause, ssl.SSLError):
-        peer = TlsPeer(f"Redis at {shown}", "REDIS_CA_FILE", ca_file, "", "a client certificate",
+        peer = TlsPeer(f"Redis at {shown}", "REDIS_CA_FILE", ca_file, "", "REDIS_CERT_FILE and REDIS_KEY_FILE",
                        "REDIS_URL's rediss://")
         return ConfigError(explain_tls_failure(cause, peer))
     scheme, said = urlsplit(url).scheme, str(exc).lower()
