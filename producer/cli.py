@@ -43,10 +43,11 @@ skipped.
            reply_to, deadline_ms, model, model_version and the --key-field
            is a number of the input vector
   Parquet  a row a request, as score-file reads it: an "inputs" column
-           (a string holds JSON; a list or struct is the inputs), or else
-           every column but the request fields and the --key-field is one
-           field of an "inputs" object; id, reply_to, model and
-           model_version are strings, deadline_ms an integer
+           (a string holds JSON, or else text, as in CSV; a list or struct
+           is the inputs), or else every column but the request fields and
+           the --key-field is one field of an "inputs" object; id,
+           reply_to, model and model_version are strings, deadline_ms an
+           integer
 
 A request without an id gets a fresh one. A line or row that cannot be read
 is skipped and listed, never sent. Or --synthetic MODEL --count N random valid
