@@ -199,11 +199,11 @@ def _figure(value: float | None, form: str) -> str:
     return "n/a" if value is None else form.format(value)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def _acked(acked_ms: list[float], sent: float, error: object, _message: object) -> None:
     """A delivery report: the milliseconds since ``sent`` (perf_counter) if the broker took the record."""
     if error is None:
         acked_ms.append((time.perf_counter() - sent) * 1000)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -73,6 +73,7 @@ STAGES = (
 
 
 FORWARD = "  of it, the model's forward pass"
+FLOOR_LIMIT_S = 600.0  # --floor gives up after this long
 COLLECTOR = "the garbage collector, any thread"
 
 
@@ -211,12 +212,22 @@ def floor_run(bootstrap: str, redis_url: str, requests: int) -> tuple[float, flo
         store = RedisDedupStore(redis_url, topics.group, ttl_s=3600, lease_ms=300_000)
         consumer, producer = subscribed_clients(argparse.Namespace(
             bootstrap_servers=bootstrap, group=topics.group, requests_topic=topics.requests), "bench-floor")
-        started, cpu_started, main_started = time.perf_counter(), time.process_time(), time.thread_time()
-        laps = Laps()
-        columnar.run(consumer, producer, store, model, topics.replies, threading.Event(), until=requests, laps=laps)
-        wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
-        main_s = time.thread_time() - main_started
-        closed(consumer, producer, store)
+        stop = threading.Event()
+        give_up = threading.Timer(FLOOR_LIMIT_S, stop.set)  # a request that never comes would hold it for ever
+        give_up.start()
+        try:
+            started, cpu_started, main_started = time.perf_counter(), time.process_time(), time.thread_time()
+            laps = Laps()
+            answered = columnar.run(consumer, producer, store, model, topics.replies, stop, until=requests,
+                                    laps=laps)
+            wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+            main_s = time.thread_time() - main_started
+        finally:
+            give_up.cancel()
+            closed(consumer, producer, store)
+        if answered < requests:
+            raise RuntimeError(f"the columnar job answered {answered:,} of {requests:,} requests in "
+                               f"{FLOOR_LIMIT_S:.0f} s")
     finally:
         topics.delete(bootstrap, redis_url)
     return wall_s, cpu_s, main_s, laps.seconds
