@@ -192,17 +192,19 @@ def redis_wanting_certificates(mtls, tmp_path):
                                str(secure / "server.key"), "--tls-ca-cert-file", str(secure / "ca.pem"),
                                "--tls-auth-clients", "yes", "--save", "", "--appendonly", "no", "--dir",
                                str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "the test's Redis did not start"
-            time.sleep(0.1)
-    yield f"rediss://127.0.0.1:{port}/0"
-    server.terminate()
-    server.wait(10)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the test's Redis did not start"
+                time.sleep(0.1)
+        yield f"rediss://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 def test_redis_mutual_tls_with_a_client_certificate(mtls, redis_wanting_certificates, tmp_path):

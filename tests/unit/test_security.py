@@ -2,7 +2,9 @@
 
 import argparse
 import os
+import shutil
 import ssl
+import subprocess
 
 import pytest
 
@@ -217,3 +219,26 @@ def eof():
 ])
 def test_each_tls_failure_is_named_with_the_setting_to_check(error, said):
     assert said in explain_tls_failure(error, PEER)
+
+
+@pytest.fixture(scope="module")
+def client_pair(tmp_path_factory):
+    """A self-signed certificate and its key, and the key encrypted (openssl: installed with the services)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed (deploy/local/services.sh installs it)")
+    folder = tmp_path_factory.mktemp("client-pair")
+    cert, key, locked = folder / "client.pem", folder / "client.key", folder / "locked.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=client",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:pw", "-out", str(locked)],
+                   check=True, capture_output=True)
+    return str(cert), str(key), str(locked)
+
+
+def test_a_redis_client_certificate_is_checked_at_start_and_an_encrypted_key_refused(client_pair):
+    cert, key, locked = client_pair
+    env = {"REDIS_URL": "rediss://r:6380/0", "REDIS_CERT_FILE": cert, "REDIS_KEY_FILE": key}
+    assert Settings.from_sources(None, env).dedup.redis_cert_file == cert
+    for wrong in (locked, cert):  # an encrypted key (never prompted for); a file that holds no key
+        with pytest.raises(ConfigError, match="are not a usable certificate and key pair .*unencrypted"):
+            Settings.from_sources(None, {**env, "REDIS_KEY_FILE": wrong})

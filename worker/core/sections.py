@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 from dataclasses import dataclass, field, fields
 from typing import Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit, urlunsplit
@@ -438,6 +439,20 @@ def _validate_redis_secrets(s: DedupSettings) -> None:
         if path and url.scheme != "rediss":
             raise ConfigError(f"{env} is set, but REDIS_URL={redact_url(s.redis_url)!r} does not use TLS: "
                               f"write rediss://, or unset {env}")
+    if s.redis_cert_file:
+        _check_redis_client_pair(s.redis_cert_file, s.redis_key_file)
+
+
+def _check_redis_client_pair(cert_file: str, key_file: str) -> None:
+    """Refuse a client certificate and key Redis could not use: redis-py would ask for an encrypted key's
+    passphrase on the terminal at every connection, and a mismatched pair fails only at the first command."""
+    try:  # no passphrase: an encrypted key is refused here, never prompted for
+        ssl.create_default_context().load_cert_chain(cert_file, key_file or None, lambda: "")
+    except (ssl.SSLError, OSError) as exc:
+        key = key_file or "(none: key in the certificate file)"
+        why = getattr(exc, "reason", None) or exc
+        raise ConfigError(f"REDIS_CERT_FILE={cert_file} and REDIS_KEY_FILE={key} are not a usable certificate and "
+                          f"key pair ({why}): give the certificate in PEM and its own key, unencrypted") from None
 
 
 _CHOICES = {section: _literal_choices(section) for section in SECTIONS}  # read when a section is built

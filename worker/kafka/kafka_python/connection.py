@@ -29,7 +29,7 @@ def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -
     if security.uses_ssl:
         config.update(ssl_check_hostname=security.ssl_check_hostname, ssl_cafile=security.ssl_cafile or None,
                       ssl_certfile=security.ssl_certfile or None, ssl_keyfile=security.ssl_keyfile or None,
-                      ssl_password=security.key_password())
+                      ssl_password=None if (password := security.key_password()) is None else Unprinted(password))
     if security.uses_sasl:
         config["sasl_mechanism"] = security.sasl_mechanism
         if security.sasl_mechanism == "OAUTHBEARER":
