@@ -20,7 +20,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ from producer.transport import open_publisher
 from worker.core.kafka_properties import KafkaProperties
 from worker.core.samples import sampler
 from worker.core.security import PLAINTEXT, KafkaSecurity
+from worker.core.table_cells import plain
 from worker.core.wire import encode_request, new_request_id
 from worker.formats.requests import RequestEncode
 from worker.kafka.kafka_python.connection import client_config
@@ -213,17 +213,13 @@ def requests_from_parquet(path: Path, key_field: str | None = None,
     import pyarrow.parquet as pq
 
     try:
-        table = pq.ParquetFile(path)
+        schema = pq.read_schema(path)  # the footer alone: the file is opened again by the reading
     except pa.ArrowInvalid as exc:
         raise ValueError(f"{path} is not a Parquet file: {exc}") from None
-    try:
-        _check_request_columns(path, table.schema_arrow)
-    except ValueError:
-        table.close()
-        raise
-    columns = table.schema_arrow.names
-    fields = [] if "inputs" in columns else [c for c in columns if c not in (*_RESERVED_COLUMNS, key_field)]
-    return _parquet_rows(path, table, fields, key_field, assign_ids)
+    _check_request_columns(path, schema)
+    fields = [] if "inputs" in schema.names else [c for c in schema.names
+                                                   if c not in (*_RESERVED_COLUMNS, key_field)]
+    return _parquet_rows(path, fields, key_field, assign_ids)
 
 
 def _check_request_columns(path: Path, schema: pa.Schema) -> None:
@@ -243,9 +239,11 @@ def _check_request_columns(path: Path, schema: pa.Schema) -> None:
                          "integers (Unix time in milliseconds)")
 
 
-def _parquet_rows(path: Path, table: Any, fields: list[str], key_field: str | None,
+def _parquet_rows(path: Path, fields: list[str], key_field: str | None,
                   assign_ids: bool) -> Iterator[RequestBody | BadLine]:
-    with table:
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as table:
         number = 0
         for chunk in table.iter_batches(batch_size=PARQUET_CHUNK_ROWS):
             cells = {column: chunk.column(column).to_pylist() for column in chunk.schema.names}
@@ -261,34 +259,22 @@ def _parquet_rows(path: Path, table: Any, fields: list[str], key_field: str | No
 
 
 def _parquet_body(row: dict[str, Any], fields: list[str], key_field: str | None) -> RequestBody | None:
+    """A row's request body, its cells converted as score-file's are (worker/core/table_cells.py)."""
     body: RequestBody = {name: row[name] for name in _RESERVED_COLUMNS if row.get(name) is not None}
     if fields:
-        body["inputs"] = {name: _json_cell(row[name]) for name in fields}
+        body["inputs"] = {name: row[name] for name in fields}
     elif row.get("inputs") is None:
         return None
-    elif isinstance(row["inputs"], str):
+    elif isinstance(row["inputs"], str | bytes):
         try:
             body["inputs"] = orjson.loads(row["inputs"])
-        except orjson.JSONDecodeError:
-            body["inputs"] = row["inputs"]  # plain text, for text models
+        except orjson.JSONDecodeError:  # plain text, for text models (score-file answers it invalid_json)
+            body["inputs"] = plain(row["inputs"]) if isinstance(row["inputs"], bytes) else row["inputs"]
     else:
-        body["inputs"] = _json_cell(row["inputs"])
+        body["inputs"] = row["inputs"]
     if key_field and row.get(key_field) is not None:
         body[key_field] = row[key_field]
-    return body
-
-
-def _json_cell(value: Any) -> Any:
-    """A Parquet cell as JSON takes it: decimals as numbers, binary as text, lists and structs cell by cell."""
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, list):
-        return [_json_cell(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json_cell(v) for k, v in value.items()}
-    return value
+    return orjson.loads(orjson.dumps(body, default=plain))  # type: ignore[no-any-return]
 
 
 def count_requests(path: Path, fmt: str | None = None) -> int:

@@ -125,3 +125,26 @@ def test_a_parquet_id_column_may_be_dictionary_encoded(tmp_path):
     ids = pa.array(["a", "b"]).dictionary_encode()
     path = write_parquet(tmp_path / "dict.parquet", {"id": ids, "inputs": [[1.0], [2.0]]})
     assert read(path) == [{"id": "a", "inputs": [1.0]}, {"id": "b", "inputs": [2.0]}]
+
+
+def test_parquet_rows_make_the_requests_score_file_makes_of_them(tmp_path):
+    """One file, one meaning: the producer's bodies are the JSON of score-file's records, cell types included."""
+    import datetime
+    from decimal import Decimal
+
+    import orjson
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from worker.jobs.tables import input_fields, row_record
+
+    fields = pa.table({"id": ["a", "b"], "tenure": [3, None], "price": pa.array([Decimal("19.90"), Decimal("1")]),
+                       "region": [b"eu", b"\xff"], "since": [datetime.date(2026, 1, 2), None],
+                       "waited": pa.array([datetime.timedelta(seconds=90), None], pa.duration("s")),
+                       "deadline_ms": [None, 5]})
+    inputs = pa.table({"id": ["c", "d", "e"], "inputs": [b"[1, 2]", b"[3]", b"[4.5]"]})
+    for table in (fields, inputs):
+        path = write_parquet(tmp_path / "t.parquet", table.to_pydict(), table.schema)
+        rows = pq.read_table(path).to_pylist()
+        wanted = [orjson.loads(row_record(row, input_fields(table.column_names), None).value) for row in rows]
+        assert read(path) == wanted

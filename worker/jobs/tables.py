@@ -32,7 +32,6 @@ Parquet replies: one row per reply, in input order, with ``REPLY_SCHEMA``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -42,6 +41,7 @@ import pyarrow.parquet as pq
 
 from worker.core.errors import ConfigError
 from worker.core.messages import Position, RawRecord, Reply
+from worker.core.table_cells import plain
 from worker.core.wire import MAX_ID_LENGTH, encode_reply
 from worker.ports import ReplyWriter
 
@@ -209,16 +209,7 @@ def row_record(row: dict[str, Any], fields: Sequence[str], position: Position) -
                 # The cell itself as the value: decode_request reports where it stops being JSON.
                 return RawRecord(position, key, inputs.encode() if isinstance(inputs, str) else inputs, [], 0, 0.0)
         body["inputs"] = inputs
-    return RawRecord(position, key, orjson.dumps(body, default=_plain), [], 0, 0.0)
-
-
-def _plain(value: object) -> object:
-    """JSON for the cell types orjson does not know (Parquet decimals, binary, durations)."""
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+    return RawRecord(position, key, orjson.dumps(body, default=plain), [], 0, 0.0)
 
 
 def open_replies(path: Path, chunk_rows: int, fmt: Format | None = None) -> ReplyWriter:
