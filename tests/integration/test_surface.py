@@ -201,15 +201,31 @@ def test_with_processes_each_child_serves_on_its_own_port(bootstrap, redis_url, 
     assert supervisor.stop() == 0
 
 
-def test_a_held_loop_fails_liveness_and_recovers(bootstrap, redis_url, topics, producer, tmp_path, monkeypatch):
+def start_held(bootstrap, redis_url, topics, producer, tmp_path, monkeypatch, *extra):
+    """A worker of held_linear, ready, and a HOLD request sent: its batch waits for the returned gate file."""
     gate = tmp_path / "batch-gate"
-    monkeypatch.setenv(GATE_ENV, str(gate))  # a batch with a HOLD request waits for this file
+    monkeypatch.setenv(GATE_ENV, str(gate))
     port = free_port()
     worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--http-port", str(port),
-                          "--liveness-timeout-s", "2", "--model", "tests.integration.gated_model:held_linear")
+                          "--liveness-timeout-s", "2", *extra, "--model", "tests.integration.gated_model:held_linear")
     wait_until(lambda: probe(port, "/readyz")[0] == 200, 90, "ready")
     producer.send(topics.requests, {"id": "held", "inputs": [HOLD] + [0.5] * 15})
     producer.flush()
+    return worker, port, gate
+
+
+def assert_held_answered_and_stopped(bootstrap, topics, worker):
+    replies = TopicReader(bootstrap, topics.replies)
+    try:
+        landed = replies.read_until(lambda got: "held" in got.by_id(), 60, "the held request's reply", watch=worker)
+    finally:
+        replies.close()
+    assert landed.by_id()["held"][0]["status"] == "ok"
+    assert worker.stop() == 0
+
+
+def test_a_held_loop_fails_liveness_and_recovers(bootstrap, redis_url, topics, producer, tmp_path, monkeypatch):
+    worker, port, gate = start_held(bootstrap, redis_url, topics, producer, tmp_path, monkeypatch)
     wait_until(lambda: probe(port, "/healthz")[0] == 503, 30, "/healthz failing while the loop is held")
     # The record held in hand can trip the no-progress rule a moment before the poll age passes the timeout
     # too (the loop polled a few times between taking the record and the held batch); then the poll age rule.
@@ -220,36 +236,17 @@ def test_a_held_loop_fails_liveness_and_recovers(bootstrap, redis_url, topics, p
                "/healthz naming the loop's last poll")
     gate.touch()
     wait_until(lambda: probe(port, "/healthz")[0] == 200, 30, "/healthz passing once the loop goes on")
-    replies = TopicReader(bootstrap, topics.replies)
-    try:
-        landed = replies.read_until(lambda got: "held" in got.by_id(), 60, "the held request's reply", watch=worker)
-    finally:
-        replies.close()
-    assert landed.by_id()["held"][0]["status"] == "ok"
-    assert worker.stop() == 0
+    assert_held_answered_and_stopped(bootstrap, topics, worker)
 
 
 def test_a_batch_hung_on_the_model_thread_fails_liveness_while_the_loop_polls(bootstrap, redis_url, topics, producer,
                                                                              tmp_path, monkeypatch):
-    gate = tmp_path / "batch-gate"
-    monkeypatch.setenv(GATE_ENV, str(gate))  # a batch with a HOLD request waits for this file, on the model thread
-    port = free_port()
-    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--http-port", str(port),
-                          "--liveness-timeout-s", "2", "--model-thread", "on",
-                          "--model", "tests.integration.gated_model:held_linear")
-    wait_until(lambda: probe(port, "/readyz")[0] == 200, 90, "ready")
-    producer.send(topics.requests, {"id": "held", "inputs": [HOLD] + [0.5] * 15})
-    producer.flush()
+    worker, port, gate = start_held(bootstrap, redis_url, topics, producer, tmp_path, monkeypatch,
+                                    "--model-thread", "on")  # the batch waits on the model thread
     wait_until(lambda: probe(port, "/healthz")[0] == 503, 30, "/healthz failing while the batch hangs")
     status, body = probe(port, "/healthz")
     assert body["status"] == "stuck" and "none finished" in body["reasons"][0], body  # not the poll age:
     assert body["last_poll_s_ago"] < 2  # the loop goes on polling beside the hung model call
     gate.touch()
     wait_until(lambda: probe(port, "/healthz")[0] == 200, 30, "/healthz passing once the batch returns")
-    replies = TopicReader(bootstrap, topics.replies)
-    try:
-        landed = replies.read_until(lambda got: "held" in got.by_id(), 60, "the held request's reply", watch=worker)
-    finally:
-        replies.close()
-    assert landed.by_id()["held"][0]["status"] == "ok"
-    assert worker.stop() == 0
+    assert_held_answered_and_stopped(bootstrap, topics, worker)
