@@ -67,8 +67,11 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")
 
     def events(self) -> list[dict]:
+        """The worker's JSON log lines so far; a last line still being written (no newline yet) is left out: a
+        debug line of 269 KB was once read half-written."""
+        log = self.log()
         events = []
-        for line in self.log().splitlines():
+        for line in log[:log.rfind("\n") + 1].splitlines():
             if line.startswith("{"):
                 events.append(orjson.loads(line))
         return events
