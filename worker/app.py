@@ -319,7 +319,9 @@ def build_dedup(dedup: DedupSettings, bounds: StepBounds, clock: SystemClock) ->
             store = RedisDedupStore(dedup.redis_url, dedup.dedup_namespace, dedup.dedup_ttl_s,
                                     dedup.dedup_lease_ms, password_file=dedup.redis_password_file,
                                     ca_file=dedup.redis_ca_file, cert_file=dedup.redis_cert_file,
-                                    key_file=dedup.redis_key_file, connect_s=bounds.store_connect_s,
+                                    key_file=dedup.redis_key_file, sentinel_user=dedup.redis_sentinel_user,
+                                    sentinel_password_file=dedup.redis_sentinel_password_file,
+                                    connect_s=bounds.store_connect_s,
                                     read_s=bounds.store_read_s, min_replicas=dedup.dedup_min_replicas)
         store.ping()  # fail at start, naming the setting, rather than at the first batch
     except redis.RedisError as exc:

@@ -1,12 +1,14 @@
 """A Redis primary, its replica and three Sentinels on loopback, for the failover tests: started from the
 ``redis-server`` that deploy/local/services.sh installs (Sentinel is its ``--sentinel`` mode), on free ports,
-in a directory of their own; stopped, all of them, at the end."""
+in a directory of their own; stopped, all of them, at the end. The Sentinels may want a password, and every
+server may listen with TLS only (given the directory of deploy/local/services.sh's CA and server certificate)."""
 
 from __future__ import annotations
 
 import signal
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -25,16 +27,29 @@ def free_port() -> int:
 
 
 class SentinelSet:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, sentinel_password: str = "", tls: Path | None = None) -> None:
+        """``sentinel_password``: the Sentinels' requirepass (none: they ask for none); ``tls``: the directory of
+        ca.pem, server.pem and server.key, every server then listening with TLS only."""
         self._dir = directory
         self._processes: dict[int, subprocess.Popen[bytes]] = {}
+        self._sentinel_password = sentinel_password
+        self._tls = tls
         self.data_ports = [free_port(), free_port()]  # the first starts as the primary
         self.sentinel_ports = [free_port() for _ in range(3)]
 
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
-        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+        return f"{'rediss' if self._tls else 'redis'}+sentinel://{hosts}/{SERVICE}/0"
+
+    def client(self, port: int) -> redis.Redis:
+        """A client of the server on ``port`` (a Sentinel's with the Sentinels' password)."""
+        options: dict[str, object] = {"socket_timeout": 1}
+        if self._tls:
+            options.update(ssl=True, ssl_ca_certs=str(self._tls / "ca.pem"))
+        if port in self.sentinel_ports and self._sentinel_password:
+            options["password"] = self._sentinel_password
+        return redis.Redis(host="127.0.0.1", port=port, **options)  # type: ignore[arg-type]
 
     def start(self) -> SentinelSet:
         """Every server started and ready; those started are stopped again if one is not."""
@@ -49,10 +64,13 @@ class SentinelSet:
         primary, replica = self.data_ports
         self._server(primary, "--repl-diskless-sync-delay", "0")  # default 5 s: the first sync would wait that long
         self._server(replica, "--replicaof", "127.0.0.1", str(primary))
-        wait_until(lambda: synced(replica), 30, "the replica's first sync")
+        wait_until(lambda: synced(replica, self.client), 30, "the replica's first sync")
         for port in self.sentinel_ports:
             config = self._dir / f"sentinel-{port}.conf"  # a Sentinel rewrites its file: one each
-            config.write_text(f"port {port}\nbind 127.0.0.1\ndir {self._dir}\n"
+            listen = "".join(f"{line}\n" for line in self._listening(port))
+            asks = f"requirepass {self._sentinel_password}\nsentinel sentinel-pass {self._sentinel_password}\n" if (
+                self._sentinel_password) else ""
+            config.write_text(f"{listen}bind 127.0.0.1\ndir {self._dir}\n{asks}"
                               f"sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n"
                               f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
                               f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n")
@@ -63,7 +81,7 @@ class SentinelSet:
         """The data port the Sentinels name as the primary now."""
         for port in self.sentinel_ports:
             try:
-                _, found = redis.Redis(port=port, socket_timeout=1).sentinel_get_master_addr_by_name(SERVICE)
+                _, found = self.client(port).sentinel_get_master_addr_by_name(SERVICE)
                 return int(found)
             except (redis.RedisError, TypeError):
                 continue
@@ -89,10 +107,20 @@ class SentinelSet:
                 process.kill()
                 process.wait(10)
 
+    def _listening(self, port: int) -> list[str]:
+        """The configuration lines that make a server listen on ``port`` (with TLS only, given ``tls``)."""
+        if not self._tls:
+            return [f"port {port}"]
+        return ["port 0", f"tls-port {port}", f"tls-cert-file {self._tls / 'server.pem'}",
+                f"tls-key-file {self._tls / 'server.key'}", f"tls-ca-cert-file {self._tls / 'ca.pem'}",
+                "tls-auth-clients no", "tls-replication yes"]
+
     def _server(self, port: int, *extra: str) -> None:
-        self._spawn(port, ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        listening = [f"--{word}" if i == 0 else word for line in self._listening(port)
+                     for i, word in enumerate(line.split(" "))]
+        self._spawn(port, ["redis-server", *listening, "--bind", "127.0.0.1", "--save", "",
                            "--appendonly", "no", "--dir", str(self._dir), *extra])
-        wait_until(lambda: answers(port), 15, f"redis-server on :{port}")
+        wait_until(lambda: answers(port, self.client), 15, f"redis-server on :{port}")
 
     def _spawn(self, port: int, command: list[str]) -> None:
         log = (self._dir / f"{port}.log").open("wb")
@@ -100,24 +128,28 @@ class SentinelSet:
 
     def _replicas_seen(self) -> int:
         try:
-            return min(len(redis.Redis(port=port, socket_timeout=1).sentinel_slaves(SERVICE))
+            return min(len(self.client(port).sentinel_slaves(SERVICE))
                        for port in self.sentinel_ports)
         except redis.RedisError:
             return 0
 
 
 
-def synced(port: int) -> bool:
+def plain_client(port: int) -> redis.Redis:
+    return redis.Redis(port=port, socket_timeout=1)
+
+
+def synced(port: int, client: Callable[[int], redis.Redis] = plain_client) -> bool:
     """Whether the replica on ``port`` has its link to its primary up (its first sync done)."""
     try:
-        return redis.Redis(port=port, socket_timeout=1).info("replication").get("master_link_status") == "up"
+        return client(port).info("replication").get("master_link_status") == "up"
     except redis.RedisError:
         return False
 
 
-def answers(port: int) -> bool:
+def answers(port: int, client: Callable[[int], redis.Redis] = plain_client) -> bool:
     """Whether a Redis server answers on ``port``."""
     try:
-        return bool(redis.Redis(port=port, socket_timeout=1).ping())
+        return bool(client(port).ping())
     except redis.RedisError:
         return False

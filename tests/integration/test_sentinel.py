@@ -68,3 +68,24 @@ def test_with_dedup_min_replicas_offsets_wait_for_the_done_marks_on_a_replica(
     # Answered, or not even fetched once the store counted as away (consumption pauses): none committed, so the
     # next owner gets them again (and their claims and marks, on the primary, dedup them).
     assert stopped["consumed"] >= 1 and stopped["unfinished"] == stopped["consumed"], stopped
+
+
+def test_sentinels_that_want_a_password_are_asked_with_the_one_in_its_own_file(bootstrap, topics, producer, tmp_path):
+    sentinels = SentinelSet(tmp_path, sentinel_password="for-the-sentinels").start()
+    try:
+        refused = start_worker(bootstrap, sentinels.url, topics, tmp_path, name="no-sentinel-password")
+        assert refused.process.wait(timeout=60) == 2
+        assert "want a password: put it in REDIS_SENTINEL_PASSWORD_FILE" in refused.log(), refused.log()
+        secret = tmp_path / "sentinel-password"
+        secret.write_text("for-the-sentinels\n")
+        worker = start_worker(bootstrap, sentinels.url, topics, tmp_path,
+                              env={"REDIS_SENTINEL_PASSWORD_FILE": str(secret)})
+        producer.send_requests(topics.requests, "w", [VALUES] * 30)
+        replies = TopicReader(bootstrap, topics.replies)
+        landed = replies.read_until(lambda got: len(got.by_id()) >= 30, 120, "a reply to every request", watch=worker)
+        assert worker.stop() == 0
+        primary = sentinels.client(sentinels.primary_port())  # the primary itself wants no password here
+        assert primary.get(f"{topics.requests}:done:w0")
+    finally:
+        sentinels.stop()
+    assert sorted(landed.by_id()) == sorted(f"w{i}" for i in range(30))

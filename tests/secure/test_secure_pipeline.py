@@ -16,7 +16,7 @@ import pytest
 from producer import AsyncScoringClient, ScoringClient
 from producer.topics import create_topics
 from tests.integration.kit import REPO, Producer, TopicReader, Topics, start_worker
-from tests.integration.sentinels import free_port
+from tests.integration.sentinels import SentinelSet, free_port
 from tests.integration.test_pipeline import churn_inputs
 from worker.core.security import KafkaSecurity
 
@@ -231,3 +231,30 @@ def test_redis_mutual_tls_with_a_client_certificate(mtls, redis_wanting_certific
     assert sorted(landed.by_id()) == sorted(f"m{i}" for i in range(30))
     assert connect_redis(url, ca_file=ca, cert_file=cert, key_file=key).get(f"{topics.requests}:done:m0")
 
+
+
+def test_sentinels_over_tls_through_rediss_sentinel(mtls, tmp_path):
+    """Sentinels, a primary and its replica listening with TLS only: rediss+sentinel:// reaches them with
+    REDIS_CA_FILE; redis+sentinel:// is refused at start, naming the TLS scheme."""
+    ca = Path(mtls.env["KAFKA_SSL_CAFILE"])
+    sentinels = SentinelSet(tmp_path, tls=ca.parent).start()
+    topics = Topics.create(mtls.bootstrap, security=mtls.security)
+    env = mtls.with_env(REDIS_PASSWORD_FILE="", REDIS_CA_FILE=str(ca))
+    try:
+        plaintext = start_worker(mtls.bootstrap, sentinels.url.replace("rediss+", "redis+"), topics, tmp_path,
+                                 name="plaintext", env={**env, "REDIS_CA_FILE": ""})
+        assert plaintext.process.wait(timeout=60) == 2
+        assert "write rediss+sentinel://" in plaintext.log() and "Traceback" not in plaintext.log()
+
+        worker = start_worker(mtls.bootstrap, sentinels.url, topics, tmp_path, env=env)
+        producer = Producer(mtls.bootstrap, mtls.security)
+        producer.send_requests(topics.requests, "t", churn_inputs(30))
+        producer.close()
+        reader = TopicReader(mtls.bootstrap, topics.replies, security=mtls.security)
+        landed = reader.read_until(lambda got: len(got.by_id()) >= 30, 120, "30 replies", watch=worker)
+        reader.close()
+        assert worker.stop() == 0
+        assert sentinels.client(sentinels.primary_port()).get(f"{topics.requests}:done:t0")
+    finally:
+        sentinels.stop()
+    assert sorted(landed.by_id()) == sorted(f"t{i}" for i in range(30))

@@ -40,6 +40,8 @@ GROUP_PROTOCOLS: tuple[GroupProtocol, ...] = get_args(GroupProtocol)
 # before the whole batch is scored. Throughput stops growing long before this: the GPU bench goes up to 8,192 for
 # churn. 65,536 leaves eight times that of headroom; a typo (100,000,000) is refused instead of allocated.
 MAX_BATCH_SIZE = 65_536
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")  # REDIS_URL through Sentinels, and the same over TLS
+TLS_SCHEMES = ("rediss", "rediss+sentinel")
 MAX_TRANSACTION_INTERVAL_MS = 10_000  # exactly-once: longest commit interval (a transaction stays open that long)
 
 
@@ -114,11 +116,17 @@ class DedupSettings:
     redis_url: str = setting(
         "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS, "
         "redis+sentinel://host:port[,host:port...]/service[/db] through Sentinels (follows a failover; "
-        "docs/scaling.md), redis+cluster://host:port[,host:port...] a Redis Cluster; memory:// keeps it in "
-        "this process (one worker only)", env="REDIS_URL")
+        "docs/scaling.md), rediss+sentinel:// the same over TLS, redis+cluster://host:port[,host:port...] a "
+        "Redis Cluster; memory:// keeps it in this process (one worker only)", env="REDIS_URL")
     redis_password_file: str = setting(
         "", "file holding the Redis password (of the URL's ACL user, or the default user): a mounted secret, "
         "instead of a password in REDIS_URL", env="REDIS_PASSWORD_FILE", path=True)
+    redis_sentinel_user: str = setting(
+        "", "redis+sentinel://: the ACL user the Sentinels are asked as, when they have ACL users (the URL's user "
+        "is the primary's)", env="REDIS_SENTINEL_USER")
+    redis_sentinel_password_file: str = setting(
+        "", "redis+sentinel://: file holding the Sentinels' password (their requirepass, or REDIS_SENTINEL_USER's), "
+        "when they want one (the URL's password is the primary's)", env="REDIS_SENTINEL_PASSWORD_FILE", path=True)
     redis_ca_file: str = setting(
         "", "rediss://: PEM file of the CA that signed the Redis server's certificate (default: the system's)",
         env="REDIS_CA_FILE", path=True)
@@ -143,9 +151,10 @@ class DedupSettings:
             raise ConfigError("dedup_min_replicas needs Redis (REDIS_URL redis://, rediss:// or redis+sentinel://): "
                               "memory:// has no replicas")
         if self.redis_url and urlsplit(self.redis_url).scheme not in ("redis", "rediss", "unix", "memory",
-                                                                      "redis+sentinel", "redis+cluster"):
+                                                                      *SENTINEL_SCHEMES, "redis+cluster"):
             raise ConfigError("REDIS_URL must start with redis://, rediss://, unix://, redis+sentinel://, "
-                              f"redis+cluster:// or memory://, got {redact_url(self.redis_url)!r}")
+                              "rediss+sentinel://, redis+cluster:// or memory://, got "
+                              f"{redact_url(self.redis_url)!r}")
         if self.dedup_min_replicas and self.redis_url.startswith("redis+cluster:"):
             raise ConfigError("dedup_min_replicas is not supported on a Redis Cluster (redis+cluster://) yet: "
                               "unset it, or use a primary and replicas behind Sentinel (redis+sentinel://)")
@@ -426,7 +435,8 @@ def _validate_topics(s: KafkaSettings) -> None:
 
 def _validate_redis_secrets(s: DedupSettings) -> None:
     for env, path in (("REDIS_PASSWORD_FILE", s.redis_password_file), ("REDIS_CA_FILE", s.redis_ca_file),
-                      ("REDIS_CERT_FILE", s.redis_cert_file), ("REDIS_KEY_FILE", s.redis_key_file)):
+                      ("REDIS_CERT_FILE", s.redis_cert_file), ("REDIS_KEY_FILE", s.redis_key_file),
+                      ("REDIS_SENTINEL_PASSWORD_FILE", s.redis_sentinel_password_file)):
         if path and not os.path.isfile(path):
             raise ConfigError(f"{env}={path}: no such file")
     if s.redis_key_file and not s.redis_cert_file:
@@ -436,9 +446,14 @@ def _validate_redis_secrets(s: DedupSettings) -> None:
         raise ConfigError("REDIS_URL carries a password and REDIS_PASSWORD_FILE is set: keep one (the file, "
                           "preferably: a password in the URL shows wherever the URL does)")
     for env, path in (("REDIS_CA_FILE", s.redis_ca_file), ("REDIS_CERT_FILE", s.redis_cert_file)):
-        if path and url.scheme != "rediss":
+        if path and url.scheme not in TLS_SCHEMES:
             raise ConfigError(f"{env} is set, but REDIS_URL={redact_url(s.redis_url)!r} does not use TLS: "
-                              f"write rediss://, or unset {env}")
+                              f"write rediss:// (rediss+sentinel:// through Sentinels), or unset {env}")
+    for name, value in ((f"redis_sentinel_user ({setting_names('redis_sentinel_user')})", s.redis_sentinel_user),
+                        ("REDIS_SENTINEL_PASSWORD_FILE", s.redis_sentinel_password_file)):
+        if value and url.scheme not in SENTINEL_SCHEMES:
+            raise ConfigError(f"{name} is set, but REDIS_URL={redact_url(s.redis_url)!r} names no Sentinels: "
+                              "write redis+sentinel:// (rediss+sentinel:// over TLS), or unset it")
     if s.redis_cert_file:
         _check_redis_client_pair(s.redis_cert_file, s.redis_key_file)
 

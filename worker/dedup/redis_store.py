@@ -9,6 +9,7 @@ that is claimed or done is a duplicate. The done mark keeps the reply for
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -18,11 +19,12 @@ import orjson
 import redis
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import MasterNotFoundError, Sentinel
 
 from worker.core.bounds import STORE_CONNECT_S, STORE_READ_S, STORE_RETRIES, STORE_RETRY_GAP_S
 from worker.core.errors import ConfigError, ServiceUnavailable, StoreUnavailable, WorkerError
 from worker.core.messages import Request
+from worker.core.sections import SENTINEL_SCHEMES, TLS_SCHEMES
 from worker.core.security import read_secret_file
 from worker.core.settings import redact_url
 from worker.core.tls import TlsPeer, explain_tls_failure
@@ -96,6 +98,7 @@ class RedisDedupStore:
 
     def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *,
                  password_file: str = "", ca_file: str = "", cert_file: str = "", key_file: str = "",
+                 sentinel_user: str = "", sentinel_password_file: str = "",
                  connect_s: float = STORE_CONNECT_S, read_s: float = STORE_READ_S, min_replicas: int = 0) -> None:
         """``connect_s`` and ``read_s`` bound a connection and an answer (each command may be tried
         1 + STORE_RETRIES times); ``min_replicas``: how many replicas must have the done marks before
@@ -103,7 +106,8 @@ class RedisDedupStore:
         self._min_replicas = min_replicas
         self._replica_wait_ms = max(1, int(read_s * 1000 / 2))
         self._redis = connect_redis(url, password_file, ca_file, connect_s, read_s, cert_file=cert_file,
-                                    key_file=key_file)
+                                    key_file=key_file, sentinel_user=sentinel_user,
+                                    sentinel_password_file=sentinel_password_file)
         self._ns = namespace
         self._ttl_s = ttl_s
         self._lease_ms = lease_ms
@@ -180,7 +184,8 @@ def classified(call: Callable[[], T], namespace: str) -> T:
 
 
 def connect_redis(url: str, password_file: str = "", ca_file: str = "", connect_s: float = STORE_CONNECT_S,
-                  read_s: float = STORE_READ_S, *, cert_file: str = "", key_file: str = "") -> redis.Redis:
+                  read_s: float = STORE_READ_S, *, cert_file: str = "", key_file: str = "",
+                  sentinel_user: str = "", sentinel_password_file: str = "") -> redis.Redis:
     """A client for ``url`` (REDIS_URL); connects lazily, on its first command. A command blocks at most
     (1 + STORE_RETRIES) x (``connect_s`` + ``read_s``) plus the retry gap.
 
@@ -188,31 +193,37 @@ def connect_redis(url: str, password_file: str = "", ca_file: str = "", connect_
     Over ``rediss://`` the server's certificate must be signed by a CA of ``ca_file`` (REDIS_CA_FILE), or of
     the system's when empty, and must name the host connected to; with ``cert_file`` (REDIS_CERT_FILE) the
     client shows that certificate, its key in ``key_file`` (REDIS_KEY_FILE) or in the certificate's file.
+    Through Sentinels, the same TLS settings hold for them, and they are asked as ``sentinel_user``
+    (REDIS_SENTINEL_USER) with the password in ``sentinel_password_file`` (REDIS_SENTINEL_PASSWORD_FILE).
     """
     options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s,
                                "retry": Retry(ConstantBackoff(STORE_RETRY_GAP_S), STORE_RETRIES)}
     if password_file:
         options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
-    if urlsplit(url).scheme == SENTINEL_SCHEME:
-        return _through_sentinels(url, options, connect_s, read_s)
-    if urlsplit(url).scheme == "rediss":
-        options.update(ssl_cert_reqs="required", ssl_check_hostname=True)
+    scheme = urlsplit(url).scheme
+    tls: dict[str, Any] = {}
+    if scheme in TLS_SCHEMES:
+        tls.update(ssl_cert_reqs="required", ssl_check_hostname=True)
         if ca_file:
-            options["ssl_ca_certs"] = ca_file
+            tls["ssl_ca_certs"] = ca_file
         if cert_file:
-            options.update(ssl_certfile=cert_file, ssl_keyfile=key_file or cert_file)
-    return redis.Redis.from_url(url, **options)
+            tls.update(ssl_certfile=cert_file, ssl_keyfile=key_file or cert_file)
+    if scheme in SENTINEL_SCHEMES:
+        asked_as = {"username": sentinel_user} if sentinel_user else {}
+        if sentinel_password_file:
+            asked_as["password"] = read_secret_file(sentinel_password_file, "REDIS_SENTINEL_PASSWORD_FILE")
+        return _through_sentinels(url, options, {**tls, "ssl": True} if tls else {}, asked_as, connect_s, read_s)
+    return redis.Redis.from_url(url, **options, **tls)
 
 
-SENTINEL_SCHEME = "redis+sentinel"
-
-
-def _through_sentinels(url: str, options: dict[str, Any], connect_s: float, read_s: float) -> redis.Redis:
-    """A client of the primary that the Sentinels of ``url`` name: ``redis+sentinel://[user[:password]@]host:port
-    [,host:port ...]/service[/db]``. It asks them again whenever a connection fails, so it follows a failover;
-    the user and password (or REDIS_PASSWORD_FILE) are the primary's, the Sentinels are asked without. Raises
-    ConfigError for a URL without Sentinels or a service name."""
-    form = "redis+sentinel://host:port[,host:port...]/SERVICE[/DB]"
+def _through_sentinels(url: str, options: dict[str, Any], tls: dict[str, Any], asked_as: dict[str, str],
+                       connect_s: float, read_s: float) -> redis.Redis:
+    """A client of the primary that the Sentinels of ``url`` name: ``redis[s]+sentinel://[user[:password]@]
+    host:port[,host:port ...]/service[/db]``. It asks them again whenever a connection fails, so it follows a
+    failover; the user and password (or REDIS_PASSWORD_FILE) are the primary's, the Sentinels are asked with
+    ``asked_as``; ``tls`` (the connections' TLS options, empty without TLS) holds for both. Raises ConfigError
+    for a URL without Sentinels or a service name."""
+    form = f"{urlsplit(url).scheme}://host:port[,host:port...]/SERVICE[/DB]"
     sentinels, credentials = servers_of(url, form)
     path = [part for part in urlsplit(url).path.split("/") if part]
     if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
@@ -221,9 +232,10 @@ def _through_sentinels(url: str, options: dict[str, Any], connect_s: float, read
     for name, value in credentials.items():
         options.setdefault(name, value)  # REDIS_PASSWORD_FILE's password wins over the URL's
     # Untyped before redis 8.2, typed since: the ignores hold for both.
-    watchers = Sentinel(sentinels, socket_timeout=read_s, socket_connect_timeout=connect_s)  # type: ignore[no-untyped-call, unused-ignore]
+    watchers = Sentinel(sentinels, sentinel_kwargs={  # type: ignore[no-untyped-call, unused-ignore]
+        "socket_timeout": read_s, "socket_connect_timeout": connect_s, **asked_as, **tls})
     primary: redis.Redis = watchers.master_for(  # type: ignore[no-untyped-call, unused-ignore]
-        path[0], redis_class=redis.Redis, db=int(path[1]) if len(path) == 2 else 0, **options)
+        path[0], redis_class=redis.Redis, db=int(path[1]) if len(path) == 2 else 0, **options, **tls)
     return primary
 
 
@@ -257,6 +269,8 @@ def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
         return ConfigError(f"Redis refused the credentials at REDIS_URL={shown}: wrong password or unknown user "
                            f"{user!r} (Redis does not say which; {exc}); check the URL's user and "
                            "REDIS_PASSWORD_FILE (or the URL's password)")
+    if isinstance(exc, MasterNotFoundError):
+        return _no_primary_named(exc, shown, urlsplit(url).scheme)
     cause = exc.__cause__ or exc.__context__
     if isinstance(cause, ssl.SSLError):
         peer = TlsPeer(f"Redis at {shown}", "REDIS_CA_FILE", ca_file, "", "REDIS_CERT_FILE and REDIS_KEY_FILE",
@@ -270,3 +284,25 @@ def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
         return ConfigError(f"Redis at REDIS_URL={shown} did not finish a TLS handshake ({exc}): if that port is a "
                            "plaintext port, write redis://, or use the server's TLS port")
     return ServiceUnavailable(f"no Redis answers at REDIS_URL={shown} ({exc})")
+
+
+def _no_primary_named(exc: MasterNotFoundError, shown: str, scheme: str) -> WorkerError:
+    """Why no Sentinel of REDIS_URL named a primary at start, from what each said (redis-py gathers it)."""
+    said = "; ".join(dict.fromkeys(re.findall(r" - (?:\w+:)?(\w+: .*?)(?:, <redis\.|$)", str(exc)))) or str(exc)
+    lowered = said.lower()
+    if any(words in lowered for words in ("noauth", "authentication required", "hello must be called")):
+        return ConfigError(f"the Sentinels of REDIS_URL={shown} want a password: put it in "
+                           "REDIS_SENTINEL_PASSWORD_FILE (and their ACL user, if not default, in REDIS_SENTINEL_USER; "
+                           f"the URL's credentials are the primary's); they said: {said}")
+    if any(words in lowered for words in ("wrongpass", "invalid username-password", "invalid password")):
+        return ConfigError(f"the Sentinels of REDIS_URL={shown} refused the credentials: check REDIS_SENTINEL_USER "
+                           f"and REDIS_SENTINEL_PASSWORD_FILE; they said: {said}")
+    if "ssl" in lowered or "certificate" in lowered:
+        return ConfigError(f"no TLS connection to the Sentinels of REDIS_URL={shown}: over rediss+sentinel:// they "
+                           "must listen with TLS (tls-port) and their certificate be signed by REDIS_CA_FILE's CA "
+                           f"and name the host; write redis+sentinel:// for plaintext Sentinels; they said: {said}")
+    if scheme == "redis+sentinel" and ("reset by peer" in lowered or "closed by server" in lowered):
+        return ConfigError(f"the Sentinels of REDIS_URL={shown} dropped the connection at the first command: if they "
+                           f"listen with TLS, write rediss+sentinel:// (and set REDIS_CA_FILE); they said: {said}")
+    return ServiceUnavailable(f"no Sentinel of REDIS_URL={shown} names a primary for the service: check that they "
+                              f"run and that the URL's SERVICE is the name they monitor it under; they said: {said}")
