@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 import structlog
@@ -29,6 +30,7 @@ from worker.core.model_cache import ModelCache
 from worker.core.model_table import ModelEntry
 from worker.core.pacing import LiveFirst, RatePacer
 from worker.core.routes import Routes
+from worker.core.sections import CLUSTER_SCHEMES
 from worker.core.settings import (
     BatchingSettings,
     DedupSettings,
@@ -42,7 +44,7 @@ from worker.core.stats import ServedModel, WorkerStats
 from worker.core.timerange import TimeRange
 from worker.core.transactional_ids import hold as hold_transactional_id
 from worker.dedup.memory import InMemoryDedupStore
-from worker.dedup.redis_cluster import CLUSTER_SCHEME, RedisClusterDedupStore
+from worker.dedup.redis_cluster import RedisClusterDedupStore
 from worker.dedup.redis_store import RedisDedupStore, start_failure
 from worker.formats import codecs
 from worker.formats.replies import framed_replies
@@ -311,10 +313,12 @@ def build_dedup(dedup: DedupSettings, bounds: StepBounds, clock: SystemClock) ->
         return InMemoryDedupStore(clock, dedup.dedup_ttl_s, dedup.dedup_lease_ms)
     store: RedisDedupStore | RedisClusterDedupStore
     try:
-        if dedup.redis_url.startswith(f"{CLUSTER_SCHEME}:"):
+        if urlsplit(dedup.redis_url).scheme in CLUSTER_SCHEMES:
             store = RedisClusterDedupStore(dedup.redis_url, dedup.dedup_namespace, dedup.dedup_ttl_s,
                                            dedup.dedup_lease_ms, password_file=dedup.redis_password_file,
-                                           connect_s=bounds.store_connect_s, read_s=bounds.store_read_s)
+                                           ca_file=dedup.redis_ca_file, cert_file=dedup.redis_cert_file,
+                                           key_file=dedup.redis_key_file, connect_s=bounds.store_connect_s,
+                                           read_s=bounds.store_read_s)
         else:
             store = RedisDedupStore(dedup.redis_url, dedup.dedup_namespace, dedup.dedup_ttl_s,
                                     dedup.dedup_lease_ms, password_file=dedup.redis_password_file,

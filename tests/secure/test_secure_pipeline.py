@@ -16,6 +16,7 @@ import pytest
 from producer import AsyncScoringClient, ScoringClient
 from producer.topics import create_topics
 from tests.integration.kit import REPO, Producer, TopicReader, Topics, start_worker
+from tests.integration.redis_cluster import LocalCluster
 from tests.integration.sentinels import SentinelSet, free_port
 from tests.integration.test_pipeline import churn_inputs
 from worker.core.security import KafkaSecurity
@@ -258,3 +259,26 @@ def test_sentinels_over_tls_through_rediss_sentinel(mtls, tmp_path):
     finally:
         sentinels.stop()
     assert sorted(landed.by_id()) == sorted(f"t{i}" for i in range(30))
+
+
+def test_a_redis_cluster_over_tls_through_rediss_cluster(mtls, tmp_path):
+    """A three-primary Redis Cluster whose nodes listen, and speak to each other, with TLS only: rediss+cluster://
+    reaches every node with REDIS_CA_FILE, and the done marks spread over the three."""
+    ca = Path(mtls.env["KAFKA_SSL_CAFILE"])
+    cluster = LocalCluster(tmp_path, tls=ca.parent).start()
+    topics = Topics.create(mtls.bootstrap, security=mtls.security)
+    try:
+        worker = start_worker(mtls.bootstrap, cluster.url, topics, tmp_path,
+                              env=mtls.with_env(REDIS_PASSWORD_FILE="", REDIS_CA_FILE=str(ca)))
+        producer = Producer(mtls.bootstrap, mtls.security)
+        producer.send_requests(topics.requests, "c", churn_inputs(60))
+        producer.close()
+        reader = TopicReader(mtls.bootstrap, topics.replies, security=mtls.security)
+        landed = reader.read_until(lambda got: len(got.by_id()) >= 60, 120, "60 replies", watch=worker)
+        reader.close()
+        assert worker.stop() == 0
+        marks = cluster.keys_per_node(f"{topics.requests}:done:*")
+    finally:
+        cluster.stop()
+    assert sorted(landed.by_id()) == sorted(f"c{i}" for i in range(60))
+    assert sum(marks) == 60 and all(count > 0 for count in marks), marks

@@ -41,7 +41,8 @@ GROUP_PROTOCOLS: tuple[GroupProtocol, ...] = get_args(GroupProtocol)
 # churn. 65,536 leaves eight times that of headroom; a typo (100,000,000) is refused instead of allocated.
 MAX_BATCH_SIZE = 65_536
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")  # REDIS_URL through Sentinels, and the same over TLS
-TLS_SCHEMES = ("rediss", "rediss+sentinel")
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")  # a Redis Cluster, and the same over TLS
+TLS_SCHEMES = ("rediss", "rediss+sentinel", "rediss+cluster")
 MAX_TRANSACTION_INTERVAL_MS = 10_000  # exactly-once: longest commit interval (a transaction stays open that long)
 
 
@@ -116,8 +117,8 @@ class DedupSettings:
     redis_url: str = setting(
         "", "Redis for dedup, redis://[user[:password]@]host:port/db, rediss:// for TLS, "
         "redis+sentinel://host:port[,host:port...]/service[/db] through Sentinels (follows a failover; "
-        "docs/scaling.md), rediss+sentinel:// the same over TLS, redis+cluster://host:port[,host:port...] a "
-        "Redis Cluster; memory:// keeps it in this process (one worker only)", env="REDIS_URL")
+        "docs/scaling.md), redis+cluster://host:port[,host:port...] a Redis Cluster, rediss+sentinel:// and "
+        "rediss+cluster:// the same over TLS; memory:// keeps it in this process (one worker only)", env="REDIS_URL")
     redis_password_file: str = setting(
         "", "file holding the Redis password (of the URL's ACL user, or the default user): a mounted secret, "
         "instead of a password in REDIS_URL", env="REDIS_PASSWORD_FILE", path=True)
@@ -151,11 +152,11 @@ class DedupSettings:
             raise ConfigError("dedup_min_replicas needs Redis (REDIS_URL redis://, rediss:// or redis+sentinel://): "
                               "memory:// has no replicas")
         if self.redis_url and urlsplit(self.redis_url).scheme not in ("redis", "rediss", "unix", "memory",
-                                                                      *SENTINEL_SCHEMES, "redis+cluster"):
+                                                                      *SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
             raise ConfigError("REDIS_URL must start with redis://, rediss://, unix://, redis+sentinel://, "
-                              "rediss+sentinel://, redis+cluster:// or memory://, got "
+                              "rediss+sentinel://, redis+cluster://, rediss+cluster:// or memory://, got "
                               f"{redact_url(self.redis_url)!r}")
-        if self.dedup_min_replicas and self.redis_url.startswith("redis+cluster:"):
+        if self.dedup_min_replicas and urlsplit(self.redis_url).scheme in CLUSTER_SCHEMES:
             raise ConfigError("dedup_min_replicas is not supported on a Redis Cluster (redis+cluster://) yet: "
                               "unset it, or use a primary and replicas behind Sentinel (redis+sentinel://)")
         _validate_redis_secrets(self)
@@ -448,7 +449,7 @@ def _validate_redis_secrets(s: DedupSettings) -> None:
     for env, path in (("REDIS_CA_FILE", s.redis_ca_file), ("REDIS_CERT_FILE", s.redis_cert_file)):
         if path and url.scheme not in TLS_SCHEMES:
             raise ConfigError(f"{env} is set, but REDIS_URL={redact_url(s.redis_url)!r} does not use TLS: "
-                              f"write rediss:// (rediss+sentinel:// through Sentinels), or unset {env}")
+                              f"write rediss:// (rediss+sentinel://, rediss+cluster://), or unset {env}")
     for name, value in ((f"redis_sentinel_user ({setting_names('redis_sentinel_user')})", s.redis_sentinel_user),
                         ("REDIS_SENTINEL_PASSWORD_FILE", s.redis_sentinel_password_file)):
         if value and url.scheme not in SENTINEL_SCHEMES:

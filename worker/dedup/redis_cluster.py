@@ -1,4 +1,5 @@
-"""Dedup on a Redis Cluster (``REDIS_URL=redis+cluster://host:port[,host:port...]``): the scale-out path.
+"""Dedup on a Redis Cluster (``REDIS_URL=redis+cluster://host:port[,host:port...]``, ``rediss+cluster://`` over TLS):
+the scale-out path.
 
 The same semantics as worker/dedup/redis_store.py (claim before scoring, done
 mark after replying, a claim's token is its record's position), laid out for
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
@@ -27,9 +29,7 @@ from worker.core.errors import ConfigError
 from worker.core.messages import Request
 from worker.core.security import read_secret_file
 from worker.core.settings import redact_url
-from worker.dedup.redis_store import classified, servers_of
-
-CLUSTER_SCHEME = "redis+cluster"
+from worker.dedup.redis_store import classified, servers_of, tls_options
 
 # KEYS: the id's done mark and claim; ARGV: the claiming record's token, the lease in ms. 1: score it, 0: a
 # duplicate (answered already, or claimed by another record).
@@ -49,12 +49,15 @@ return 1
 
 class RedisClusterDedupStore:
     def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *, password_file: str = "",
+                 ca_file: str = "", cert_file: str = "", key_file: str = "",
                  connect_s: float = STORE_CONNECT_S, read_s: float = STORE_READ_S) -> None:
-        """Raises ConfigError for a URL without nodes, or a namespace with braces."""
+        """Raises ConfigError for a URL without nodes, or a namespace with braces. Over ``rediss+cluster://``,
+        ``ca_file``, ``cert_file`` and ``key_file`` are REDIS_CA_FILE's, REDIS_CERT_FILE's and REDIS_KEY_FILE's."""
         if "{" in namespace or "}" in namespace:
             raise ConfigError(f"dedup_namespace {namespace!r} holds a brace: on a Redis Cluster that would be the "
                               "hash tag of every key, all in one slot; choose one without")
-        self._redis = connect_cluster(url, password_file, connect_s, read_s)
+        self._redis = connect_cluster(url, password_file, connect_s, read_s,
+                                      tls=tls_options(urlsplit(url).scheme, ca_file, cert_file, key_file))
         self._ns, self._ttl_s, self._lease_ms = namespace, ttl_s, lease_ms
         self._slot_map_stale = False
 
@@ -118,12 +121,15 @@ class RedisClusterDedupStore:
 
 
 def connect_cluster(url: str, password_file: str = "", connect_s: float = STORE_CONNECT_S,
-                    read_s: float = STORE_READ_S) -> RedisCluster:
+                    read_s: float = STORE_READ_S, tls: dict[str, Any] | None = None) -> RedisCluster:
     """A client of the cluster whose nodes ``url`` names (any of them: it learns the rest), lazily connected.
-    The user and password come from the URL, or the password from ``password_file``."""
-    servers, credentials = servers_of(url, "redis+cluster://host:port[,host:port...]")
+    The user and password come from the URL, or the password from ``password_file``; ``tls``: redis-py's TLS
+    options (``tls_options``), for every node."""
+    servers, credentials = servers_of(url, f"{urlsplit(url).scheme}://host:port[,host:port...]")
     nodes = [ClusterNode(host, port) for host, port in servers]  # type: ignore[no-untyped-call]
     options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s}
+    if tls:
+        options.update(ssl=True, **tls)
     if password_file:
         options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
     for name, value in credentials.items():

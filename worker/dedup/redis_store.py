@@ -201,19 +201,26 @@ def connect_redis(url: str, password_file: str = "", ca_file: str = "", connect_
     if password_file:
         options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
     scheme = urlsplit(url).scheme
-    tls: dict[str, Any] = {}
-    if scheme in TLS_SCHEMES:
-        tls.update(ssl_cert_reqs="required", ssl_check_hostname=True)
-        if ca_file:
-            tls["ssl_ca_certs"] = ca_file
-        if cert_file:
-            tls.update(ssl_certfile=cert_file, ssl_keyfile=key_file or cert_file)
+    tls = tls_options(scheme, ca_file, cert_file, key_file)
     if scheme in SENTINEL_SCHEMES:
         asked_as = {"username": sentinel_user} if sentinel_user else {}
         if sentinel_password_file:
             asked_as["password"] = read_secret_file(sentinel_password_file, "REDIS_SENTINEL_PASSWORD_FILE")
         return _through_sentinels(url, options, {**tls, "ssl": True} if tls else {}, asked_as, connect_s, read_s)
     return redis.Redis.from_url(url, **options, **tls)
+
+
+def tls_options(scheme: str, ca_file: str, cert_file: str, key_file: str) -> dict[str, Any]:
+    """redis-py's TLS options for a REDIS_URL of ``scheme`` (none without TLS): the server's certificate checked
+    against ``ca_file``'s CA (or the system's) and for the host's name; ``cert_file`` shown when given."""
+    if scheme not in TLS_SCHEMES:
+        return {}
+    tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+    if ca_file:
+        tls["ssl_ca_certs"] = ca_file
+    if cert_file:
+        tls.update(ssl_certfile=cert_file, ssl_keyfile=key_file or cert_file)
+    return tls
 
 
 def _through_sentinels(url: str, options: dict[str, Any], tls: dict[str, Any], asked_as: dict[str, str],
