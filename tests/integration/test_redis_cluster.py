@@ -11,7 +11,9 @@ import pytest
 
 from tests.integration.kit import TopicReader, start_worker
 from tests.integration.redis_cluster import LocalCluster
+from tests.integration.sentinels import free_port
 from tests.integration.store_failover import check, through_a_failover
+from worker.core.errors import StoreUnavailable
 from worker.core.messages import Position, Request
 from worker.dedup.redis_cluster import RedisClusterDedupStore
 
@@ -83,3 +85,24 @@ def test_the_worker_follows_a_cluster_primary_failover_and_loses_nothing(
     print(failover.said(f"cluster primary failover ({kafka_client}, {delivery}) :{dead} -> :{heir}", marks))
     check(failover, delivery == "exactly-once", marks)
     assert "dedup_recovered" in worker.log()  # it saw the primary go, paused, and found the promoted replica
+
+
+def test_a_cluster_none_of_whose_nodes_answers_stops_a_start_in_one_line_and_pauses_a_running_store(
+        bootstrap, topics, tmp_path):
+    """redis-py raises RedisClusterUnreachableError, not a RedisError, when no node answers: at start it is said
+    in one line (exit 2), and mid-run it is an outage the gate waits out (StoreUnavailable), not a crash."""
+    nowhere = f"redis+cluster://127.0.0.1:{free_port()}"
+    refused = start_worker(bootstrap, nowhere, topics, tmp_path, name="no-cluster")
+    assert refused.process.wait(timeout=60) == 2
+    assert "no Redis answers at REDIS_URL=redis+cluster://" in refused.log() and "Traceback" not in refused.log()
+
+    cluster = LocalCluster(tmp_path).start()
+    try:
+        store = RedisClusterDedupStore(cluster.url, "outage", ttl_s=60, lease_ms=60_000, connect_s=1, read_s=1)
+        assert store.claim([Request("a", None, Position("requests", 0, 0))]) == [True]
+    finally:
+        cluster.stop()
+    for offset in (1, 2):  # the first finds a node gone; the second reads the slot map again, from no node
+        with pytest.raises(StoreUnavailable):
+            store.claim([Request(f"id{offset}", None, Position("requests", 0, offset))])
+    store.close()

@@ -263,13 +263,20 @@ def test_sentinels_over_tls_through_rediss_sentinel(mtls, tmp_path):
 
 def test_a_redis_cluster_over_tls_through_rediss_cluster(mtls, tmp_path):
     """A three-primary Redis Cluster whose nodes listen, and speak to each other, with TLS only: rediss+cluster://
-    reaches every node with REDIS_CA_FILE, and the done marks spread over the three."""
+    reaches every node with REDIS_CA_FILE, and the done marks spread over the three; without the CA, or over
+    redis+cluster://, the worker stops at start naming what to set."""
     ca = Path(mtls.env["KAFKA_SSL_CAFILE"])
     cluster = LocalCluster(tmp_path, tls=ca.parent).start()
     topics = Topics.create(mtls.bootstrap, security=mtls.security)
+    env = mtls.with_env(REDIS_PASSWORD_FILE="", REDIS_CA_FILE=str(ca))
     try:
-        worker = start_worker(mtls.bootstrap, cluster.url, topics, tmp_path,
-                              env=mtls.with_env(REDIS_PASSWORD_FILE="", REDIS_CA_FILE=str(ca)))
+        for url, ca_file, said in ((cluster.url, "", "point REDIS_CA_FILE at the CA"),
+                                   (cluster.url.replace("rediss+", "redis+"), "", "write rediss+cluster://")):
+            refused = start_worker(mtls.bootstrap, url, topics, tmp_path, name="refused",
+                                   env={**env, "REDIS_CA_FILE": ca_file})
+            assert refused.process.wait(timeout=60) == 2
+            assert said in refused.log() and "Traceback" not in refused.log(), refused.log()
+        worker = start_worker(mtls.bootstrap, cluster.url, topics, tmp_path, env=env)
         producer = Producer(mtls.bootstrap, mtls.security)
         producer.send_requests(topics.requests, "c", churn_inputs(60))
         producer.close()

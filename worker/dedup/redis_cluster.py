@@ -136,6 +136,6 @@ def connect_cluster(url: str, password_file: str = "", connect_s: float = STORE_
         options.setdefault(name, value)  # REDIS_PASSWORD_FILE's password wins over the URL's
     try:
         return RedisCluster(startup_nodes=nodes, **options)
-    except redis.RedisError as exc:
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
         raise redis.ConnectionError(f"no node of the Redis Cluster at REDIS_URL={redact_url(url)} answered: "
                                     f"{exc}") from exc

@@ -37,8 +37,11 @@ T = TypeVar("T")
 # Errors Redis answers that a later try may not get: out of memory, read-only (a replica after a failover),
 # a cluster in flux; and, unmapped by redis-py, busy running a script, or its persistence failing. (Loading
 # its dataset, and too many clients, redis-py raises as connection errors.)
+# A cluster none of whose nodes answers (RedisClusterUnreachableError) is an outage too, though redis-py does
+# not make it a RedisError.
 _TRANSIENT_ERRORS = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
-                     redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)
+                     redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError,
+                     redis.exceptions.RedisClusterUnreachableError)
 _TRANSIENT_REPLIES = ("BUSY", "MISCONF")
 
 # The scripts build their keys (<namespace>:done:<id>, <namespace>:claim:<id>)
@@ -278,19 +281,31 @@ def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
                            "REDIS_PASSWORD_FILE (or the URL's password)")
     if isinstance(exc, MasterNotFoundError):
         return _no_primary_named(exc, shown, urlsplit(url).scheme)
-    cause = exc.__cause__ or exc.__context__
-    if isinstance(cause, ssl.SSLError):
+    cause = _ssl_error_under(exc)
+    if cause is not None:
         peer = TlsPeer(f"Redis at {shown}", "REDIS_CA_FILE", ca_file, "", "REDIS_CERT_FILE and REDIS_KEY_FILE",
                        "REDIS_URL's rediss://")
         return ConfigError(explain_tls_failure(cause, peer))
     scheme, said = urlsplit(url).scheme, str(exc).lower()
-    if scheme == "redis" and ("closed by server" in said or "reset by peer" in said):
+    if scheme in _OVER_TLS and ("closed by server" in said or "reset by peer" in said):
         return ConfigError(f"Redis at REDIS_URL={shown} dropped the connection at the first command: if that port "
-                           "is a TLS port, write rediss:// (and set REDIS_CA_FILE)")
-    if scheme == "rediss" and isinstance(exc, redis.TimeoutError):
+                           f"is a TLS port, write {_OVER_TLS[scheme]}:// (and set REDIS_CA_FILE)")
+    if scheme in TLS_SCHEMES and isinstance(exc, redis.TimeoutError):
         return ConfigError(f"Redis at REDIS_URL={shown} did not finish a TLS handshake ({exc}): if that port is a "
-                           "plaintext port, write redis://, or use the server's TLS port")
+                           f"plaintext port, write {_PLAINTEXT[scheme]}://, or use the server's TLS port")
     return ServiceUnavailable(f"no Redis answers at REDIS_URL={shown} ({exc})")
+
+
+_OVER_TLS = {"redis": "rediss", "redis+cluster": "rediss+cluster"}  # a sentinel URL's failure: _no_primary_named
+_PLAINTEXT = {tls: plain for plain, tls in _OVER_TLS.items()} | {"rediss+sentinel": "redis+sentinel"}
+
+
+def _ssl_error_under(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error that caused ``exc``, however deep (a cluster's client wraps a node's error in its own)."""
+    seen: BaseException | None = exc.__cause__ or exc.__context__
+    while seen is not None and not isinstance(seen, ssl.SSLError):
+        seen = seen.__cause__ or seen.__context__
+    return seen
 
 
 def _no_primary_named(exc: MasterNotFoundError, shown: str, scheme: str) -> WorkerError:
