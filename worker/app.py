@@ -45,7 +45,7 @@ from worker.core.timerange import TimeRange
 from worker.core.transactional_ids import hold as hold_transactional_id
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_cluster import RedisClusterDedupStore
-from worker.dedup.redis_store import RedisDedupStore, start_failure
+from worker.dedup.redis_store import RedisAccess, RedisDedupStore, start_failure
 from worker.formats import codecs
 from worker.formats.replies import framed_replies
 from worker.formats.schemas import RegistrySchemas
@@ -315,18 +315,13 @@ def build_dedup(dedup: DedupSettings, bounds: StepBounds, clock: SystemClock) ->
     try:
         if urlsplit(dedup.redis_url).scheme in CLUSTER_SCHEMES:
             store = RedisClusterDedupStore(dedup.redis_url, dedup.dedup_namespace, dedup.dedup_ttl_s,
-                                           dedup.dedup_lease_ms, password_file=dedup.redis_password_file,
-                                           ca_file=dedup.redis_ca_file, cert_file=dedup.redis_cert_file,
-                                           key_file=dedup.redis_key_file, connect_s=bounds.store_connect_s,
-                                           read_s=bounds.store_read_s)
+                                           dedup.dedup_lease_ms, access=RedisAccess.of(dedup),
+                                           connect_s=bounds.store_connect_s, read_s=bounds.store_read_s)
         else:
             store = RedisDedupStore(dedup.redis_url, dedup.dedup_namespace, dedup.dedup_ttl_s,
-                                    dedup.dedup_lease_ms, password_file=dedup.redis_password_file,
-                                    ca_file=dedup.redis_ca_file, cert_file=dedup.redis_cert_file,
-                                    key_file=dedup.redis_key_file, sentinel_user=dedup.redis_sentinel_user,
-                                    sentinel_password_file=dedup.redis_sentinel_password_file,
-                                    connect_s=bounds.store_connect_s,
-                                    read_s=bounds.store_read_s, min_replicas=dedup.dedup_min_replicas)
+                                    dedup.dedup_lease_ms, access=RedisAccess.of(dedup),
+                                    connect_s=bounds.store_connect_s, read_s=bounds.store_read_s,
+                                    min_replicas=dedup.dedup_min_replicas)
         store.ping()  # fail at start, naming the setting, rather than at the first batch
     except redis.RedisError as exc:
         raise start_failure(exc, dedup.redis_url, dedup.redis_ca_file) from None

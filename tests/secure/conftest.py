@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.kit import REPO, Producer, Topics, kill_leftovers
 from worker.core.security import KafkaSecurity
-from worker.dedup.redis_store import connect_redis
+from worker.dedup.redis_store import RedisAccess, connect_redis
 
 SCRIPT = REPO / "deploy" / "local" / "services.sh"
 
@@ -48,7 +48,7 @@ class SecureAccess:
         return KafkaSecurity.from_sources(None, self.env)
 
     def redis(self):
-        return connect_redis(self.redis_url, self.env["REDIS_PASSWORD_FILE"], self.env["REDIS_CA_FILE"])
+        return connect_redis(self.redis_url, RedisAccess(self.env["REDIS_PASSWORD_FILE"], self.env["REDIS_CA_FILE"]))
 
     def with_env(self, **changes: str) -> dict[str, str]:
         return {**self.env, **changes}

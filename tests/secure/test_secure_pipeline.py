@@ -208,16 +208,20 @@ def redis_wanting_certificates(mtls, tmp_path):
         server.wait(10)
 
 
-def test_redis_mutual_tls_with_a_client_certificate(mtls, redis_wanting_certificates, tmp_path):
-    from worker.dedup.redis_store import connect_redis
+def test_redis_mutual_tls_with_a_client_certificate_and_its_encrypted_key(mtls, redis_wanting_certificates, tmp_path):
+    from tests.secure.test_secure_failures import encrypted_key
+    from worker.dedup.redis_store import RedisAccess, connect_redis
 
     url, ca = redis_wanting_certificates, mtls.env["KAFKA_SSL_CAFILE"]
     cert, key = mtls.env["KAFKA_SSL_CERTFILE"], mtls.env["KAFKA_SSL_KEYFILE"]  # the services' client certificate
-    both = mtls.with_env(REDIS_PASSWORD_FILE="", REDIS_CA_FILE=ca, REDIS_CERT_FILE=cert, REDIS_KEY_FILE=key)
+    passphrase = tmp_path / "key-passphrase"
+    passphrase.write_text("key-passphrase\n")
+    both = mtls.with_env(REDIS_PASSWORD_FILE="", REDIS_CA_FILE=ca, REDIS_CERT_FILE=cert,
+                         REDIS_KEY_FILE=encrypted_key(mtls, tmp_path), REDIS_KEY_PASSWORD_FILE=str(passphrase))
     topics = Topics.create(mtls.bootstrap, security=mtls.security)
 
     refused = start_worker(mtls.bootstrap, url, topics, tmp_path, name="no-certificate",
-                           env={**both, "REDIS_CERT_FILE": "", "REDIS_KEY_FILE": ""})
+                           env={**both, "REDIS_CERT_FILE": "", "REDIS_KEY_FILE": "", "REDIS_KEY_PASSWORD_FILE": ""})
     assert refused.process.wait(timeout=60) == 2
     assert "REDIS_CERT_FILE" in refused.log() and "Traceback" not in refused.log()
 
@@ -230,7 +234,7 @@ def test_redis_mutual_tls_with_a_client_certificate(mtls, redis_wanting_certific
     reader.close()
     assert worker.stop() == 0
     assert sorted(landed.by_id()) == sorted(f"m{i}" for i in range(30))
-    assert connect_redis(url, ca_file=ca, cert_file=cert, key_file=key).get(f"{topics.requests}:done:m0")
+    assert connect_redis(url, RedisAccess(ca_file=ca, cert_file=cert, key_file=key)).get(f"{topics.requests}:done:m0")
 
 
 

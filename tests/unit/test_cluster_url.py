@@ -8,7 +8,7 @@ import pytest
 from worker.core.errors import ConfigError
 from worker.core.sections import DedupSettings
 from worker.dedup.redis_cluster import RedisClusterDedupStore
-from worker.dedup.redis_store import tls_options
+from worker.dedup.redis_store import RedisAccess
 
 
 @pytest.mark.parametrize("url", ["redis+cluster://", "redis+cluster://10.0.0.1", "redis+cluster://10.0.0.1:x"])
@@ -34,6 +34,6 @@ def test_rediss_cluster_takes_the_tls_settings_and_redis_cluster_refuses_them(tm
     DedupSettings(redis_url="rediss+cluster://10.0.0.1:7000", redis_ca_file=str(ca))
     with pytest.raises(ConfigError, match="REDIS_CA_FILE is set.*does not use TLS"):
         DedupSettings(redis_url="redis+cluster://10.0.0.1:7000", redis_ca_file=str(ca))
-    assert tls_options("rediss+cluster", str(ca), "", "") == {
+    assert RedisAccess(ca_file=str(ca)).tls_options("rediss+cluster") == {
         "ssl_cert_reqs": "required", "ssl_check_hostname": True, "ssl_ca_certs": str(ca)}
-    assert tls_options("redis+cluster", str(ca), "", "") == {}
+    assert RedisAccess(ca_file=str(ca)).tls_options("redis+cluster") == {}

@@ -12,6 +12,7 @@ from worker.core.errors import ConfigError
 from worker.core.security import KafkaSecurity, Secret, add_security_flags
 from worker.core.settings import Settings, add_flags
 from worker.core.tls import TlsPeer, explain_tls_failure
+from worker.dedup.redis_store import RedisAccess
 from worker.kafka.kafka_python.connection import FileTokenProvider, client_config
 
 PASSWORD = "s3cret-Kafka-pw"
@@ -158,13 +159,14 @@ def test_the_worker_settings_carry_the_security_from_the_environment(files):
 
 
 def test_a_redis_client_certificate_reaches_redis_py(files):
-    from worker.dedup.redis_store import connect_redis
+    from worker.dedup.redis_store import RedisAccess, connect_redis
 
-    client = connect_redis("rediss://r:6380/0", ca_file=files["ca"], cert_file=files["cert"], key_file=files["key"])
+    client = connect_redis("rediss://r:6380/0", RedisAccess(ca_file=files["ca"], cert_file=files["cert"],
+                                                           key_file=files["key"]))
     kwargs = client.connection_pool.connection_kwargs
     assert (kwargs["ssl_certfile"], kwargs["ssl_keyfile"], kwargs["ssl_ca_certs"]) == (files["cert"], files["key"],
                                                                                         files["ca"])
-    alone = connect_redis("rediss://r:6380/0", cert_file=files["cert"]).connection_pool.connection_kwargs
+    alone = connect_redis("rediss://r:6380/0", RedisAccess(cert_file=files["cert"])).connection_pool.connection_kwargs
     assert alone["ssl_keyfile"] == files["cert"]  # the key in the certificate's file
 
 
@@ -235,10 +237,21 @@ def client_pair(tmp_path_factory):
     return str(cert), str(key), str(locked)
 
 
-def test_a_redis_client_certificate_is_checked_at_start_and_an_encrypted_key_refused(client_pair):
+def test_a_redis_client_certificate_is_checked_at_start_and_an_encrypted_key_wants_its_passphrase(
+        client_pair, tmp_path):
     cert, key, locked = client_pair
     env = {"REDIS_URL": "rediss://r:6380/0", "REDIS_CERT_FILE": cert, "REDIS_KEY_FILE": key}
     assert Settings.from_sources(None, env).dedup.redis_cert_file == cert
     for wrong in (locked, cert):  # an encrypted key (never prompted for); a file that holds no key
-        with pytest.raises(ConfigError, match="are not a usable certificate and key pair .*unencrypted"):
+        with pytest.raises(ConfigError, match="are not a usable certificate and key pair .*passphrase in "
+                                              "REDIS_KEY_PASSWORD_FILE"):
             Settings.from_sources(None, {**env, "REDIS_KEY_FILE": wrong})
+    right, wrong_passphrase = tmp_path / "right", tmp_path / "wrong"
+    right.write_text("pw\n")
+    wrong_passphrase.write_text("not-it\n")
+    unlocked = Settings.from_sources(None, {**env, "REDIS_KEY_FILE": locked, "REDIS_KEY_PASSWORD_FILE": str(right)})
+    assert RedisAccess.of(unlocked.dedup).tls_options("rediss")["ssl_password"] == "pw"
+    with pytest.raises(ConfigError, match="check REDIS_KEY_PASSWORD_FILE's passphrase"):
+        Settings.from_sources(None, {**env, "REDIS_KEY_FILE": locked, "REDIS_KEY_PASSWORD_FILE": str(wrong_passphrase)})
+    with pytest.raises(ConfigError, match="REDIS_KEY_PASSWORD_FILE is set without REDIS_CERT_FILE"):
+        Settings.from_sources(None, {"REDIS_URL": "rediss://r:6380/0", "REDIS_KEY_PASSWORD_FILE": str(right)})

@@ -8,7 +8,7 @@ from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.sections import DedupSettings, redact_url
-from worker.dedup.redis_store import connect_redis, start_failure
+from worker.dedup.redis_store import RedisAccess, connect_redis, start_failure
 
 
 def test_the_client_asks_every_sentinel_for_the_services_primary_with_the_urls_credentials():
@@ -42,8 +42,8 @@ def test_replicas_asked_of_the_in_process_store_stop_the_worker_naming_the_setti
 def test_the_sentinels_own_credentials_go_to_them_and_the_urls_to_the_primary(tmp_path):
     secret = tmp_path / "sentinel-password"
     secret.write_text("watchers\n")
-    client = connect_redis("redis+sentinel://scorer:s3cret@10.0.0.1:26379/streamscore", sentinel_user="sentry",
-                           sentinel_password_file=str(secret))
+    client = connect_redis("redis+sentinel://scorer:s3cret@10.0.0.1:26379/streamscore",
+                           RedisAccess(sentinel_user="sentry", sentinel_password_file=str(secret)))
     pool = client.connection_pool
     asked = pool.sentinel_manager.sentinels[0].connection_pool.connection_kwargs
     assert (asked["username"], asked["password"]) == ("sentry", "watchers")
@@ -53,7 +53,7 @@ def test_the_sentinels_own_credentials_go_to_them_and_the_urls_to_the_primary(tm
 def test_rediss_sentinel_speaks_tls_to_the_sentinels_and_to_the_primary(tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("")
-    pool = connect_redis("rediss+sentinel://10.0.0.1:26379/streamscore", ca_file=str(ca)).connection_pool
+    pool = connect_redis("rediss+sentinel://10.0.0.1:26379/streamscore", RedisAccess(ca_file=str(ca))).connection_pool
     sentinel = pool.sentinel_manager.sentinels[0].connection_pool
     for connection_class, kwargs in ((pool.connection_class, pool.connection_kwargs),
                                      (sentinel.connection_class, sentinel.connection_kwargs)):

@@ -21,7 +21,7 @@ from worker.core.errors import ConfigError
 from worker.core.formats import FORMATS
 from worker.core.kafka_properties import DEFAULT_ISOLATION, KafkaProperties
 from worker.core.registry import Group, Setting, declared, setting
-from worker.core.security import SECURITY, KafkaSecurity
+from worker.core.security import SECURITY, KafkaSecurity, read_secret_file
 
 GroupProtocol = Literal["classic", "consumer"]
 OffsetReset = Literal["earliest", "latest"]
@@ -135,8 +135,11 @@ class DedupSettings:
         "", "rediss:// with mutual TLS (tls-auth-clients): this client's certificate, PEM", env="REDIS_CERT_FILE",
         path=True)
     redis_key_file: str = setting(
-        "", "rediss:// with mutual TLS: the certificate's private key, PEM, unencrypted (default: in "
-        "REDIS_CERT_FILE)", env="REDIS_KEY_FILE", path=True)
+        "", "rediss:// with mutual TLS: the certificate's private key, PEM (default: in REDIS_CERT_FILE)",
+        env="REDIS_KEY_FILE", path=True)
+    redis_key_password_file: str = setting(
+        "", "rediss:// with mutual TLS and an encrypted key: file holding its passphrase (a mounted secret)",
+        env="REDIS_KEY_PASSWORD_FILE", path=True)
     dedup_namespace: str = setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
     dedup_ttl_s: int = setting(86_400, "how long an answered request id is remembered")
     dedup_lease_ms: int = setting(300_000, "how long a claim on a request id holds while it is scored")
@@ -437,11 +440,13 @@ def _validate_topics(s: KafkaSettings) -> None:
 def _validate_redis_secrets(s: DedupSettings) -> None:
     for env, path in (("REDIS_PASSWORD_FILE", s.redis_password_file), ("REDIS_CA_FILE", s.redis_ca_file),
                       ("REDIS_CERT_FILE", s.redis_cert_file), ("REDIS_KEY_FILE", s.redis_key_file),
+                      ("REDIS_KEY_PASSWORD_FILE", s.redis_key_password_file),
                       ("REDIS_SENTINEL_PASSWORD_FILE", s.redis_sentinel_password_file)):
         if path and not os.path.isfile(path):
             raise ConfigError(f"{env}={path}: no such file")
-    if s.redis_key_file and not s.redis_cert_file:
-        raise ConfigError("REDIS_KEY_FILE is set without REDIS_CERT_FILE: mutual TLS needs the certificate too")
+    for env, path in (("REDIS_KEY_FILE", s.redis_key_file), ("REDIS_KEY_PASSWORD_FILE", s.redis_key_password_file)):
+        if path and not s.redis_cert_file:
+            raise ConfigError(f"{env} is set without REDIS_CERT_FILE: mutual TLS needs the certificate too")
     url = urlsplit(s.redis_url)
     if s.redis_password_file and url.password is not None:
         raise ConfigError("REDIS_URL carries a password and REDIS_PASSWORD_FILE is set: keep one (the file, "
@@ -456,19 +461,22 @@ def _validate_redis_secrets(s: DedupSettings) -> None:
             raise ConfigError(f"{name} is set, but REDIS_URL={redact_url(s.redis_url)!r} names no Sentinels: "
                               "write redis+sentinel:// (rediss+sentinel:// over TLS), or unset it")
     if s.redis_cert_file:
-        _check_redis_client_pair(s.redis_cert_file, s.redis_key_file)
+        _check_redis_client_pair(s.redis_cert_file, s.redis_key_file, s.redis_key_password_file)
 
 
-def _check_redis_client_pair(cert_file: str, key_file: str) -> None:
+def _check_redis_client_pair(cert_file: str, key_file: str, key_password_file: str) -> None:
     """Refuse a client certificate and key Redis could not use: redis-py would ask for an encrypted key's
     passphrase on the terminal at every connection, and a mismatched pair fails only at the first command."""
-    try:  # no passphrase: an encrypted key is refused here, never prompted for
-        ssl.create_default_context().load_cert_chain(cert_file, key_file or None, lambda: "")
+    passphrase = read_secret_file(key_password_file, "REDIS_KEY_PASSWORD_FILE") if key_password_file else ""
+    try:  # an encrypted key without its passphrase is refused here, never prompted for
+        ssl.create_default_context().load_cert_chain(cert_file, key_file or None, lambda: passphrase)
     except (ssl.SSLError, OSError) as exc:
         key = key_file or "(none: key in the certificate file)"
         why = getattr(exc, "reason", None) or exc
+        unlock = ("check REDIS_KEY_PASSWORD_FILE's passphrase" if key_password_file else
+                  "an encrypted key needs its passphrase in REDIS_KEY_PASSWORD_FILE")
         raise ConfigError(f"REDIS_CERT_FILE={cert_file} and REDIS_KEY_FILE={key} are not a usable certificate and "
-                          f"key pair ({why}): give the certificate in PEM and its own key, unencrypted") from None
+                          f"key pair ({why}): give the certificate in PEM and its own key ({unlock})") from None
 
 
 _CHOICES = {section: _literal_choices(section) for section in SECTIONS}  # read when a section is built

@@ -27,9 +27,8 @@ from redis.cluster import ClusterNode, RedisCluster
 from worker.core.bounds import STORE_CONNECT_S, STORE_READ_S
 from worker.core.errors import ConfigError
 from worker.core.messages import Request
-from worker.core.security import read_secret_file
 from worker.core.settings import redact_url
-from worker.dedup.redis_store import classified, servers_of, tls_options
+from worker.dedup.redis_store import RedisAccess, classified, servers_of
 
 # KEYS: the id's done mark and claim; ARGV: the claiming record's token, the lease in ms. 1: score it, 0: a
 # duplicate (answered already, or claimed by another record).
@@ -48,16 +47,14 @@ return 1
 
 
 class RedisClusterDedupStore:
-    def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *, password_file: str = "",
-                 ca_file: str = "", cert_file: str = "", key_file: str = "",
+    def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *, access: RedisAccess | None = None,
                  connect_s: float = STORE_CONNECT_S, read_s: float = STORE_READ_S) -> None:
-        """Raises ConfigError for a URL without nodes, or a namespace with braces. Over ``rediss+cluster://``,
-        ``ca_file``, ``cert_file`` and ``key_file`` are REDIS_CA_FILE's, REDIS_CERT_FILE's and REDIS_KEY_FILE's."""
+        """Raises ConfigError for a URL without nodes, or a namespace with braces. ``access``: the password and,
+        over ``rediss+cluster://``, the TLS settings, for every node."""
         if "{" in namespace or "}" in namespace:
             raise ConfigError(f"dedup_namespace {namespace!r} holds a brace: on a Redis Cluster that would be the "
                               "hash tag of every key, all in one slot; choose one without")
-        self._redis = connect_cluster(url, password_file, connect_s, read_s,
-                                      tls=tls_options(urlsplit(url).scheme, ca_file, cert_file, key_file))
+        self._redis = connect_cluster(url, access or RedisAccess(), connect_s, read_s)
         self._ns, self._ttl_s, self._lease_ms = namespace, ttl_s, lease_ms
         self._slot_map_stale = False
 
@@ -120,18 +117,17 @@ class RedisClusterDedupStore:
         return classified(run, self._ns)
 
 
-def connect_cluster(url: str, password_file: str = "", connect_s: float = STORE_CONNECT_S,
-                    read_s: float = STORE_READ_S, tls: dict[str, Any] | None = None) -> RedisCluster:
-    """A client of the cluster whose nodes ``url`` names (any of them: it learns the rest), lazily connected.
-    The user and password come from the URL, or the password from ``password_file``; ``tls``: redis-py's TLS
-    options (``tls_options``), for every node."""
+def connect_cluster(url: str, access: RedisAccess, connect_s: float = STORE_CONNECT_S,
+                    read_s: float = STORE_READ_S) -> RedisCluster:
+    """A client of the cluster whose nodes ``url`` names (any of them: it learns the rest), connected at once.
+    The user and password come from the URL, or the password from ``access``; its TLS settings hold for every
+    node."""
     servers, credentials = servers_of(url, f"{urlsplit(url).scheme}://host:port[,host:port...]")
     nodes = [ClusterNode(host, port) for host, port in servers]  # type: ignore[no-untyped-call]
-    options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s}
+    options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s, **access.password()}
+    tls = access.tls_options(urlsplit(url).scheme)
     if tls:
         options.update(ssl=True, **tls)
-    if password_file:
-        options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
     for name, value in credentials.items():
         options.setdefault(name, value)  # REDIS_PASSWORD_FILE's password wins over the URL's
     try:

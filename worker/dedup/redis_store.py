@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import ssl
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -24,7 +25,7 @@ from redis.sentinel import MasterNotFoundError, Sentinel
 from worker.core.bounds import STORE_CONNECT_S, STORE_READ_S, STORE_RETRIES, STORE_RETRY_GAP_S
 from worker.core.errors import ConfigError, ServiceUnavailable, StoreUnavailable, WorkerError
 from worker.core.messages import Request
-from worker.core.sections import SENTINEL_SCHEMES, TLS_SCHEMES
+from worker.core.sections import SENTINEL_SCHEMES, TLS_SCHEMES, DedupSettings
 from worker.core.security import read_secret_file
 from worker.core.settings import redact_url
 from worker.core.tls import TlsPeer, explain_tls_failure
@@ -99,18 +100,15 @@ class RedisDedupStore:
     ``<namespace>:claim:<id>`` (the claiming record's position, for ``lease_ms``).
     """
 
-    def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *,
-                 password_file: str = "", ca_file: str = "", cert_file: str = "", key_file: str = "",
-                 sentinel_user: str = "", sentinel_password_file: str = "",
+    def __init__(self, url: str, namespace: str, ttl_s: int, lease_ms: int, *, access: RedisAccess | None = None,
                  connect_s: float = STORE_CONNECT_S, read_s: float = STORE_READ_S, min_replicas: int = 0) -> None:
-        """``connect_s`` and ``read_s`` bound a connection and an answer (each command may be tried
-        1 + STORE_RETRIES times); ``min_replicas``: how many replicas must have the done marks before
-        ``complete`` returns (Redis WAIT, for at most half of ``read_s``)."""
+        """``access``: the password, TLS and Sentinel settings (none by default); ``connect_s`` and ``read_s``
+        bound a connection and an answer (each command may be tried 1 + STORE_RETRIES times); ``min_replicas``:
+        how many replicas must have the done marks before ``complete`` returns (Redis WAIT, for at most half of
+        ``read_s``)."""
         self._min_replicas = min_replicas
         self._replica_wait_ms = max(1, int(read_s * 1000 / 2))
-        self._redis = connect_redis(url, password_file, ca_file, connect_s, read_s, cert_file=cert_file,
-                                    key_file=key_file, sentinel_user=sentinel_user,
-                                    sentinel_password_file=sentinel_password_file)
+        self._redis = connect_redis(url, access or RedisAccess(), connect_s, read_s)
         self._ns = namespace
         self._ttl_s = ttl_s
         self._lease_ms = lease_ms
@@ -186,44 +184,67 @@ def classified(call: Callable[[], T], namespace: str) -> T:
         raise ConfigError(f"Redis answered an error: {said} ({hint})") from exc
 
 
-def connect_redis(url: str, password_file: str = "", ca_file: str = "", connect_s: float = STORE_CONNECT_S,
-                  read_s: float = STORE_READ_S, *, cert_file: str = "", key_file: str = "",
-                  sentinel_user: str = "", sentinel_password_file: str = "") -> redis.Redis:
+@dataclass(frozen=True)
+class RedisAccess:
+    """How REDIS_URL's servers are reached, besides the URL: its password (REDIS_PASSWORD_FILE), TLS (REDIS_CA_FILE,
+    REDIS_CERT_FILE, REDIS_KEY_FILE, REDIS_KEY_PASSWORD_FILE) and the Sentinels' own credentials
+    (REDIS_SENTINEL_USER, REDIS_SENTINEL_PASSWORD_FILE). Files are read when a client is made."""
+
+    password_file: str = ""
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    key_password_file: str = ""
+    sentinel_user: str = ""
+    sentinel_password_file: str = ""
+
+    @classmethod
+    def of(cls, dedup: DedupSettings) -> RedisAccess:
+        return cls(dedup.redis_password_file, dedup.redis_ca_file, dedup.redis_cert_file, dedup.redis_key_file,
+                   dedup.redis_key_password_file, dedup.redis_sentinel_user, dedup.redis_sentinel_password_file)
+
+    def tls_options(self, scheme: str) -> dict[str, Any]:
+        """redis-py's TLS options for a REDIS_URL of ``scheme`` (none without TLS): the server's certificate
+        checked against ``ca_file``'s CA (or the system's) and for the host's name; ``cert_file`` shown when given,
+        its key unlocked with ``key_password_file``'s passphrase when encrypted."""
+        if scheme not in TLS_SCHEMES:
+            return {}
+        tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+        if self.ca_file:
+            tls["ssl_ca_certs"] = self.ca_file
+        if self.cert_file:
+            tls.update(ssl_certfile=self.cert_file, ssl_keyfile=self.key_file or self.cert_file)
+        if self.key_password_file:
+            tls["ssl_password"] = read_secret_file(self.key_password_file, "REDIS_KEY_PASSWORD_FILE")
+        return tls
+
+    def password(self) -> dict[str, str]:
+        """REDIS_PASSWORD_FILE's password as redis-py takes it (none when unset: the URL's, if any)."""
+        return {"password": read_secret_file(self.password_file, "REDIS_PASSWORD_FILE")} if self.password_file else {}
+
+
+def connect_redis(url: str, access: RedisAccess | None = None, connect_s: float = STORE_CONNECT_S,
+                  read_s: float = STORE_READ_S) -> redis.Redis:
     """A client for ``url`` (REDIS_URL); connects lazily, on its first command. A command blocks at most
     (1 + STORE_RETRIES) x (``connect_s`` + ``read_s``) plus the retry gap.
 
-    The password comes from ``password_file`` when given (read now; REDIS_PASSWORD_FILE), else from the URL.
-    Over ``rediss://`` the server's certificate must be signed by a CA of ``ca_file`` (REDIS_CA_FILE), or of
-    the system's when empty, and must name the host connected to; with ``cert_file`` (REDIS_CERT_FILE) the
-    client shows that certificate, its key in ``key_file`` (REDIS_KEY_FILE) or in the certificate's file.
-    Through Sentinels, the same TLS settings hold for them, and they are asked as ``sentinel_user``
-    (REDIS_SENTINEL_USER) with the password in ``sentinel_password_file`` (REDIS_SENTINEL_PASSWORD_FILE).
+    The password comes from ``access``'s file when given (read now), else from the URL. Over ``rediss://`` the
+    server's certificate must be signed by a CA of ``access.ca_file``, or of the system's when empty, and must
+    name the host connected to; with ``access.cert_file`` the client shows that certificate. Through Sentinels,
+    the same TLS settings hold for them, and they are asked with the Sentinels' own credentials.
     """
+    access = access or RedisAccess()
     options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s,
-                               "retry": Retry(ConstantBackoff(STORE_RETRY_GAP_S), STORE_RETRIES)}
-    if password_file:
-        options["password"] = read_secret_file(password_file, "REDIS_PASSWORD_FILE")
+                               "retry": Retry(ConstantBackoff(STORE_RETRY_GAP_S), STORE_RETRIES),
+                               **access.password()}
     scheme = urlsplit(url).scheme
-    tls = tls_options(scheme, ca_file, cert_file, key_file)
+    tls = access.tls_options(scheme)
     if scheme in SENTINEL_SCHEMES:
-        asked_as = {"username": sentinel_user} if sentinel_user else {}
-        if sentinel_password_file:
-            asked_as["password"] = read_secret_file(sentinel_password_file, "REDIS_SENTINEL_PASSWORD_FILE")
+        asked_as = {"username": access.sentinel_user} if access.sentinel_user else {}
+        if access.sentinel_password_file:
+            asked_as["password"] = read_secret_file(access.sentinel_password_file, "REDIS_SENTINEL_PASSWORD_FILE")
         return _through_sentinels(url, options, {**tls, "ssl": True} if tls else {}, asked_as, connect_s, read_s)
     return redis.Redis.from_url(url, **options, **tls)
-
-
-def tls_options(scheme: str, ca_file: str, cert_file: str, key_file: str) -> dict[str, Any]:
-    """redis-py's TLS options for a REDIS_URL of ``scheme`` (none without TLS): the server's certificate checked
-    against ``ca_file``'s CA (or the system's) and for the host's name; ``cert_file`` shown when given."""
-    if scheme not in TLS_SCHEMES:
-        return {}
-    tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
-    if ca_file:
-        tls["ssl_ca_certs"] = ca_file
-    if cert_file:
-        tls.update(ssl_certfile=cert_file, ssl_keyfile=key_file or cert_file)
-    return tls
 
 
 def _through_sentinels(url: str, options: dict[str, Any], tls: dict[str, Any], asked_as: dict[str, str],
