@@ -17,7 +17,7 @@ from worker.core.formats import Formats, add_format_flags
 from worker.core.kafka_properties import KafkaProperties, add_property_flags
 from worker.core.parser import Parser
 from worker.core.security import KafkaSecurity, add_security_flags
-from worker.core.settings import check_kafka_client
+from worker.core.settings import BatchingSettings, check_kafka_client
 from worker.formats.reply_reader import ReplyReader
 from worker.formats.requests import RequestEncode, request_encoder
 
@@ -130,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
                           help="join with the requests of this JSONL, CSV or Parquet file (those with an id)")
     collect.add_argument("--requests-from-time", help="range of --requests-topic (inclusive; default: all)")
     collect.add_argument("--requests-until-time", help="range of --requests-topic (exclusive)")
+    collect.add_argument("--max-record-bytes", type=int, default=BatchingSettings().max_record_bytes,
+                         help="the worker's --max-record-bytes: a larger request is answered under its key, its "
+                              "value unread (default: %(default)s)")
     collect.add_argument("--report", type=Path, help="where to write the join (default: OUT.report.json)")
     collect.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_format_flags(collect)  # the registry a worker run with --reply-format registered its reply schemas in
@@ -288,8 +291,8 @@ def _collect(args: argparse.Namespace) -> int:
                                    _time_range(args.requests_from_time, args.requests_until_time),
                                    security=args.security)
         try:
-            report = join_report(request_ids_from_records(requests.records(progress=not args.no_progress,
-                                                                           what="reading requests")), tally)
+            records = requests.records(progress=not args.no_progress, what="reading requests")
+            report = join_report(request_ids_from_records(records, args.max_record_bytes), tally)
         finally:
             requests.close()
     report_path = args.report or args.out.with_name(args.out.name + ".report.json")

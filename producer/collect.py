@@ -22,7 +22,7 @@ from tqdm import tqdm
 from worker.core.errors import WorkerError
 from worker.core.security import PLAINTEXT, KafkaSecurity
 from worker.core.timerange import TimeRange, span_of
-from worker.core.wire import H_BATCH_SIZE, decode_reply, header_text
+from worker.core.wire import H_BATCH_SIZE, answered_under, decode_reply, header_text
 from worker.kafka.kafka_python.connection import client_config
 
 
@@ -208,20 +208,11 @@ def collect_replies(reader: TopicSpanReader, out: IO[bytes], follow_idle_s: floa
     return tally
 
 
-def request_ids_from_records(records: Iterable[Any]) -> Iterator[str | None]:
-    """The id of each request record: its value's ``id``, else its key (as the worker reads them)."""
+def request_ids_from_records(records: Iterable[Any], max_record_bytes: int) -> Iterator[str | None]:
+    """The id each request record is answered under, as a worker with ``max_record_bytes`` reads it (its value's
+    ``id``, else its key: ``wire.answered_under``); None for one it dead-letters."""
     for record in records:
-        try:
-            body = orjson.loads(record.value) if record.value is not None else None
-        except orjson.JSONDecodeError:
-            body = None
-        found = body.get("id") if isinstance(body, dict) else None
-        if isinstance(found, str) and found:
-            yield found
-        elif record.key:
-            yield record.key.decode("utf-8", "replace")
-        else:
-            yield None
+        yield answered_under(record.key, record.value, max_record_bytes)
 
 
 @dataclass

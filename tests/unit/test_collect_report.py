@@ -2,8 +2,13 @@ import io
 from dataclasses import dataclass
 
 import orjson
+import pytest
 
 from producer.collect import ReplyTally, collect_replies, join_report, request_ids_from_records
+from worker.core.messages import Position, RawRecord, Request
+from worker.core.routes import Route, Routes
+from worker.core.wire import answered_under, decode_request
+from worker.models.spec import VectorInputs
 
 
 @dataclass
@@ -31,8 +36,28 @@ def test_request_ids_are_read_as_the_worker_reads_them():
                Record(b"key-b", orjson.dumps({"inputs": []})),
                Record(b"key-c", b"{not json"),
                Record(None, orjson.dumps({"inputs": []})),
-               Record(None, None)]
-    assert list(request_ids_from_records(records)) == ["value-a", "key-b", "key-c", None, None]
+               Record(None, None),
+               Record(b"key-f", orjson.dumps({"id": "value-f", "inputs": [0.0] * 40})),  # over the limit: unread
+               Record(None, orjson.dumps({"id": "value-g", "inputs": [0.0] * 40})),
+               Record(b"key-h", orjson.dumps({"id": 123})),
+               Record(b"key-i", orjson.dumps({"id": None}))]
+    assert list(request_ids_from_records(records, max_record_bytes=100)) == [
+        "value-a", "key-b", "key-c", None, None, "key-f", None, "key-h", "key-i"]
+
+
+KEYS = [None, b"key", b"", b"k" * 300, b"\xff"]
+VALUES = [None, b"", b"{not json", b"[]", b"12", orjson.dumps({"inputs": [0.5] * 16}),
+          *(orjson.dumps({"id": found, "inputs": [0.5] * 16}) for found in ("v", "", None, 7, "x" * 257, "é")),
+          orjson.dumps({"id": "big", "inputs": [0.5] * 400})]
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("value", VALUES)
+def test_the_id_a_record_is_answered_under_is_the_one_decode_request_reads(key, value):
+    record = RawRecord(Position("requests", 0, 0), key, value, [], 0, 0.0)
+    decoded = decode_request(record, Routes.single(Route("churn", "churn", "1", VectorInputs(16).prepare)), 1_000)
+    read = decoded.id if isinstance(decoded, Request) else decoded.request_id
+    assert answered_under(key, value, 1_000) == read
 
 
 class SpanOf:

@@ -419,6 +419,21 @@ def encode_dead_letter(record: InvalidRecord,
     return key, (value or b"")[:room], ours
 
 
+def answered_under(key: bytes | None, value: bytes | None, max_record_bytes: int) -> str | None:
+    """The id a JSON request record's reply is sent under, as ``decode_request`` reads it: the value's ``id`` when
+    it is a valid one, else the key's (for a value that is absent, larger than ``max_record_bytes``, not a JSON
+    object, or whose ``id`` is absent, null or invalid). None: the record is dead-lettered, having no id."""
+    if value is not None and len(value) <= max_record_bytes:
+        try:
+            body = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            body = None
+        found = body.get("id") if isinstance(body, dict) else None
+        if _valid_id(found):
+            return str(found)
+    return _id_from_key(key)
+
+
 def _id_from_key(key: bytes | None) -> str | None:
     if key is None:
         return None
