@@ -49,7 +49,7 @@ from worker.dedup.redis_store import RedisAccess, RedisDedupStore, start_failure
 from worker.formats import codecs
 from worker.formats.replies import framed_replies
 from worker.formats.schemas import RegistrySchemas
-from worker.jobs.backfill import BackfillJob, ReplyTopicSink
+from worker.jobs.backfill import BackfillJob, RepliesToTheJob
 from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
 from worker.kafka.broker_facts import BrokerAdmin, read_broker_facts
@@ -399,13 +399,14 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
     sink = build_reply_sink(kafka)
     missing = source.missing_topics([kafka.reply_topic, kafka.dead_letter_topic])
     if missing:
-        raise ConfigError(f"topic(s) {', '.join(missing)} do not exist; create them first, e.g. "
-                          f"`python -m producer create-topic {missing[0]} --partitions 4`")
+        commands = [f"`python -m producer create-topic {name} --partitions "
+                    f"{1 if name == kafka.dead_letter_topic else 4}`" for name in missing]
+        raise ConfigError(f"topic(s) {', '.join(missing)} do not exist; create them first: {' and '.join(commands)}")
     source.start()
     models = build_models(settings)
     dedup = build_dedup(settings.dedup, step_bounds(kafka, settings.operations), clock)
-    worker = _worker(settings, _paced(job, source, clock), ReplyTopicSink(sink, kafka.reply_topic), dedup, models,
-                     clock, stop_requested=job.stop_requested)
+    worker = _worker(settings, _paced(job, source, clock), sink, dedup, models, clock,
+                     stop_requested=job.stop_requested, reply_to_ignored=True)
     tune_collector(settings.kafka.max_poll_records)
     return worker, source
 
@@ -516,13 +517,15 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
 
 def _worker(settings: Settings, source: Source, sink: Sink[Tag], dedup: DedupStore, models: ServedModels,
             clock: SystemClock, stop_requested: StopRequest | None, stats: WorkerStats | None = None,
-            extras: Extras = Extras()) -> Worker:
+            extras: Extras = Extras(), reply_to_ignored: bool = False) -> Worker:
     """The loop over these parts and ``extras``, given the sections it reads, its models where ``model_thread``
-    says (and their loads on first use under a memory budget), and its requests' decoder."""
+    says (and their loads on first use under a memory budget), and its requests' decoder (``reply_to_ignored``: a
+    backfill's, every reply to the reply topic)."""
     stats = stats if stats is not None else WorkerStats()
     extras = replace(extras, scorer=build_scorer(settings, models.runners, clock), loads=build_loads(settings, models))
-    parts = assemble(source, sink, dedup, models, build_decoder(settings, models.routes), clock, stats, settings.kafka,
-                     settings.delivery, settings.operations, extras)
+    decoder = build_decoder(settings, models.routes)
+    parts = assemble(source, sink, dedup, models, RepliesToTheJob(decoder) if reply_to_ignored else decoder, clock,
+                     stats, settings.kafka, settings.delivery, settings.operations, extras)
     return Worker(parts, clock, stats, kafka=settings.kafka, batching=settings.batching,
                   operations=settings.operations, stop_requested=stop_requested)
 

@@ -36,7 +36,8 @@ def stamped(i):
 @pytest.fixture(scope="module")
 def big_topic(services):
     """120,000 requests over 4 partitions, 100,000 of them in RANGE; every 1000th has an expired
-    deadline and a reply_to naming a live client's topic (a backfill must ignore both)."""
+    deadline and a reply_to naming a live client's topic, every 1000th from the 500th one naming a topic deleted
+    since (a backfill must ignore all three)."""
     bootstrap = services[0]
     topic = f"it-{uuid.uuid4().hex[:10]}.history"
     live = f"{topic}.live-client"
@@ -47,7 +48,8 @@ def big_topic(services):
     producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=20,
                              batch_size=512 * 1024)
     for i in range(TOTAL):
-        extra = f',"deadline_ms":1000,"reply_to":"{live}"' if i % 1000 == 0 else ""
+        extra = (f',"deadline_ms":1000,"reply_to":"{live}"' if i % 1000 == 0 else
+                 f',"reply_to":"{topic}.deleted-client"' if i % 1000 == 500 else "")
         value = f'{{"id":"b{i}","inputs":{rows[i % len(rows)]}{extra}}}'.encode()
         producer.send(topic, key=f"b{i}".encode(), value=value, timestamp_ms=stamped(i))
     producer.flush()

@@ -1,11 +1,14 @@
 import argparse
 
+import orjson
 import pytest
 
 from worker.core.errors import ConfigError
-from worker.core.messages import InvalidRecord, Position
-from worker.jobs.backfill import ReplyTopicSink, add_backfill_parser, backfill_settings
-from worker.ports import SendTag
+from worker.core.messages import Position, RawRecord
+from worker.core.routes import Route, Routes
+from worker.jobs.backfill import RepliesToTheJob, add_backfill_parser, backfill_settings
+from worker.models.spec import VectorInputs
+from worker.stream.json_requests import JsonRequests
 
 ENV = {"KAFKA_BOOTSTRAP_SERVERS": "k:9092", "REDIS_URL": "redis://r:6379/0"}
 RANGE = ["--from-time", "2025-11-29T00:00:00Z", "--until-time", "2025-11-30T00:00:00Z"]
@@ -60,27 +63,30 @@ def test_bad_backfill_settings_are_refused(argv, says):
         backfill_settings(parse(argv), ENV)
 
 
-class RecordingSink:
-    def __init__(self):
-        self.sent = []
-        self.pending = 0
+def test_a_backfill_reads_no_reply_to_so_every_reply_goes_to_its_reply_topic():
+    routes = Routes.single(Route("churn", "churn", "1", VectorInputs(2).prepare))
+    inputs = [0.5, 0.5]
+    records = [RawRecord(Position("requests", 0, i), key, value, headers, 0, 0.0) for i, (key, value, headers) in
+               enumerate([(None, orjson.dumps({"id": "a", "inputs": inputs, "reply_to": "client-7.replies"}), []),
+                          (None, orjson.dumps({"id": "b", "inputs": inputs}), [("reply-to", b"deleted.replies")]),
+                          (None, orjson.dumps({"id": "c", "inputs": inputs, "reply_to": "requests"}), []),
+                          (None, orjson.dumps({"id": "d", "inputs": [1.0], "reply_to": "client-7.replies"}), [])])]
+    live = JsonRequests(routes, 1 << 20).decode(records, 0.0)
+    assert [decoded.reply_to for _, decoded in live] == ["client-7.replies", "deleted.replies", "requests",
+                                                         "client-7.replies"]
+    job = RepliesToTheJob(JsonRequests(routes, 1 << 20)).decode(records, 0.0)
+    assert [decoded.reply_to for _, decoded in job] == [None] * 4
+    assert [type(decoded).__name__ for _, decoded in job] == ["Request", "Request", "Request", "InvalidRecord"]
+    assert [getattr(decoded, "id", None) or decoded.request_id for _, decoded in job] == ["a", "b", "c", "d"]
 
-    def send(self, topic, key, value, headers, tag):
-        self.sent.append(topic)
 
-    def send_group(self, records, tag, member):
-        self.sent += [topic for topic, *_ in records]
-
-
-def test_every_reply_goes_to_the_backfill_reply_topic_and_dead_letters_keep_theirs():
-    inner = RecordingSink()
-    sink = ReplyTopicSink(inner, "bf")
-    position = Position("requests", 0, 1)
-    tag = SendTag(position, None, InvalidRecord(position, "invalid_json", "not JSON", None, b"junk"))
-    sink.send("requests.replies", b"a", b"{}", [("source-topic", b"requests")], tag)  # the default
-    sink.send("client-7.replies", b"b", b"{}", [], tag)  # a request's reply_to
-    sink.send("bf.dlq", None, b"junk", [("dlq-error-code", b"invalid_json")], tag)
-    assert inner.sent == ["bf", "bf", "bf.dlq"]
+@pytest.mark.parametrize(("env", "reply_topic"), [({}, "requests.replies"),
+                                                  ({"STREAMSCORE_REPLY_TOPIC": "live.out"}, "live.out")])
+def test_the_live_reply_topic_is_refused(env, reply_topic):
+    args = parse(["--requests-topic", "requests", "--reply-topic", reply_topic, *RANGE])
+    with pytest.raises(ConfigError, match=f"--reply-topic {reply_topic} is the live workers' reply topic.*"
+                                          "--reply-topic requests.backfill"):
+        backfill_settings(args, {**ENV, **env})
 
 
 def test_a_backfill_may_run_over_the_confluent_client(monkeypatch):

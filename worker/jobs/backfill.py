@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -35,13 +35,13 @@ from tqdm import tqdm
 
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError
-from worker.core.messages import Headers
+from worker.core.messages import RawRecord
+from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings, add_flags, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.timerange import TimeRange, format_ms, parse_time
-from worker.core.wire import H_DLQ_CODE
 from worker.jobs.bounded_source import BoundedSource
-from worker.ports import Delivery, Record, Sink, Tag
+from worker.ports import Decoded, RequestDecoder
 from worker.signals import exit_if_signalled_while_starting, stop_on_signals
 from worker.stream.loop import Worker
 
@@ -60,8 +60,10 @@ failure, 2 on a bad setting. Without --until-time the range ends at the end
 of each partition when the job first started.
 
 Times are ISO 8601 (UTC unless an offset is given) or Unix epoch milliseconds.
-Replies go to --reply-topic (required; never the live reply topic), dead
-letters to <reply-topic>.dlq; create both first. The job's consumer group and
+Replies go to --reply-topic (required; never the live reply topic, whatever
+a request's reply_to), dead letters to <reply-topic>.dlq (not to the
+--dead-letter-topic default below, which is the live worker's); create both
+first. The job's consumer group and
 dedup namespace are named after --job (default: <topic>.<from ms>-<until ms>),
 so that live traffic and its dedup are untouched; the same command again
 resumes the same job, another --job runs the range again.
@@ -111,6 +113,11 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
     if args.reply_topic is None:
         raise ConfigError("backfill needs --reply-topic: its replies go to a topic of their own, never to the "
                           "live one (create it with `python -m producer create-topic NAME`)")
+    live_replies = {f"{settings.kafka.requests_topic}.replies", environ.get("STREAMSCORE_REPLY_TOPIC")}
+    if args.reply_topic in live_replies:
+        raise ConfigError(f"--reply-topic {args.reply_topic} is the live workers' reply topic: their readers would "
+                          "get every re-scored request answered a second time; give the backfill a topic of its "
+                          f"own, e.g. --reply-topic {settings.kafka.requests_topic}.backfill")
     if settings.operations.processes != 1:
         raise ConfigError("a backfill runs in one process (it assigns itself every partition); drop --processes")
     job = args.job or f"{settings.kafka.requests_topic}.{time_range.label()}"
@@ -119,31 +126,28 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
                             dead_letter_topic=args.dead_letter_topic or f"{args.reply_topic}.dlq"), time_range
 
 
-class ReplyTopicSink:
-    """Sends every reply to one topic, whatever the request's ``reply_to``; dead letters keep theirs."""
+class RepliesToTheJob:
+    """A backfill's decoder: the requests ``decoder`` reads, their ``reply_to`` (field or header) left out, so that
+    every reply goes to the job's reply topic, and a reply_to topic deleted since (or one naming a requests topic)
+    refuses nothing. Dead letters keep their topic."""
 
-    def __init__(self, sink: Sink[Tag], reply_topic: str) -> None:
-        self._sink = sink
-        self._reply_topic = reply_topic
+    def __init__(self, decoder: RequestDecoder) -> None:
+        self._decoder = decoder
 
     @property
-    def pending(self) -> int:
-        return self._sink.pending
+    def blocked(self) -> bool:
+        return self._decoder.blocked
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers, tag: Tag) -> None:
-        dead_letter = any(name == H_DLQ_CODE for name, _ in headers)
-        self._sink.send(topic if dead_letter else self._reply_topic, key, value, headers, tag)
+    @property
+    def waiting(self) -> int:
+        return self._decoder.waiting
 
-    def send_group(self, records: Sequence[Record], tag: Tag, member: Callable[[int], Tag]) -> None:
-        """A group holds replies only."""
-        self._sink.send_group([(self._reply_topic, key, value, headers) for _, key, value, headers in records],
-                              tag, member)
+    def decode(self, records: Sequence[RawRecord], now: float) -> list[Decoded]:
+        return [(record, replace(decoded, reply_to=None) if decoded.reply_to else decoded)
+                for record, decoded in self._decoder.decode(records, now)]
 
-    def settle(self, timeout_s: float = 30.0) -> list[Delivery[Tag]]:
-        return self._sink.settle(timeout_s)
-
-    def close(self, timeout_s: float = 10.0) -> None:
-        self._sink.close(timeout_s)
+    def drop(self, partitions: set[TP]) -> int:
+        return self._decoder.drop(partitions)
 
 
 @dataclass(frozen=True)
