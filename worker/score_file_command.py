@@ -85,8 +85,8 @@ def add_score_file_parser(commands: argparse._SubParsersAction[argparse.Argument
                          help="replies: .jsonl (or .ndjson) or .parquet; a directory of parts for a directory "
                               "IN or with --shard")
     offline.add_argument("--shard", metavar="I/N",
-                         help="score shard I (0 to N-1) of N of a Parquet IN into OUT/part-I-of-N.parquet "
-                              "(default for a directory IN: 0/1)")
+                         help="score shard I (0 to N-1) of N of a Parquet IN into OUT/part-0000I-of-0000N.parquet "
+                              "(five digits each; default for a directory IN: 0/1)")
     offline.add_argument("--no-progress", action="store_true", help="no progress bar")
     offline.add_argument("--chunk-rows", type=int, default=10_000, metavar="N",
                          help="Parquet rows read, and written as one row group, at a time; bounds memory "

@@ -106,7 +106,8 @@ class Settings:
             try:  # the file's own values, checked alone first: a bad one is said to be the file's
                 cls.from_values(config.models, **_grouped(config.values), kafka_properties=config.properties)
             except ConfigError as exc:
-                raise ConfigError(f"{config_path}: {exc}") from None
+                raise ConfigError(f"{config_path}: {exc} (fix it in the file: the file is checked on its own, "
+                                  "whatever a flag or variable sets over it)") from None
         properties = tuple(ENV_PREFIXES.values())  # STREAMSCORE_KAFKA_CONSUMER_<NAME>: KafkaProperties' own
         registry.refuse_unknown({name: raw for name, raw in environ.items() if not name.startswith(properties)},
                                 SETTINGS, also_known={*TOOLING_ENV, CONFIG_ENV})

@@ -86,10 +86,10 @@ def plan_shard(source: Path, target: Path, shard: Shard, chunk_rows: int = 10_00
 def _check_output_directory(source: Path, target: Path) -> None:
     if target.exists() and not target.is_dir():
         raise ConfigError(f"the output {target} is a file: with a dataset or --shard, OUT is a directory that "
-                          "receives one part-I-of-N.parquet per shard")
+                          "receives one part-0000I-of-0000N.parquet per shard")
     if not target.exists() and target.suffix.lower() in SUFFIXES:
         raise ConfigError(f"the output {target} is named like a file: with a dataset or --shard, OUT is a directory "
-                          "that receives one part-I-of-N.parquet per shard; name it without a suffix")
+                          "that receives one part-0000I-of-0000N.parquet per shard; name it without a suffix")
     if source.is_dir() and target.resolve().is_relative_to(source.resolve()):
         raise ConfigError(f"the output {target} is inside the input {source}: its parts would be read as "
                           "requests by the next run; write them to another directory")
