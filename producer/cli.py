@@ -108,8 +108,8 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_model_flags(send)
     _add_kafka_client_flag(send)
-    _add_format_flags(send)
-    add_property_flags(send)
+    _add_format_flags(send, leave_out=("reply_format",))
+    add_property_flags(send, PRODUCER_ROLES, from_file=False)
 
     collect = commands.add_parser(
         "collect", help="write the replies of a reply topic (or a time range of it) to JSONL, and a report",
@@ -135,7 +135,8 @@ def _parser() -> argparse.ArgumentParser:
                               "value unread (default: %(default)s)")
     collect.add_argument("--report", type=Path, help="where to write the join (default: OUT.report.json)")
     collect.add_argument("--no-progress", action="store_true", help="no progress bars")
-    add_format_flags(collect)  # the registry a worker run with --reply-format registered its reply schemas in
+    # the registry a worker run with --reply-format registered its reply schemas in
+    add_format_flags(collect, leave_out=(*WORKER_ONLY_FORMATS, "request_format", "request_fields"))
 
     score = commands.add_parser(
         "score", help="send one request and print its reply",
@@ -147,12 +148,13 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("requests_topic")
     score.add_argument("reply_topic")
     score.add_argument("inputs", help="the request's inputs as JSON, e.g. '[0.1, 0.2, ...]'")
-    score.add_argument("--timeout-s", type=float, default=30.0)
+    score.add_argument("--timeout-s", type=float, default=30.0,
+                       help="how long to wait for the reply; then an error, exit code 1 (default: %(default)s)")
     score.add_argument("--read-committed", action="store_true",
                        help="read only replies of committed transactions (workers in --delivery exactly-once)")
     _add_model_flags(score)
     _add_kafka_client_flag(score)
-    add_property_flags(score)
+    add_property_flags(score, PRODUCER_ROLES, from_file=False)
     _add_format_flags(score)
 
     topic = commands.add_parser("create-topic", help="create a topic")
@@ -172,9 +174,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_format_flags(command: argparse.ArgumentParser) -> None:
+PRODUCER_ROLES = "the producer of requests and the consumer of replies"
+WORKER_ONLY_FORMATS = ("reply_schema_mode", "unknown_schema_retries")  # what a worker does with the registry
+
+
+def _add_format_flags(command: argparse.ArgumentParser, leave_out: tuple[str, ...] = ()) -> None:
     """--request-format and the registry's settings (docs/formats.md), and the request schema to write with."""
-    add_format_flags(command)
+    add_format_flags(command, leave_out=(*WORKER_ONLY_FORMATS, *leave_out))
     command.add_argument("--request-schema", type=Path, metavar="FILE",
                          help="avro, protobuf, json-schema: the request schema (an .avsc, a .proto whose first "
                               "message is the request, or a JSON Schema file; default: id, "
@@ -311,7 +317,7 @@ def _time_range(from_time: str | None, until_time: str | None) -> TimeRange | No
 
 
 def _score(args: argparse.Namespace) -> int:
-    from producer.client import ScoringClient
+    from producer.client import ReplyTimeout, ScoringClient
 
     formats = Formats.from_sources(args)
     schema = args.request_schema.read_text(encoding="utf-8") if args.request_schema else None
@@ -319,8 +325,13 @@ def _score(args: argparse.Namespace) -> int:
     with ScoringClient(args.bootstrap_servers, args.requests_topic, args.reply_topic, security=args.security,
                        read_committed=args.read_committed, kafka_client=args.kafka_client, formats=formats,
                        request_schema=schema, properties=_properties(args)) as client:
-        reply = client.score(inputs, timeout_s=args.timeout_s, model=args.model,
-                             model_version=args.model_version)
+        try:
+            reply = client.score(inputs, timeout_s=args.timeout_s, model=args.model,
+                                 model_version=args.model_version)
+        except ReplyTimeout as exc:
+            print(f"error: {exc} (a worker that just started may still be joining its group: raise --timeout-s)",
+                  file=sys.stderr)
+            return 1
     print(orjson.dumps(reply, option=orjson.OPT_INDENT_2).decode())
     return 0 if reply.get("status") == "ok" else 1
 

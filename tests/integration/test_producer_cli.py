@@ -189,3 +189,10 @@ def test_score_refuses_inputs_that_are_not_json_saying_what_to_give(bootstrap):
     result = producer_cli(bootstrap, "score", "no-such-requests", "no-such-replies", "not json")
     assert result.returncode == 2
     assert "INPUTS is not JSON" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_score_without_a_worker_gives_up_after_its_timeout_with_exit_code_1(bootstrap, topics):
+    result = producer_cli(bootstrap, "score", topics.requests, topics.replies, "[0.1]", "--timeout-s", "2")
+    assert result.returncode == 1, result.stderr
+    assert f"is a worker consuming {topics.requests}?" in result.stderr and "raise --timeout-s" in result.stderr
+    assert "Traceback" not in result.stderr

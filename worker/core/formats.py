@@ -119,9 +119,10 @@ class Formats:
         return cls(**registry.by_group(settings, given).get(cls, {}))
 
 
-def add_format_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per setting (``--request-format``, ``--schema-registry-url``, ...); defaults stay None."""
-    registry.add_flags(parser, registry.declared(FORMATS))
+def add_format_flags(parser: argparse.ArgumentParser, leave_out: tuple[str, ...] = ()) -> None:
+    """One flag per setting (``--request-format``, ``--schema-registry-url``, ...) but those named in
+    ``leave_out`` (a producer command's, which has no use for the worker's own); defaults stay None."""
+    registry.add_flags(parser, [s for s in registry.declared(FORMATS) if s.key not in leave_out])
 
 
 def _split(spec: str) -> tuple[str, dict[str, str]]:

@@ -209,14 +209,18 @@ class KafkaProperties:
         return bool(self.consumer or self.producer)
 
 
-def add_property_flags(parser: argparse.ArgumentParser) -> None:
-    """``--consumer-property`` and ``--producer-property``, repeatable."""
+WORKER_ROLES = "the consumer of requests and the producer of replies"
+
+
+def add_property_flags(parser: argparse.ArgumentParser, roles: str = WORKER_ROLES, from_file: bool = True) -> None:
+    """``--consumer-property`` and ``--producer-property``, repeatable; ``roles`` says what each client does,
+    ``from_file`` whether a configuration file (--config) may set them too."""
+    file = " Also [kafka.consumer] / [kafka.producer] in --config, and" if from_file else " Also"
     group = parser.add_argument_group(
         "Kafka client properties",
-        "Properties of the consumer of requests and the producer of replies, by their Apache Kafka (Java) names, "
-        "passed to the chosen client under its own names; those the worker sets itself are refused (docs/interop.md "
-        "has the table). Also [kafka.consumer] / [kafka.producer] in --config, and STREAMSCORE_KAFKA_CONSUMER_<NAME> "
-        "/ STREAMSCORE_KAFKA_PRODUCER_<NAME> (dots as underscores).")
+        f"Properties of {roles}, by their Apache Kafka (Java) names, passed to the chosen client under its own "
+        "names; those streamscore sets itself are refused (docs/interop.md has the table)."
+        f"{file} STREAMSCORE_KAFKA_CONSUMER_<NAME> / STREAMSCORE_KAFKA_PRODUCER_<NAME> (dots as underscores).")
     for role in ROLES:
         example = "fetch.max.bytes=1048576" if role == "consumer" else "linger.ms=5"
         group.add_argument(FLAGS[role], dest=f"{role}_properties", action="append", metavar="NAME=VALUE",
