@@ -18,6 +18,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -79,6 +80,10 @@ public final class Interop {
             System.setProperty("org.apache.logging.log4j.level", "WARN");
         }
 
+        if (Arrays.asList(args).contains("--help") || Arrays.asList(args).contains("-h")) {
+            System.err.println(USAGE);  // stdout carries the JSON lines only
+            System.exit(0);
+        }
         int status;
         try {
             Map<String, String> flags = parseFlags(args);

@@ -65,7 +65,8 @@ class KafkaSettings:
     dead_letter_topic: str = setting("", "where unreadable records go (default: <requests-topic>.dlq)")
     shadow_topic: str = setting("", "with --config and a model's shadow: where each sampled request's live and "
                                  "candidate answers go (default: <requests-topic>.shadow)")
-    group: str = setting("", "consumer group id (default: streamscore-<model>)")
+    group: str = setting("", "consumer group id (default: streamscore-<model>); workers of one model on two "
+                         "requests topics should each name their own, or each topic's rebalances stop the other's")
     group_instance_id: str = setting(
         "", "a static member's id in the group (KIP-345, the client property group.instance.id): a worker started "
         "again with the same id within session_timeout_ms gets its partitions back at once, without a rebalance, "
