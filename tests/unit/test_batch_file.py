@@ -170,6 +170,17 @@ def test_without_an_inputs_column_the_other_columns_are_the_inputs_fields(tmp_pa
     assert [(r["id"], r["outputs"]) for r in read_replies(target)] == [("a", 22.9), ("b", 17.0)]
 
 
+def test_model_columns_route_a_row_as_in_the_wire_format_and_are_never_inputs_fields(tmp_path):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.jsonl"
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "tenure": [3, 12, 1], "model": ["fields", "other", None],
+                             "model_version": ["1", None, None]}), source)
+    model = FieldsEcho()
+    score_file(model, source, target, BATCHING, progress=False)
+    assert model.seen == [{"tenure": 3}, {"tenure": 1}]
+    assert [(r["id"], r["status"], r.get("error", {}).get("code")) for r in read_replies(target)] == [
+        ("a", "ok", None), ("b", "error", "unknown_model"), ("c", "ok", None)]
+
+
 def test_a_row_without_a_usable_id_is_a_dead_letter_with_its_row_number(tmp_path):
     source, target = tmp_path / "in.parquet", tmp_path / "out.jsonl"
     pq.write_table(pa.table({"id": ["a", None, "", "b", "x" * 257], "inputs": ['"one"'] * 5}), source)

@@ -141,7 +141,7 @@ def test_parquet_rows_make_the_requests_score_file_makes_of_them(tmp_path):
     fields = pa.table({"id": ["a", "b"], "tenure": [3, None], "price": pa.array([Decimal("19.90"), Decimal("1")]),
                        "region": [b"eu", b"\xff"], "since": [datetime.date(2026, 1, 2), None],
                        "waited": pa.array([datetime.timedelta(seconds=90), None], pa.duration("s")),
-                       "deadline_ms": [None, 5]})
+                       "deadline_ms": [None, 5], "model": ["churn", None], "model_version": [None, "2"]})
     inputs = pa.table({"id": ["c", "d", "e"], "inputs": [b"[1, 2]", b"[3]", b"[4.5]"]})
     for table in (fields, inputs):
         path = write_parquet(tmp_path / "t.parquet", table.to_pydict(), table.schema)

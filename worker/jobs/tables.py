@@ -18,7 +18,9 @@ Parquet requests (``.parquet``), one request per row, by column name:
   other than the request fields becomes one field of an ``inputs`` object:
   columns ``tenure, plan_price`` give ``{"tenure": 3, "plan_price": 19.9}``,
   what a model with ``"kind": "fields"`` inputs expects.
-- ``deadline_ms``, ``reply_to``: optional, as in the wire format.
+- ``deadline_ms``, ``reply_to``, ``model``, ``model_version``: optional, as in
+  the wire format (never input fields: ``python -m producer send --file`` reads
+  a table the same way).
 
 Each row becomes the request JSON a JSONL line would carry, with its id also
 as the record key (as a Kafka record keyed by its id), and is validated by
@@ -47,7 +49,8 @@ from worker.ports import ReplyWriter
 
 Format = Literal["jsonl", "parquet"]
 SUFFIXES: dict[str, Format] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
-REQUEST_COLUMNS = ("id", "inputs", "reply_to", "deadline_ms")
+REQUEST_FIELDS = ("id", "reply_to", "deadline_ms", "model", "model_version")  # a request's own, not its inputs'
+REQUEST_COLUMNS = (*REQUEST_FIELDS, "inputs")
 REPLY_SCHEMA = pa.schema([
     pa.field("id", pa.string(), nullable=False),
     pa.field("status", pa.string(), nullable=False),  # ok | error | expired
@@ -196,7 +199,7 @@ def row_record(row: dict[str, Any], fields: Sequence[str], position: Position) -
     ``inputs`` cell is used (a string as JSON text). Null request fields are
     left out, so a null id is a missing one.
     """
-    body = {name: row[name] for name in ("id", "reply_to", "deadline_ms") if row.get(name) is not None}
+    body = {name: row[name] for name in REQUEST_FIELDS if row.get(name) is not None}
     key = body["id"].encode("utf-8", "replace") if isinstance(body.get("id"), str) else None
     if fields:
         body["inputs"] = {name: row[name] for name in fields}
