@@ -23,10 +23,13 @@ NODE_TIMEOUT_MS = 2000
 
 
 class LocalCluster:
-    def __init__(self, directory: Path, primaries: int = 3, replicas: int = 0, tls: Path | None = None) -> None:
+    def __init__(self, directory: Path, primaries: int = 3, replicas: int = 0, tls: Path | None = None,
+                 password: str = "") -> None:
+        """``password``: every node's requirepass (none: they ask for none)."""
         self._dir = directory
         self._replicas = replicas
         self._tls = tls
+        self._password = password
         self.ports: list[int] = []
         while len(self.ports) < primaries * (1 + replicas):
             port = cluster_port()
@@ -41,8 +44,13 @@ class LocalCluster:
 
     def client(self, port: int) -> redis.Redis:
         """A client of the node on ``port``."""
-        tls = {"ssl": True, "ssl_ca_certs": str(self._tls / "ca.pem")} if self._tls else {}
-        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, **tls)  # type: ignore[arg-type]
+        options: dict[str, object] = {"ssl": True, "ssl_ca_certs": str(self._tls / "ca.pem")} if self._tls else {}
+        if self._password:
+            options["password"] = self._password
+        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, **options)  # type: ignore[arg-type]
+
+    def _auth(self) -> list[str]:
+        return ["--requirepass", self._password, "--masterauth", self._password] if self._password else []
 
     def _listening(self, port: int) -> list[str]:
         if not self._tls:
@@ -68,14 +76,17 @@ class LocalCluster:
         for port in self.ports:
             log = (self._dir / f"cluster-{port}.log").open("wb")
             self._processes[port] = subprocess.Popen(
-                ["redis-server", *self._listening(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                ["redis-server", *self._listening(port), *self._auth(), "--bind", "127.0.0.1",
+                 "--cluster-enabled", "yes",
                  "--cluster-config-file", str(self._dir / f"nodes-{port}.conf"), "--save", "", "--appendonly", "no",
                  "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--repl-diskless-sync-delay", "0",
                  "--dir", str(self._dir)], stdout=log, stderr=subprocess.STDOUT)
         for port in self.ports:
             wait_until(lambda port=port: answers(port, self.client), 15, f"redis-server on :{port}")
         tls = ["--tls", "--cacert", str(self._tls / "ca.pem")] if self._tls else []
-        subprocess.run(["redis-cli", *tls, "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
+        password = ["-a", self._password, "--no-auth-warning"] if self._password else []
+        nodes = [f"127.0.0.1:{port}" for port in self.ports]
+        subprocess.run(["redis-cli", *tls, *password, "--cluster", "create", *nodes,
                         "--cluster-replicas", str(self._replicas), "--cluster-yes"],
                        check=True, capture_output=True, timeout=60)
         wait_until(lambda: all(self._state(port) == "ok" for port in self.ports), 30, "the cluster's state ok")

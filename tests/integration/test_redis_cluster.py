@@ -106,3 +106,19 @@ def test_a_cluster_none_of_whose_nodes_answers_stops_a_start_in_one_line_and_pau
         with pytest.raises(StoreUnavailable):
             store.claim([Request(f"id{offset}", None, Position("requests", 0, offset))])
     store.close()
+
+
+def test_a_cluster_that_refuses_the_password_stops_a_start_naming_the_credentials(bootstrap, topics, tmp_path):
+    cluster = LocalCluster(tmp_path, password="cluster-secret").start()
+    try:
+        wrong = cluster.url.replace("redis+cluster://", "redis+cluster://:not-it@")
+        refused = start_worker(bootstrap, wrong, topics, tmp_path, name="wrong-password")
+        assert refused.process.wait(timeout=60) == 2
+        assert "refused the credentials" in refused.log() and "Traceback" not in refused.log(), refused.log()
+        assert "not-it" not in refused.log()
+        store = RedisClusterDedupStore(cluster.url.replace("redis+cluster://", "redis+cluster://:cluster-secret@"),
+                                       "auth", ttl_s=60, lease_ms=60_000)
+        assert store.claim([Request("a", None, Position("requests", 0, 0))]) == [True]
+        store.close()
+    finally:
+        cluster.stop()

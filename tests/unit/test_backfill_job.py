@@ -94,3 +94,14 @@ def test_a_backfill_may_run_over_the_confluent_client(monkeypatch):
     args = parse(["--requests-topic", "requests", "--reply-topic", "bf", "--kafka-client", "confluent", *RANGE])
     settings, _ = backfill_settings(args, ENV)
     assert settings.kafka.kafka_client == "confluent"
+
+
+def test_the_live_reply_topic_of_the_configuration_file_is_refused(tmp_path):
+    config = tmp_path / "worker.toml"
+    config.write_text('reply_topic = "live.out"\n')
+    args = parse(["--config", str(config), "--requests-topic", "requests", "--reply-topic", "live.out", *RANGE])
+    with pytest.raises(ConfigError, match="--reply-topic live.out is the live workers' reply topic"):
+        backfill_settings(args, ENV)
+    settings, _ = backfill_settings(parse(["--config", str(config), "--requests-topic", "requests",
+                                           "--reply-topic", "requests.backfill", *RANGE]), ENV)
+    assert settings.kafka.reply_topic == "requests.backfill"

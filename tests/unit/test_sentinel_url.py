@@ -6,9 +6,9 @@ import pytest
 from redis.connection import SSLConnection
 from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 
-from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.core.errors import ConfigError, ServiceUnavailable, StoreUnavailable
 from worker.core.sections import DedupSettings, redact_url
-from worker.dedup.redis_store import RedisAccess, connect_redis, start_failure
+from worker.dedup.redis_store import RedisAccess, classified, connect_redis, start_failure
 
 
 def test_the_client_asks_every_sentinel_for_the_services_primary_with_the_urls_credentials():
@@ -99,3 +99,28 @@ def test_a_start_without_a_primary_says_what_the_sentinels_said_and_what_to_set(
     explained = start_failure(MasterNotFoundError(f"No master found for 'streamscore' : {gathered}"), url, "")
     assert type(explained) is kind and hint in str(explained)
     assert str(explained).count(said) == 1 and "pw" not in str(explained).replace("PASSWORD", "")
+
+
+def test_what_the_sentinels_said_is_told_without_their_clients_settings():
+    """Upstream redis-py writes each Sentinel's client before what it said; some releases leave the client's
+    password (and a key's passphrase) unredacted in it, and an SSLConnection there is no TLS failure."""
+    client = ("<redis.client.Redis(<redis.connection.ConnectionPool(<redis.connection.SSLConnection(host=10.0.0.1,"
+              "port=26379,password=WATCHERS-SECRET,ssl_password=KEY-PASSPHRASE,options=<object object at 0x7f>)>)>)>")
+    down = MasterNotFoundError(f"No master found for 'streamscore' : {client} - TimeoutError('Timeout connecting to "
+                               f"server'), {client} - TimeoutError('Timeout connecting to server')")
+    url = "rediss+sentinel://10.0.0.1:26379,10.0.0.2:26379/streamscore"
+    explained = start_failure(down, url, "")
+    assert type(explained) is ServiceUnavailable, explained
+    assert "SECRET" not in str(explained) and "PASSPHRASE" not in str(explained)
+    assert str(explained).endswith("they said: TimeoutError('Timeout connecting to server')")
+    refused = MasterNotFoundError(f"No master found for 'streamscore' : {client} - AuthenticationError('invalid "
+                                  "username-password pair'): invalid username-password pair")
+    assert "refused the credentials" in str(start_failure(refused, url, ""))
+    with pytest.raises(StoreUnavailable) as raised:
+        classified(lambda: (_ for _ in ()).throw(down), "ns")
+    assert "SECRET" not in str(raised.value) and "Timeout connecting" in str(raised.value)
+
+
+def test_a_sentinel_user_without_its_password_is_refused():
+    with pytest.raises(ConfigError, match="redis_sentinel_user .* is set without REDIS_SENTINEL_PASSWORD_FILE"):
+        DedupSettings(redis_url="redis+sentinel://a:1/streamscore", redis_sentinel_user="sentry")

@@ -153,16 +153,16 @@ class DedupSettings:
         _at_least(self, 1, "dedup_ttl_s", "dedup_lease_ms")
         _at_least(self, 0, "dedup_min_replicas")
         if self.dedup_min_replicas and self.redis_url.startswith("memory://"):
-            raise ConfigError("dedup_min_replicas needs Redis (REDIS_URL redis://, rediss:// or redis+sentinel://): "
-                              "memory:// has no replicas")
+            raise ConfigError("dedup_min_replicas needs Redis (REDIS_URL redis://, rediss://, redis+sentinel:// or "
+                              "rediss+sentinel://): memory:// has no replicas")
         if self.redis_url and urlsplit(self.redis_url).scheme not in ("redis", "rediss", "unix", "memory",
                                                                       *SENTINEL_SCHEMES, *CLUSTER_SCHEMES):
             raise ConfigError("REDIS_URL must start with redis://, rediss://, unix://, redis+sentinel://, "
                               "rediss+sentinel://, redis+cluster://, rediss+cluster:// or memory://, got "
                               f"{redact_url(self.redis_url)!r}")
         if self.dedup_min_replicas and urlsplit(self.redis_url).scheme in CLUSTER_SCHEMES:
-            raise ConfigError("dedup_min_replicas is not supported on a Redis Cluster (redis+cluster://) yet: "
-                              "unset it, or use a primary and replicas behind Sentinel (redis+sentinel://)")
+            raise ConfigError("dedup_min_replicas is not supported on a Redis Cluster (redis[s]+cluster://) yet: "
+                              "unset it, or use a primary and replicas behind Sentinel (redis[s]+sentinel://)")
         _validate_redis_secrets(self)
 
     def __repr__(self) -> str:
@@ -461,6 +461,9 @@ def _validate_redis_secrets(s: DedupSettings) -> None:
         if value and url.scheme not in SENTINEL_SCHEMES:
             raise ConfigError(f"{name} is set, but REDIS_URL={redact_url(s.redis_url)!r} names no Sentinels: "
                               "write redis+sentinel:// (rediss+sentinel:// over TLS), or unset it")
+    if s.redis_sentinel_user and not s.redis_sentinel_password_file:
+        raise ConfigError(f"redis_sentinel_user ({setting_names('redis_sentinel_user')}) is set without "
+                          "REDIS_SENTINEL_PASSWORD_FILE: the Sentinels are asked as a user with its password")
     if s.redis_cert_file:
         _check_redis_client_pair(s.redis_cert_file, s.redis_key_file, s.redis_key_password_file)
 

@@ -28,7 +28,7 @@ from worker.core.bounds import STORE_CONNECT_S, STORE_READ_S
 from worker.core.errors import ConfigError
 from worker.core.messages import Request
 from worker.core.settings import redact_url
-from worker.dedup.redis_store import RedisAccess, classified, servers_of
+from worker.dedup.redis_store import RedisAccess, cause_of, classified, servers_of, without_clients
 
 # KEYS: the id's done mark and claim; ARGV: the claiming record's token, the lease in ms. 1: score it, 0: a
 # duplicate (answered already, or claimed by another record).
@@ -124,14 +124,17 @@ def connect_cluster(url: str, access: RedisAccess, connect_s: float = STORE_CONN
     node."""
     servers, credentials = servers_of(url, f"{urlsplit(url).scheme}://host:port[,host:port...]")
     nodes = [ClusterNode(host, port) for host, port in servers]  # type: ignore[no-untyped-call]
-    options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s, **access.password()}
-    tls = access.tls_options(urlsplit(url).scheme)
-    if tls:
-        options.update(ssl=True, **tls)
-    for name, value in credentials.items():
-        options.setdefault(name, value)  # REDIS_PASSWORD_FILE's password wins over the URL's
+    options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s,
+                               **access.credentials(credentials), **access.tls_options(urlsplit(url).scheme, ssl=True)}
     try:
         return RedisCluster(startup_nodes=nodes, **options)
     except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
-        raise redis.ConnectionError(f"no node of the Redis Cluster at REDIS_URL={redact_url(url)} answered: "
-                                    f"{exc}") from exc
+        refused = cause_of(exc, redis.AuthenticationError)
+        if refused is not None:
+            raise refused from None  # wrong credentials, said as for one server (start_failure)
+        said = without_clients(str(exc))
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, redis.exceptions.RedisClusterUnreachableError)):
+            raise redis.ConnectionError(f"no node of the Redis Cluster at REDIS_URL={redact_url(url)} answered: "
+                                        f"{said}") from exc
+        raise ConfigError(f"the Redis Cluster at REDIS_URL={redact_url(url)} cannot be used: {said} (is it a "
+                          "cluster, with every slot covered?)") from None

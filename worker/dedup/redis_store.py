@@ -38,11 +38,11 @@ T = TypeVar("T")
 # Errors Redis answers that a later try may not get: out of memory, read-only (a replica after a failover),
 # a cluster in flux; and, unmapped by redis-py, busy running a script, or its persistence failing. (Loading
 # its dataset, and too many clients, redis-py raises as connection errors.)
-# A cluster none of whose nodes answers (RedisClusterUnreachableError) is an outage too, though redis-py does
-# not make it a RedisError.
+# A cluster's client failing as a whole (no node answers, slots not all covered mid-failover) is an outage too,
+# though redis-py does not make RedisClusterException a RedisError.
 _TRANSIENT_ERRORS = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
                      redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError,
-                     redis.exceptions.RedisClusterUnreachableError)
+                     redis.exceptions.RedisClusterException)
 _TRANSIENT_REPLIES = ("BUSY", "MISCONF")
 
 # The scripts build their keys (<namespace>:done:<id>, <namespace>:claim:<id>)
@@ -173,7 +173,7 @@ def classified(call: Callable[[], T], namespace: str) -> T:
                           f"+evalsha +eval +script|load +ping on ~{namespace}:* and the scripts' commands "
                           "(+exists +get +set +del)") from exc
     except (redis.ConnectionError, redis.TimeoutError, *_TRANSIENT_ERRORS) as exc:
-        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        raise StoreUnavailable(f"{type(exc).__name__}: {without_clients(str(exc))}") from exc
     except redis.ResponseError as exc:
         said = str(exc)
         if said.startswith(_TRANSIENT_REPLIES):
@@ -203,13 +203,16 @@ class RedisAccess:
         return cls(dedup.redis_password_file, dedup.redis_ca_file, dedup.redis_cert_file, dedup.redis_key_file,
                    dedup.redis_key_password_file, dedup.redis_sentinel_user, dedup.redis_sentinel_password_file)
 
-    def tls_options(self, scheme: str) -> dict[str, Any]:
+    def tls_options(self, scheme: str, ssl: bool = False) -> dict[str, Any]:
         """redis-py's TLS options for a REDIS_URL of ``scheme`` (none without TLS): the server's certificate
         checked against ``ca_file``'s CA (or the system's) and for the host's name; ``cert_file`` shown when given,
-        its key unlocked with ``key_password_file``'s passphrase when encrypted."""
+        its key unlocked with ``key_password_file``'s passphrase when encrypted. With ``ssl``, the switch a client
+        made from keywords (not a URL) needs too."""
         if scheme not in TLS_SCHEMES:
             return {}
         tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+        if ssl:
+            tls["ssl"] = True
         if self.ca_file:
             tls["ssl_ca_certs"] = self.ca_file
         if self.cert_file:
@@ -218,9 +221,13 @@ class RedisAccess:
             tls["ssl_password"] = read_secret_file(self.key_password_file, "REDIS_KEY_PASSWORD_FILE")
         return tls
 
-    def password(self) -> dict[str, str]:
-        """REDIS_PASSWORD_FILE's password as redis-py takes it (none when unset: the URL's, if any)."""
-        return {"password": read_secret_file(self.password_file, "REDIS_PASSWORD_FILE")} if self.password_file else {}
+    def credentials(self, in_url: dict[str, str] | None = None) -> dict[str, str]:
+        """The user and password as redis-py takes them: ``in_url``'s (a URL redis-py does not read itself), the
+        password of REDIS_PASSWORD_FILE winning over the URL's."""
+        given = dict(in_url or {})
+        if self.password_file:
+            given["password"] = read_secret_file(self.password_file, "REDIS_PASSWORD_FILE")
+        return given
 
 
 def connect_redis(url: str, access: RedisAccess | None = None, connect_s: float = STORE_CONNECT_S,
@@ -235,38 +242,36 @@ def connect_redis(url: str, access: RedisAccess | None = None, connect_s: float 
     """
     access = access or RedisAccess()
     options: dict[str, Any] = {"socket_timeout": read_s, "socket_connect_timeout": connect_s,
-                               "retry": Retry(ConstantBackoff(STORE_RETRY_GAP_S), STORE_RETRIES),
-                               **access.password()}
+                               "retry": Retry(ConstantBackoff(STORE_RETRY_GAP_S), STORE_RETRIES)}
     scheme = urlsplit(url).scheme
-    tls = access.tls_options(scheme)
     if scheme in SENTINEL_SCHEMES:
         asked_as = {"username": access.sentinel_user} if access.sentinel_user else {}
         if access.sentinel_password_file:
             asked_as["password"] = read_secret_file(access.sentinel_password_file, "REDIS_SENTINEL_PASSWORD_FILE")
-        return _through_sentinels(url, options, {**tls, "ssl": True} if tls else {}, asked_as, connect_s, read_s)
-    return redis.Redis.from_url(url, **options, **tls)
+        return _through_sentinels(url, access, options, asked_as, connect_s, read_s)
+    return redis.Redis.from_url(url, **options, **access.credentials(), **access.tls_options(scheme))
 
 
-def _through_sentinels(url: str, options: dict[str, Any], tls: dict[str, Any], asked_as: dict[str, str],
+def _through_sentinels(url: str, access: RedisAccess, options: dict[str, Any], asked_as: dict[str, str],
                        connect_s: float, read_s: float) -> redis.Redis:
     """A client of the primary that the Sentinels of ``url`` name: ``redis[s]+sentinel://[user[:password]@]
     host:port[,host:port ...]/service[/db]``. It asks them again whenever a connection fails, so it follows a
     failover; the user and password (or REDIS_PASSWORD_FILE) are the primary's, the Sentinels are asked with
-    ``asked_as``; ``tls`` (the connections' TLS options, empty without TLS) holds for both. Raises ConfigError
-    for a URL without Sentinels or a service name."""
+    ``asked_as``; ``access``'s TLS settings hold for both. Raises ConfigError for a URL without Sentinels or a
+    service name."""
     form = f"{urlsplit(url).scheme}://host:port[,host:port...]/SERVICE[/DB]"
     sentinels, credentials = servers_of(url, form)
     path = [part for part in urlsplit(url).path.split("/") if part]
     if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
         raise ConfigError(f"REDIS_URL={redact_url(url)}: write {form}, SERVICE being the name the Sentinels "
                           "monitor the primary under")
-    for name, value in credentials.items():
-        options.setdefault(name, value)  # REDIS_PASSWORD_FILE's password wins over the URL's
+    tls = access.tls_options(urlsplit(url).scheme, ssl=True)
     # Untyped before redis 8.2, typed since: the ignores hold for both.
     watchers = Sentinel(sentinels, sentinel_kwargs={  # type: ignore[no-untyped-call, unused-ignore]
         "socket_timeout": read_s, "socket_connect_timeout": connect_s, **asked_as, **tls})
+    of_primary: dict[str, Any] = {**options, **access.credentials(credentials), **tls}
     primary: redis.Redis = watchers.master_for(  # type: ignore[no-untyped-call, unused-ignore]
-        path[0], redis_class=redis.Redis, db=int(path[1]) if len(path) == 2 else 0, **options, **tls)
+        path[0], redis_class=redis.Redis, db=int(path[1]) if len(path) == 2 else 0, **of_primary)
     return primary
 
 
@@ -302,7 +307,7 @@ def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
                            "REDIS_PASSWORD_FILE (or the URL's password)")
     if isinstance(exc, MasterNotFoundError):
         return _no_primary_named(exc, shown, urlsplit(url).scheme)
-    cause = _ssl_error_under(exc)
+    cause = cause_of(exc, ssl.SSLError)
     if cause is not None:
         peer = TlsPeer(f"Redis at {shown}", "REDIS_CA_FILE", ca_file, "", "REDIS_CERT_FILE and REDIS_KEY_FILE",
                        "REDIS_URL's rediss://")
@@ -317,21 +322,44 @@ def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
     return ServiceUnavailable(f"no Redis answers at REDIS_URL={shown} ({exc})")
 
 
-_OVER_TLS = {"redis": "rediss", "redis+cluster": "rediss+cluster"}  # a sentinel URL's failure: _no_primary_named
-_PLAINTEXT = {tls: plain for plain, tls in _OVER_TLS.items()} | {"rediss+sentinel": "redis+sentinel"}
+_OVER_TLS = {"redis": "rediss", "redis+cluster": "rediss+cluster", "redis+sentinel": "rediss+sentinel"}
+_PLAINTEXT = {tls: plain for plain, tls in _OVER_TLS.items()}
 
 
-def _ssl_error_under(exc: BaseException) -> ssl.SSLError | None:
-    """The TLS error that caused ``exc``, however deep (a cluster's client wraps a node's error in its own)."""
+def without_clients(said: str) -> str:
+    """An error's text without the client objects redis-py writes into some (a Sentinel's failures name each
+    Sentinel's client, whose repr holds its connection settings: some redis-py releases leave passwords unredacted
+    there), and without the blank space they leave."""
+    kept, depth, i = [], 0, 0
+    while i < len(said):
+        if said.startswith("<redis.", i) or (depth and said[i] == "<"):
+            depth += 1
+        elif depth and said[i] == ">":
+            depth -= 1
+        elif not depth:
+            kept.append(said[i])
+        i += 1
+    return re.sub(r"\s+", " ", "".join(kept)).strip()
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def cause_of(exc: BaseException, kind: type[E]) -> E | None:
+    """The error of ``kind`` that caused ``exc``, however deep (a cluster's client wraps a node's error in its
+    own); None when none did."""
     seen: BaseException | None = exc.__cause__ or exc.__context__
-    while seen is not None and not isinstance(seen, ssl.SSLError):
+    while seen is not None and not isinstance(seen, kind):
         seen = seen.__cause__ or seen.__context__
     return seen
 
 
 def _no_primary_named(exc: MasterNotFoundError, shown: str, scheme: str) -> WorkerError:
     """Why no Sentinel of REDIS_URL named a primary at start, from what each said (redis-py gathers it)."""
-    said = "; ".join(dict.fromkeys(re.findall(r" - (?:\w+:)?(\w+: .*?)(?:, <redis\.|$)", str(exc)))) or str(exc)
+    # "No master found for 'SERVICE' : <a Sentinel's client> - what it said, <the next one> - ...", their clients
+    # left out: each different thing said once.
+    head, *each = [part.strip(" ,") for part in without_clients(str(exc)).split(" - ")]
+    said = "; ".join(dict.fromkeys(part for part in each if part)) or head
     lowered = said.lower()
     if any(words in lowered for words in ("noauth", "authentication required", "hello must be called")):
         return ConfigError(f"the Sentinels of REDIS_URL={shown} want a password: put it in "
@@ -344,8 +372,8 @@ def _no_primary_named(exc: MasterNotFoundError, shown: str, scheme: str) -> Work
         return ConfigError(f"no TLS connection to the Sentinels of REDIS_URL={shown}: over rediss+sentinel:// they "
                            "must listen with TLS (tls-port) and their certificate be signed by REDIS_CA_FILE's CA "
                            f"and name the host; write redis+sentinel:// for plaintext Sentinels; they said: {said}")
-    if scheme == "redis+sentinel" and ("reset by peer" in lowered or "closed by server" in lowered):
+    if scheme in _OVER_TLS and ("reset by peer" in lowered or "closed by server" in lowered):
         return ConfigError(f"the Sentinels of REDIS_URL={shown} dropped the connection at the first command: if they "
-                           f"listen with TLS, write rediss+sentinel:// (and set REDIS_CA_FILE); they said: {said}")
+                           f"listen with TLS, write {_OVER_TLS[scheme]}:// (and set REDIS_CA_FILE); they said: {said}")
     return ServiceUnavailable(f"no Sentinel of REDIS_URL={shown} names a primary for the service: check that they "
                               f"run and that the URL's SERVICE is the name they monitor it under; they said: {said}")

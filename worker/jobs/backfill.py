@@ -113,8 +113,8 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
     if args.reply_topic is None:
         raise ConfigError("backfill needs --reply-topic: its replies go to a topic of their own, never to the "
                           "live one (create it with `python -m producer create-topic NAME`)")
-    live_replies = {f"{settings.kafka.requests_topic}.replies", environ.get("STREAMSCORE_REPLY_TOPIC")}
-    if args.reply_topic in live_replies:
+    live = Settings.from_sources(argparse.Namespace(**{**vars(args), "reply_topic": None}), environ)
+    if args.reply_topic in {live.kafka.reply_topic, f"{settings.kafka.requests_topic}.replies"}:
         raise ConfigError(f"--reply-topic {args.reply_topic} is the live workers' reply topic: their readers would "
                           "get every re-scored request answered a second time; give the backfill a topic of its "
                           f"own, e.g. --reply-topic {settings.kafka.requests_topic}.backfill")
