@@ -110,6 +110,16 @@ def test_a_failing_item_is_isolated_and_the_rest_are_scored_in_order():
     assert "negative input" in outcomes[2].error_message
 
 
+def test_a_torchscript_models_error_is_told_by_what_it_raised_not_its_trace(tmp_path):
+    """A loaded TorchScript program's error text starts with the interpreter's trace of its serialized code, often
+    longer than a reply's message; what the model raised comes last."""
+    torch.jit.script(Picky()).save(str(tmp_path / "picky.pt"))
+    loaded = torch.jit.load(str(tmp_path / "picky.pt"))
+    runner = TorchRunner(DeclaredModel(loaded, "picky", "1", VectorInputs(2)), "cpu")
+    failed = runner.run([[-1.0, 0.0]])[0]
+    assert failed.error_message == "forward raised RuntimeError: negative input", failed.error_message
+
+
 def test_chunks_larger_than_the_safe_batch_size():
     runner = TorchRunner(DeclaredModel(Picky(), "picky", "1", VectorInputs(2)), "cpu", max_batch_size=2)
     outcomes = runner.run([[float(i), 0.0] for i in range(5)])

@@ -1,5 +1,7 @@
 """The worker's exceptions: one root, a few meaningful kinds."""
 
+import re
+
 
 class WorkerError(Exception):
     """Root of every error the worker raises on purpose."""
@@ -77,5 +79,13 @@ MESSAGE_CHARS = 300  # of the exception's text, in a model_error reply
 def describe(stage: str, exc: BaseException) -> str:
     """A model_error reply's message: which stage of the user's code raised what, in one short line
     (worker/models/faults.py logs the traceback)."""
-    text = " ".join(str(exc).split())
-    return f"{stage} raised {type(exc).__name__}: {text}"[:MESSAGE_CHARS]
+    return f"{stage} raised {in_one_line(exc)}"[:MESSAGE_CHARS]
+
+
+def in_one_line(exc: BaseException) -> str:
+    """``Kind: text`` of an exception, in one line. TorchScript's errors put the interpreter's trace (the model's
+    code) first and what was raised, named, last (``builtins.ValueError: ...``): that last line is taken."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and re.match(r"^[\w.]+(Error|Exception): ", lines[-1]):
+        return lines[-1].removeprefix("builtins.")
+    return f"{type(exc).__name__}: {' '.join(lines)}"

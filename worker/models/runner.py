@@ -19,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import random
-import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -29,7 +28,7 @@ from typing import Any
 import structlog
 import torch
 
-from worker.core.errors import ConfigError, InvalidInput, ModelError, describe
+from worker.core.errors import MESSAGE_CHARS, ConfigError, InvalidInput, ModelError, describe, in_one_line
 from worker.core.routes import ReadPlain
 from worker.core.settings import check_amp, setting_names
 from worker.core.wire import ERR_MODEL_ERROR, ERR_OUT_OF_MEMORY
@@ -276,8 +275,8 @@ class TorchRunner:
         spec = f" ({side[:-1]} spec {declared})" if declared is not None else ""
         really = "really returns" if side == "outputs" else "really takes"
         return (f"model {self.name} failed on its warmup batch{spec}, given forward({', '.join(shapes)}): "
-                f"{_cause(failure.cause)}. Declare the {side} the model {really} in --model-config "
-                "(`python -m worker inspect-model` shows what is read now)")
+                f"{in_one_line(failure.cause)[:MESSAGE_CHARS]}. Declare the {side} the model {really} in "
+                "--model-config (`python -m worker inspect-model` shows what is read now)")
 
     def _fit_in_memory(self, items: Sequence[Any]) -> None:
         """Keep a batch's peak memory under MEMORY_SHARE of what this process could still get.
@@ -349,13 +348,6 @@ class TorchRunner:
             raise ModelCodeFailure("split", ModelError(f"model {self.name} returned {len(outputs)} outputs for "
                                                        f"{len(items)} inputs"))
         return outputs
-
-
-def _cause(exc: Exception) -> str:
-    """The exception in one line: TorchScript puts the interpreter's trace first and the cause, named, last."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    last = lines[-1][:300] if lines else ""
-    return last if re.match(r"^\w+(Error|Exception): ", last) else f"{type(exc).__name__}: {last}"
 
 
 def _to_host(output: torch.Tensor) -> torch.Tensor:
