@@ -109,6 +109,20 @@ def test_torchscript_with_declared_fields_and_named_outputs(tmp_path):
     assert flat([r["low"], r["high"]] for r in replies) == pytest.approx(flat(expected), abs=1e-6)
 
 
+def test_a_programs_model_config_refuses_a_key_it_would_ignore_naming_the_closest(tmp_path):
+    torch.jit.script(build()).save(str(tmp_path / "net.pt"))
+    batch = torch.export.Dim("batch", min=1)
+    program = torch.export.export(build().eval(), (torch.randn(2, 8),), dynamic_shapes={"x": {0: batch}})
+    torch.export.save(program, str(tmp_path / "net.pt2"))
+    typo = write_config(tmp_path / "typo.json", {"output": {"names": ["low", "high"]}})
+    for model, kind in (("net.pt", "TorchScript program"), ("net.pt2", "torch.export program")):
+        with pytest.raises(ModelError, match=f"has a key 'output', which a {kind} does not take \\(did you mean "
+                                             "'outputs'\\?\\)"):
+            load_model(str(tmp_path / model), typo)
+    with pytest.raises(ModelError, match="key 'hidden'.*its keys: inputs, outputs"):
+        load_model(str(tmp_path / "net.pt2"), write_config(tmp_path / "kwarg.json", {"hidden": 4}))
+
+
 def test_a_model_whose_inputs_cannot_be_read_or_guessed_must_declare_them(tmp_path):
     torch.jit.script(build_unguessable()).save(str(tmp_path / "net.ts"))
     with pytest.raises(ModelError, match="cannot be guessed: declare them in --model-config"):

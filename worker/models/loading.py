@@ -32,6 +32,7 @@ from worker.models.spec import (
     TensorInputs,
     TensorSpec,
     VectorInputs,
+    closest_key,
     parse_inputs,
     parse_outputs,
 )
@@ -76,6 +77,7 @@ def load_exported(source: ModelSource, config: Mapping[str, Any]) -> Servable:
         program = torch.export.load(str(path))
     except Exception as exc:  # torch raises many kinds for a file that is not a program
         raise ModelError(f"cannot load {path} as a torch.export program: {exc}") from exc
+    _spec_keys_only(config, source, "torch.export program")
     inputs = inputs_of_program(program, path)
     if "inputs" in config:
         declared = parse_inputs(config["inputs"], str(source.config))
@@ -124,9 +126,20 @@ def load_torchscript(source: ModelSource, config: Mapping[str, Any]) -> Servable
         return _load_not_torchscript(source, config)
     log.info("torchscript_is_deprecated", model=str(path),
              advice="torch deprecates TorchScript: export the model with torch.export and serve the .pt2")
+    _spec_keys_only(config, source, "TorchScript program")
     inputs = _declared_or_guessed(module, config, source)
     return DeclaredModel(module, path.stem, file_version(path, source.config), inputs,
                          parse_outputs(config.get("outputs"), str(source.config)))
+
+
+def _spec_keys_only(config: Mapping[str, Any], source: ModelSource, kind: str) -> None:
+    """A program's model config declares its inputs and outputs only (a factory's holds its arguments too): any
+    other key is a typo, refused rather than ignored."""
+    for key in config:
+        if key not in SPEC_KEYS:
+            raise ModelError(f"the model config {source.config} has a key {key!r}, which a {kind} does not take "
+                             f"({closest_key(key, SPEC_KEYS)}); only a factory's config holds other keys, its "
+                             "arguments")
 
 
 def _load_not_torchscript(source: ModelSource, config: Mapping[str, Any]) -> Servable:

@@ -481,9 +481,13 @@ def _refuse_unknown(declared: Mapping[str, Any], known: tuple[str, ...], where: 
     """Raises ModelError for a key not ``known``, with the known one it is closest to."""
     for key in declared:
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else f" (its keys: {', '.join(known)})"
-            raise ModelError(f"{where} take no key {key!r}{hint}")
+            raise ModelError(f"{where} take no key {key!r} ({closest_key(key, known)})")
+
+
+def closest_key(key: object, known: tuple[str, ...]) -> str:
+    """``did you mean 'outputs'?`` for the known key closest to ``key``, else the known keys."""
+    close = difflib.get_close_matches(str(key), known, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"its keys: {', '.join(known)}"
 
 
 def _parse_tensors(declared: Mapping[str, Any], where: str) -> TensorInputs:
