@@ -31,11 +31,13 @@ to OUT, in input order. Requests without a usable id go to
 OUT.deadletter.jsonl. Each file's format follows its suffix, any of the four
 combinations:
 
-  .jsonl, .ndjson  one request (wire format) per line; one reply per line.
+  .jsonl, .ndjson  one request (wire format) per line (blank lines are
+                   skipped); one reply per line.
   .parquet         requests: one per row, columns id (string, required),
-                   inputs and optional deadline_ms. A string inputs column
-                   is JSON text; without an inputs column, the other columns
-                   become the inputs object ({"tenure": 3, "plan_price": 19.9}).
+                   inputs and optional deadline_ms, reply_to, model,
+                   model_version. A string inputs column is JSON text;
+                   without an inputs column, the other columns become the
+                   inputs object ({"tenure": 3, "plan_price": 19.9}).
                    replies: columns id, status, outputs (JSON text),
                    error_code, error_message, model, model_version.
 

@@ -179,7 +179,8 @@ def _routes(table: ModelTable, live: Mapping[str, tuple[str, LoadedEntry]]) -> R
             continue
         canary_key, canary = live[entry.canary]
         if canary.version == loaded.version:
-            raise ConfigError(f"[models.{entry.name}] and its canary [models.{entry.canary}] are both version "
+            where = f"{table.source}: " if table.source else ""
+            raise ConfigError(f"{where}[models.{entry.name}] and its canary [models.{entry.canary}] are both version "
                               f"{loaded.version!r}: their replies could not be told apart; set version = \"...\" "
                               f"in [models.{entry.canary}]")
         arms[entry.name] = [Arm(route, 1.0 - entry.canary_weight),
