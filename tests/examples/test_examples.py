@@ -157,7 +157,7 @@ def test_multi_input_torch_export_program(services, tmp_path):
     check_agreement(stream, scored_file(tmp_path, flags, requests), direct,
                     {"short-numbers": "wrong_input_length", "negative-id": "invalid_inputs"})
     assert f"inputs.numbers must have {len(NUMBERS)} values, got 3" in stream["short-numbers"]["error"]["message"]
-    assert "inputs.plan must be in >= 0, got -1" in stream["negative-id"]["error"]["message"]
+    assert "inputs.plan must be at least 0, got -1" in stream["negative-id"]["error"]["message"]
 
 
 @pytest.mark.integration

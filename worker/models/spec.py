@@ -150,8 +150,8 @@ def integer(value: Any, where: str, high: int | None) -> int:
     if type(value) is not int:
         raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be an integer, got {type(value).__name__}")
     if value < 0 or (high is not None and value >= high) or value > 2**62:
-        bound = f"[0, {high})" if high is not None else ">= 0"
-        raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be in {bound}, got {value}")
+        bound = f"in [0, {high})" if high is not None else "at least 0"
+        raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be {bound}, got {value}")
     return value
 
 
