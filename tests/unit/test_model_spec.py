@@ -41,7 +41,7 @@ MIXED = TensorInputs((TensorSpec("numbers", "float32", (2,)), TensorSpec("plan",
     ({"numbers": [1, 2], "flags": [True, True, True]}, MIXED, "invalid_inputs", "inputs.plan is missing"),
     ([], SequenceInputs(4), "invalid_inputs", "array of 1 to 4 integers"),
     ([1, 2, 3, 4, 5], SequenceInputs(4), "wrong_input_length", "at most 4 integers, got 5"),
-    ([1, -2], SequenceInputs(4), "invalid_inputs", r"inputs\[1\] must be in"),
+    ([1, -2], SequenceInputs(4), "invalid_inputs", r"inputs\[1\] must be at least 0, got -2"),
 ])
 def test_a_request_that_does_not_fit_gets_a_precise_code_and_message(inputs, spec, code, message):
     with pytest.raises(InvalidInput, match=message) as caught:
