@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from worker.core.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request, Timings
 from worker.core.offsets import TopicPartition as TP
-from worker.core.routes import ReadPlain, Route
+from worker.core.routes import PlainReader, Route
 
 T = TypeVar("T")
 
@@ -358,7 +358,7 @@ class ModelRunner(Protocol):
     version: str
 
     @property
-    def read_plain(self) -> ReadPlain | None:
+    def read_plain(self) -> PlainReader | None:
         """Its reader of plain requests (worker/core/routes.py), or None."""
     def prepare(self, inputs: Any) -> Any:
         """Validate one request's JSON inputs into the model's item; raises InvalidInput."""

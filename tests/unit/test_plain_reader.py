@@ -28,6 +28,10 @@ INPUTS = VectorInputs(LENGTH)
 LIVE = Route("churn", "churn", "1", INPUTS.prepare, read_plain=INPUTS.plain_reader())
 CANARY = Route("churn@2", "churn", "2", INPUTS.prepare, read_plain=INPUTS.plain_reader())
 ROUTES = Routes({"churn": [Arm(LIVE, 0.7), Arm(CANARY, 0.3)]}, "churn")
+# A model without a reader, whose items differ from the reader's: its topic's records go the full way.
+UNREAD = Route("unread", "unread", "1", lambda inputs: [2 * x for x in INPUTS.prepare(inputs)])
+TOPIC_ROUTES = Routes({"churn": [Arm(LIVE, 0.7), Arm(CANARY, 0.3)], "unread": [Arm(UNREAD, 1.0)]}, "churn",
+                      by_topic={"unread-requests": "unread"})
 MAX_BYTES = 2000
 
 valid_ids = st.one_of(st.text(min_size=1, max_size=8), st.text(min_size=MAX_ID_LENGTH, max_size=MAX_ID_LENGTH))
@@ -88,13 +92,15 @@ headers = st.one_of(st.just([]), st.just([]), st.just([("traceparent", TRACEPARE
 
 
 @settings(max_examples=800, deadline=None)
-@given(values=st.lists(st.tuples(values, headers, st.one_of(st.none(), st.just(b"key-id"))), max_size=6))
+@given(values=st.lists(st.tuples(values, headers, st.one_of(st.none(), st.just(b"key-id")),
+                                 st.sampled_from(["requests", "requests", "unread-requests"])), max_size=6))
 def test_plain_reading_decodes_as_the_full_path(values):
-    records = [RawRecord(Position("requests", 0, offset), key, value, list(hdrs), 1_700_000_000_000, 5.0)
-               for offset, (value, hdrs, key) in enumerate(values)]
-    read = JsonRequests(ROUTES, MAX_BYTES).decode(records, 0.0)
+    """A poll's records, from a topic whose model has a reader and from one whose model has none, interleaved."""
+    records = [RawRecord(Position(topic, 0, offset), key, value, list(hdrs), 1_700_000_000_000, 5.0)
+               for offset, (value, hdrs, key, topic) in enumerate(values)]
+    read = JsonRequests(TOPIC_ROUTES, MAX_BYTES).decode(records, 0.0)
     assert [as_the_model_sees(decoded) for _, decoded in read] == [
-        as_the_model_sees(decode_request(r, ROUTES, MAX_BYTES)) for r in records]
+        as_the_model_sees(decode_request(r, TOPIC_ROUTES, MAX_BYTES)) for r in records]
 
 
 @settings(max_examples=1500, deadline=None)
@@ -149,7 +155,7 @@ def as_the_model_sees(decoded: Request | InvalidRecord, inputs: VectorInputs | F
 
 def test_a_plain_request_takes_the_reader():
     records = [RawRecord(Position("requests", 0, 7), None, b'{"id":"r1","inputs":[1,2,3,0.5]}', [], 1, 2.0)]
-    assert ROUTES.plain("requests").read is INPUTS.plain_reader()
+    assert ROUTES.plain("requests").reader is INPUTS.plain_reader()
     ((_, request),) = JsonRequests(ROUTES, MAX_BYTES).decode(records, 0.0)
     assert isinstance(request, Request) and type(request.item[0]) is float  # msgspec's, not orjson's int
 

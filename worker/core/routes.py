@@ -18,9 +18,17 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 Prepare = Callable[[Any], Any]
-# A plain request's whole value (its id and inputs, nothing else) read straight into its id and the model's
-# item; None for any other value, which the wire contract's full path then decides (worker/core/wire.py).
-ReadPlain = Callable[[bytes], "tuple[str, Any] | None"]
+
+
+class PlainReader(NamedTuple):
+    """A model's reader of plain requests (a value of its id and inputs, nothing else), straight into its id and
+    the model's item: ``decode`` reads a value into an object with ``id`` and ``inputs``, checked, or raises
+    ``refused`` for any other value, which the wire contract's full path then decides (worker/core/wire.py);
+    ``item`` makes the model's item of the inputs read (None: they are the item)."""
+
+    decode: Callable[[bytes], Any]
+    refused: type[Exception]
+    item: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -36,14 +44,14 @@ class Route:
     version: str
     prepare: Prepare
     loaded: bool = True
-    read_plain: ReadPlain | None = None
+    read_plain: PlainReader | None = None
 
 
 class Plain(NamedTuple):
-    """How a topic's plain requests are read: ``read``, its model's reader; ``route``, the route of every one
-    of them when the model has one arm (None: each is picked by its id)."""
+    """How a topic's plain requests are read: ``reader``, its model's; ``route``, the route of every one of them
+    when the model has one arm (None: each is picked by its id)."""
 
-    read: ReadPlain
+    reader: PlainReader
     route: Route | None
 
 

@@ -221,25 +221,6 @@ def decode_request(record: RawRecord, routes: Routes, max_record_bytes: int) -> 
     return request_from_body(record, body, routes)
 
 
-def read_plain(record: RawRecord, routes: Routes, max_record_bytes: int) -> Request | None:
-    """A plain request (no headers; a value of its id and inputs only) read by its model's reader
-    (worker/core/routes.py) in one pass; None for any other record, and for one the reader refuses: the full
-    path (``decode_request``) decides those, and answers each as it always has."""
-    value = record.value
-    if record.headers or value is None or len(value) > max_record_bytes:
-        return None
-    topic = record.position.topic
-    plain = routes.plain(topic)
-    if plain is None:
-        return None
-    read = plain.read(value)
-    if read is None:
-        return None
-    request_id, item = read
-    return Request(request_id, item, record.position, None, None, None, record.timestamp_ms, record.received_at,
-                   plain.route or routes.pick(topic, None, None, request_id))
-
-
 def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -> Request | InvalidRecord:
     """The checks of ``decode_request`` after parsing, on a body read from JSON or from a registry-framed payload
     (worker/formats/): the id (or the key's), ``reply_to`` (or the header), ``deadline_ms``, the model (or the

@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from worker.core.routes import ReadPlain
+from worker.core.routes import PlainReader
 from worker.models.spec import Inputs, ModelInput, Outputs
 
 
@@ -117,10 +117,10 @@ class DeclaredModel:
         return self.inputs.prepare(inputs)
 
     @property
-    def read_plain(self) -> ReadPlain | None:
+    def read_plain(self) -> PlainReader | None:
         """The declared inputs' reader of plain requests, when they have one (worker/models/spec.py) and
         ``prepare`` is theirs (a subclass that prepares otherwise reads every request through it)."""
-        reader: Callable[[], ReadPlain | None] | None = getattr(self.inputs, "plain_reader", None)
+        reader: Callable[[], PlainReader | None] | None = getattr(self.inputs, "plain_reader", None)
         if reader is None or type(self).prepare is not DeclaredModel.prepare:
             return None
         return reader()

@@ -29,7 +29,7 @@ import structlog
 import torch
 
 from worker.core.errors import MESSAGE_CHARS, ConfigError, InvalidInput, ModelError, describe, in_one_line
-from worker.core.routes import ReadPlain
+from worker.core.routes import PlainReader
 from worker.core.settings import check_amp, setting_names
 from worker.core.wire import ERR_MODEL_ERROR, ERR_OUT_OF_MEMORY
 from worker.models.base import Servable, eval_mode
@@ -186,7 +186,7 @@ class TorchRunner:
         return outcome.output
 
     @property
-    def read_plain(self) -> ReadPlain | None:
+    def read_plain(self) -> PlainReader | None:
         """The model's reader of plain requests (worker/core/routes.py), when it has one: it reads a request's
         value into its id and the item ``prepare`` would make, or None where ``prepare`` is to decide."""
         return getattr(self.model, "read_plain", None)
