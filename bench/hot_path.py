@@ -12,7 +12,12 @@ In this process, with no broker, Redis or model run, on churn requests
 - answering a scored batch of 64: per request (a Reply, its Timings, the
   encoder, what a tracer or another reply format needs) and in one pass (the
   wire contract's JSON, headers built once a batch), each sent to a sink that
-  only records them.
+  only records them;
+- the offsets' bookkeeping (worker/core/offsets.py): a poll of 500 tracked,
+  then acknowledged a batch of 64 at a time, the committable offsets asked
+  after each batch, with the poll's records in runs of a partition (as both
+  Kafka clients hand them over) and with its partitions interleaved record by
+  record (the worst case for runs).
 
 ``make bench-cpu`` measures the whole worker; this shows where two of its
 steps stand, and what each path costs, without the noise of a broker on the
@@ -32,6 +37,7 @@ import msgspec
 import orjson
 
 from worker.core.messages import Headers, Position, RawRecord, Request
+from worker.core.offsets import OffsetTracker
 from worker.core.routes import Route, Routes
 from worker.core.stats import WorkerStats
 from worker.core.wire import MAX_ID_LENGTH, encode_reply
@@ -130,7 +136,21 @@ def main(argv: list[str] | None = None) -> int:
             responder.answer_scored(scored, 1_700_000_000_005, set())
 
         print(f"  {label:28s} {_best(answer, args.repeats) / BATCH:.2f}")
+    in_runs = [Position("requests", i // (POLL // 4), i) for i in range(POLL)]
+    for label, positions in (("offsets, runs of a partition", in_runs),
+                             ("offsets, interleaved", [record.position for record in records])):
+        print(f"  {label:28s} {_best(partial(track_and_ack, positions), args.repeats, number=50) / POLL:.2f}")
     return 0
+
+
+def track_and_ack(positions: list[Position]) -> None:
+    """A poll's offsets tracked by a fresh tracker, then acknowledged a batch at a time, asked what to commit
+    after each batch."""
+    offsets = OffsetTracker()
+    offsets.track_all(positions)
+    for start in range(0, len(positions), BATCH):
+        offsets.ack_all(positions[start:start + BATCH])
+        offsets.committable()
 
 
 def _best(work: Any, repeats: int, number: int = 200) -> float:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from operator import attrgetter
 
 from worker.core.clock import Clock
 from worker.core.messages import InvalidRecord, RawRecord, Refused, Request, Unprepared
@@ -31,6 +32,8 @@ from worker.ports import RequestDecoder, Tracer
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.replies import Responder, too_many_tokens
 from worker.stream.topics import TopicDirectory
+
+_POSITION = attrgetter("position")
 
 
 class Admission:
@@ -60,9 +63,7 @@ class Admission:
         its timeout, once per schema id not cached). Without ``claim_now``, the claim is only started (the
         store's answer is waited for on a helper thread) and ``take_claimed`` takes its answer."""
         valid: list[Request] = []
-        for record in records:
-            pos = record.position
-            self._offsets.track((pos.topic, pos.partition), pos.offset)
+        self._offsets.track_all(map(_POSITION, records))
         for record, decoded in self._decoder.decode(records, self._clock.monotonic()):
             if type(decoded) is Request and not decoded.reply_to:
                 valid.append(decoded)  # the common request: nothing to check, nothing to refuse

@@ -42,6 +42,7 @@ poll, on the loop's thread).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Protocol
 
 from worker.core.errors import CommitDeferred
@@ -51,6 +52,7 @@ from worker.core.offsets import TopicPartition as TP
 from worker.ports import Delivery, DoneMarks, SentBatch, Tag, failed_send
 
 COMMIT_ANSWER_S = 30.0  # an asynchronous commit unanswered this long is taken as lost: another may go
+_POSITION = attrgetter("position")
 
 @dataclass(frozen=True)
 class Nothing:
@@ -170,9 +172,7 @@ class AtLeastOnce:
 
     def decide(self, written: list[Position], now: float, force: bool, rebalancing: bool) -> Decision:
         """Synchronously when forced or a delivery failed, else asynchronously once the interval passed."""
-        # A claimed request's offset counts as done only once its done mark is written.
-        for position in written:
-            self._offsets.ack((position.topic, position.partition), position.offset)
+        self._offsets.ack_all(written)  # a claimed request's offset counts as done only once its done mark is written
         failure, self._failure = self._failure, None
         if force or failure is not None:
             offsets = self._offsets.committable()
@@ -227,17 +227,15 @@ class Transactional:
         if failures:
             self._failure = f"{len(failures)} sends failed ({first_failure(failures)})"
             return DoneMarks()
-        ack = self._offsets.ack
+        offsets = self._offsets
         for delivery in deliveries:
             tag = delivery.tag
             if isinstance(tag, SentBatch):
-                for request in tag.requests:
-                    position = request.position
-                    ack((position.topic, position.partition), position.offset)
+                offsets.ack_all(map(_POSITION, tag.requests))
                 self._completed.add_batch(tag)
                 continue
             position = tag.position
-            ack((position.topic, position.partition), position.offset)
+            offsets.ack((position.topic, position.partition), position.offset)
             if tag.done is not None:
                 self._completed.add(position, tag.done)
         self._delivered |= bool(deliveries)
