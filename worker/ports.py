@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+import msgspec
+
 from worker.core.messages import Headers, InvalidRecord, Position, RawRecord, Reply, Request, Timings
 from worker.core.offsets import TopicPartition as TP
 from worker.core.routes import PlainReader, Route
@@ -142,9 +144,9 @@ class Delivery(Generic[T]):
     error: Exception | None
 
 
-@dataclass(slots=True)
-class Outcome:
-    """The result for one item: ``output`` when ok, else an error code and message."""
+class Outcome(msgspec.Struct):
+    """The result for one item: ``output`` when ok, else an error code and message. A Struct: one is built per
+    item scored (worker/core/messages.py says why)."""
 
     output: Any = None
     error_code: str | None = None

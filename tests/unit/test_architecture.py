@@ -9,10 +9,10 @@ nothing at run time. A relative import is resolved against the file's package.
 The rules (one function each, each tried on a deliberate violation in a small
 module tree under tmp_path, so that none of them can pass by checking nothing):
 
-- the core (``worker.core``) imports only the core, the standard library and orjson;
-- the ports (``worker.ports``) import only the core and the standard library;
+- the core (``worker.core``) imports only the core, the standard library, orjson and msgspec;
+- the ports (``worker.ports``) import only the core, the standard library and msgspec;
 - the loop and its policies (``worker.stream``) import only the core, the ports
-  (``worker.ports``), the standard library and structlog;
+  (``worker.ports``), the standard library, msgspec and structlog;
 - the adapters (``worker.kafka``, ``worker.dedup``, ``worker.models``, ``worker.formats``, ``worker.tracing``)
   import no job
   (``worker.jobs``);
@@ -156,17 +156,17 @@ def top_level(name: str) -> str:
 
 def core_is_pure(imports: list[Import]) -> list[Import]:
     return [i for i in imports if within(i.module, CORE) and not within(i.target, CORE)
-            and top_level(i.target) not in STDLIB | {"orjson"}]
+            and top_level(i.target) not in STDLIB | {"orjson", "msgspec"}]
 
 
 def ports_use_core_only(imports: list[Import]) -> list[Import]:
     return [i for i in imports if i.module == PORTS and not within(i.target, CORE)
-            and top_level(i.target) not in STDLIB]
+            and top_level(i.target) not in STDLIB | {"msgspec"}]
 
 
 def stream_uses_core_and_ports(imports: list[Import]) -> list[Import]:
     return [i for i in imports if within(i.module, STREAM) and not within(i.target, CORE, PORTS, STREAM)
-            and top_level(i.target) not in STDLIB | {"structlog"}]
+            and top_level(i.target) not in STDLIB | {"msgspec", "structlog"}]
 
 
 def adapters_import_no_jobs(imports: list[Import]) -> list[Import]:

@@ -10,11 +10,11 @@ repeated keys, escapes, other fields, broken JSON) and holds the two to the same
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from worker.core.messages import InvalidRecord, Position, RawRecord, Request
 from worker.core.routes import Arm, Route, Routes
@@ -150,7 +150,7 @@ def as_the_model_sees(decoded: Request | InvalidRecord, inputs: VectorInputs | F
     integer past 2**53 may differ in the item, not in what the model is given."""
     if not isinstance(decoded, Request):
         return decoded
-    return replace(decoded, item=inputs.collate([decoded.item]).args[0].tolist())
+    return structs.replace(decoded, item=inputs.collate([decoded.item]).args[0].tolist())
 
 
 def test_a_plain_request_takes_the_reader():

@@ -27,10 +27,11 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from msgspec import structs
 from tqdm import tqdm
 
 from worker.core.clock import SystemClock
@@ -143,7 +144,7 @@ class RepliesToTheJob:
         return self._decoder.waiting
 
     def decode(self, records: Sequence[RawRecord], now: float) -> list[Decoded]:
-        return [(record, replace(decoded, reply_to=None) if decoded.reply_to else decoded)
+        return [(record, structs.replace(decoded, reply_to=None) if decoded.reply_to else decoded)
                 for record, decoded in self._decoder.decode(records, now)]
 
     def drop(self, partitions: set[TP]) -> int:

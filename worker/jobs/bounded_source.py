@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import structlog
+from msgspec import structs
 
 from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
@@ -119,7 +120,7 @@ class BoundedSource:
             if not self._keep_deadlines:
                 value = without_deadline(r.value)
                 if value is not r.value:
-                    r = replace(r, value=value)
+                    r = structs.replace(r, value=value)
             records.append(r)
             state.handed_out = r.position.offset + 1
         self._advance()

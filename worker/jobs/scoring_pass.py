@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+from msgspec import structs
 
 from worker.core.batcher import Batcher
 from worker.core.clock import Clock
@@ -180,7 +182,7 @@ def with_id_if_too_large(entry: InvalidRecord) -> InvalidRecord:
     record = RawRecord(entry.position, entry.key, entry.value, entry.headers, 0, 0.0)
     named = decode_request(record, _ANY_INPUTS, len(entry.value))
     request_id = named.id if isinstance(named, Request) else named.request_id
-    return entry if request_id is None else replace(entry, request_id=request_id)
+    return entry if request_id is None else structs.replace(entry, request_id=request_id)
 
 
 def _as_it_is(inputs: Any) -> Any:

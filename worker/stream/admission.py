@@ -18,8 +18,9 @@ while the registry is away: ``blocked``), a poll at a time. Not thread-safe.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from operator import attrgetter
+
+from msgspec import structs
 
 from worker.core.clock import Clock
 from worker.core.messages import InvalidRecord, RawRecord, Refused, Request, Unprepared
@@ -128,7 +129,7 @@ class Admission:
         if isinstance(decoded, InvalidRecord):
             if decoded.reply_to and (decoded.reply_to in self._requests_topics
                                      or not self._topics.exists(decoded.reply_to)):
-                return replace(decoded, reply_to=None)
+                return structs.replace(decoded, reply_to=None)
             return decoded
         if not decoded.reply_to:
             return decoded

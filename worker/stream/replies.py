@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import cast
 
 import structlog
+from msgspec import structs
 
 from worker.core.bounds import SETTLE_S
 from worker.core.errors import DeliveryError, UnencodableReply
@@ -450,7 +451,7 @@ class Responder:
         """``cut``: the dead-letter topic refused it before; send the smallest form, keyed."""
         self._stats.dead_lettered += 1
         if cut:
-            keyed = record if record.key is not None else replace(record, key=record.position.token().encode())
+            keyed = record if record.key is not None else structs.replace(record, key=record.position.token().encode())
             key, value, headers = encode_dead_letter(keyed, CUT_DEAD_LETTER_BYTES)
         else:
             key, value, headers = encode_dead_letter(record)

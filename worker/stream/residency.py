@@ -33,9 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import structlog
+from msgspec import structs
 
 from worker.core.clock import Clock
 from worker.core.errors import InvalidInput
@@ -178,9 +179,9 @@ class Residency:
         try:
             item = prepared(route.prepare, request.item.inputs)
         except InvalidInput as exc:
-            self._responder.answer(replace(request, route=route), "error", Outcome(None, exc.code, exc.message))
+            self._responder.answer(structs.replace(request, route=route), "error", Outcome(None, exc.code, exc.message))
             return
-        self._ready.append(replace(request, item=item, route=route))
+        self._ready.append(structs.replace(request, item=item, route=route))
 
     def _load_failed(self, name: str, why: str) -> None:
         log.warning("model_load_failed", model=name, reason=why, retry_after_s=LOAD_RETRY_S,
