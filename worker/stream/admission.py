@@ -98,8 +98,8 @@ class Admission:
         now, wall_ms = self._clock.monotonic(), self._clock.wall_ms()
         run: list[Request] = []  # fresh requests to batch, placed together before anything else claimed
         for request, fresh in self._gate.claim(new, now):
-            parked = isinstance(request.item, Unprepared) and self._park is not None
-            if fresh and not parked and not isinstance(request, Refused):
+            parked = self._park is not None and isinstance(request.item, Unprepared)
+            if fresh and not parked and type(request) is not Refused:  # isinstance of a Struct class: 2x slower
                 run.append(request)
                 continue
             if run:  # what was claimed before goes first, its refusals' replies included
