@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import random
 
+import numpy
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from worker.core.errors import InvalidInput, ModelError
 from worker.models.spec import (
+    MAX_MAGNITUDE,
     FieldInputs,
     Outputs,
     SequenceInputs,
     TensorInputs,
     TensorSpec,
     VectorInputs,
+    float_rows,
     parse_inputs,
 )
 
@@ -99,3 +104,22 @@ def test_one_name_takes_the_one_value_of_each_row_whatever_its_shape():
 def test_an_output_of_another_width_than_declared_is_a_model_error():
     with pytest.raises(ModelError, match="output has 3 values per item, but outputs.names declares 2"):
         Outputs(names=("a", "b")).split(torch.zeros(4, 3))
+
+
+in_range = st.one_of(st.floats(-MAX_MAGNITUDE, MAX_MAGNITUDE), st.integers(-10**30, 10**30),
+                     st.sampled_from([0, -0.0, 5e-324, 1e-45, 3.4028235e38 / 1e9, MAX_MAGNITUDE, -MAX_MAGNITUDE]))
+
+
+@given(rows=st.integers(1, 4).flatmap(lambda width: st.lists(st.lists(in_range, min_size=width, max_size=width),
+                                                             min_size=1, max_size=5)))
+def test_float_rows_packs_what_a_float32_array_of_the_rows_holds(rows):
+    """Every number a prepare lets through (ints too, subnormals, -0.0) becomes the float32 numpy gives it."""
+    packed = float_rows(rows, len(rows[0]))
+    assert packed.shape == (len(rows), len(rows[0])) and packed.dtype == torch.float32
+    assert packed.numpy().tobytes() == numpy.array(rows, dtype=numpy.float32).tobytes()
+
+
+def test_float_rows_refuses_a_row_of_another_width():
+    with pytest.raises(ValueError, match=r"rows of \[2, 3\] values where the model takes 3"):
+        float_rows([[1.0, 2.0, 3.0], [1.0, 2.0]], 3)
+    assert float_rows([], 3).shape == (0, 3)

@@ -33,14 +33,15 @@ from __future__ import annotations
 
 import difflib
 import functools
+import itertools
 import math
 import random
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol
 
 import msgspec
-import numpy
 import torch
 
 from worker.core.errors import InvalidInput, ModelError
@@ -139,11 +140,17 @@ def numbers(values: list[Any], where: Callable[[int], str]) -> list[float]:
 
 
 def float_rows(rows: Sequence[list[float]], width: int) -> torch.Tensor:
-    """A (len(rows), width) float32 tensor, through one numpy array built from the nested lists in C: through a
-    flat array('f') it took 0.45 µs a row of 16, torch.tensor of the lists 0.69, this 0.28 (64 rows)."""
+    """A (len(rows), width) float32 tensor of rows of numbers, packed by struct into one buffer in C: 0.23 µs a
+    row of 16, against 0.36 through a numpy array of the nested lists, 0.45 through a flat array('f') and 0.69
+    through torch.tensor (64 rows, in-process timeit). Raises ValueError when a row is not ``width`` long."""
     if not rows:
         return torch.empty((0, width), dtype=torch.float32)
-    return torch.from_numpy(numpy.array(rows, dtype=numpy.float32).reshape(len(rows), width))
+    if set(map(len, rows)) != {width}:
+        raise ValueError(f"rows of {sorted(set(map(len, rows)))} values where the model takes {width}")
+    count = len(rows) * width
+    buffer = bytearray(4 * count)
+    struct.pack_into(f"{count}f", buffer, 0, *itertools.chain.from_iterable(rows))
+    return torch.frombuffer(buffer, dtype=torch.float32).reshape(len(rows), width)
 
 
 def integer(value: Any, where: str, high: int | None) -> int:
