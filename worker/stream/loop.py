@@ -186,9 +186,11 @@ class Worker:
     def submit_batch(self, entry: str, batch: list[Request]) -> None:
         """Answer what expired while it waited; give the rest to the scorer, for model ``entry``."""
         now_ms = self._clock.wall_ms()
-        live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
-        for request in batch:
-            if request.deadline_ms is not None and request.deadline_ms <= now_ms:
+        live = batch  # one pass over the batch when nothing in it expired (the common case), two when something did
+        expired = [r for r in batch if r.deadline_ms is not None and r.deadline_ms <= now_ms]
+        if expired:
+            live = [r for r in batch if r.deadline_ms is None or r.deadline_ms > now_ms]
+            for request in expired:
                 self._responder.answer(request, "expired", EXPIRED)
         if live and self._residency is not None and live[0].route is not None:
             self._residency.touch(live[0].route.model)

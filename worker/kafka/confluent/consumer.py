@@ -90,5 +90,5 @@ def raw_record(message: Message, now: float) -> RawRecord:
     """A message without an error as the worker reads it, received at ``now`` (monotonic)."""
     kind, timestamp = message.timestamp()
     return RawRecord(Position(message.topic(), message.partition(), message.offset()),  # type: ignore[arg-type]
-                     message.key(), message.value(), list(message.headers() or ()),  # type: ignore[arg-type]
+                     message.key(), message.value(), message.headers() or [],  # type: ignore[arg-type]
                      timestamp if kind != TIMESTAMP_NOT_AVAILABLE else -1, now)

@@ -52,7 +52,7 @@ def fetch(consumer: KafkaConsumer, timeout_s: float, max_records: int) -> list[C
 
 def raw_records(records: list[ConsumerRecord], now: float) -> list[RawRecord]:
     """``records`` as the worker reads them, received at ``now`` (monotonic)."""
-    return [RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, list(r.headers or ()), r.timestamp,
+    return [RawRecord(Position(r.topic, r.partition, r.offset), r.key, r.value, r.headers or [], r.timestamp,
                       now) for r in records]
 
 
