@@ -123,3 +123,4 @@ def test_float_rows_refuses_a_row_of_another_width():
     with pytest.raises(ValueError, match=r"rows of \[2, 3\] values where the model takes 3"):
         float_rows([[1.0, 2.0, 3.0], [1.0, 2.0]], 3)
     assert float_rows([], 3).shape == (0, 3)
+    assert float_rows([[], []], 0).shape == (2, 0)  # a model of no inputs (an exported program may declare one)

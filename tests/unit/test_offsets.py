@@ -83,7 +83,9 @@ def test_offsets_of_a_run_must_increase_too():
     for run in ([Position("requests", 0, 3)], [Position("requests", 0, 5), Position("requests", 0, 4)]):
         with pytest.raises(ValueError, match="must increase"):
             tracker.track_all(run)
-    assert tracker.committable() == {}  # a refused run tracks nothing: 3 is still out
+    with pytest.raises(ValueError, match="must increase"):  # another partition's run is refused with it
+        tracker.track_all([Position("requests", 1, 0), Position("requests", 0, 4), Position("requests", 0, 4)])
+    assert tracker.committable() == {} and tracker.partitions() == [TP]  # refused runs track nothing: 3 is out
     tracker.ack(TP, 3)
     assert tracker.committable() == {TP: 4}
 

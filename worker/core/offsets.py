@@ -51,11 +51,8 @@ class _PartitionOffsets:
         self.next_offset: int | None = None  # one past the highest tracked offset
         self.committed: int | None = committed
 
-    def extend(self, tp: TopicPartition, offsets: list[int]) -> None:
-        """Raises ValueError unless ``offsets`` increase, and from past the last tracked one."""
-        last = None if self.next_offset is None else self.next_offset - 1
-        if (last is not None and offsets[0] <= last) or not all(map(lt, offsets, islice(offsets, 1, None))):
-            raise ValueError(f"offsets of {tp} must increase: {offsets[:5]} tracked after {last}")
+    def extend(self, offsets: list[int]) -> None:
+        """Track ``offsets`` (increasing, past the last tracked: OffsetTracker._track checked them)."""
         self.outstanding += offsets
         self.next_offset = offsets[-1] + 1
 
@@ -78,19 +75,26 @@ class OffsetTracker:
 
     def track(self, tp: TopicPartition, offset: int) -> None:
         """Record that ``offset`` was consumed; offsets of a partition must increase (else ValueError)."""
-        self._state(tp, offset).extend(tp, [offset])
+        self._track({tp: [offset]})
 
     def track_all(self, positions: Iterable[Position]) -> None:
-        """Record that the records at ``positions`` were consumed, in the order consumed (see ``track``)."""
-        for tp, offsets in _by_partition(positions).items():
-            self._state(tp, offsets[0]).extend(tp, offsets)
+        """Record that the records at ``positions`` were consumed, in the order consumed (see ``track``; a
+        ValueError tracks none of them)."""
+        self._track(_by_partition(positions))
 
-    def _state(self, tp: TopicPartition, first: int) -> _PartitionOffsets:
-        state = self._partitions.get(tp)
-        if state is None:
-            # The first record read is where the group's committed position already is.
-            state = self._partitions[tp] = _PartitionOffsets(committed=first)
-        return state
+    def _track(self, runs: dict[TopicPartition, list[int]]) -> None:
+        partitions = self._partitions
+        for tp, offsets in runs.items():  # every partition checked before any is tracked
+            state = partitions.get(tp)
+            last = None if state is None or state.next_offset is None else state.next_offset - 1
+            if (last is not None and offsets[0] <= last) or not all(map(lt, offsets, islice(offsets, 1, None))):
+                raise ValueError(f"offsets of {tp} must increase: {offsets[:5]} tracked after {last}")
+        for tp, offsets in runs.items():
+            state = partitions.get(tp)
+            if state is None:
+                # The first record read is where the group's committed position already is.
+                state = partitions[tp] = _PartitionOffsets(committed=offsets[0])
+            state.extend(offsets)
 
     def ack(self, tp: TopicPartition, offset: int) -> None:
         """Mark a tracked offset as done. Acks for forgotten partitions are ignored."""

@@ -188,7 +188,8 @@ class TorchRunner:
     @property
     def read_plain(self) -> PlainReader | None:
         """The model's reader of plain requests (worker/core/routes.py), when it has one: it reads a request's
-        value into its id and the item ``prepare`` would make, or None where ``prepare`` is to decide."""
+        value into its id and inputs, from which ``item`` makes what ``prepare`` would, or refuses it for the
+        full path (and ``prepare``) to decide."""
         return getattr(self.model, "read_plain", None)
 
     def prepare(self, inputs: Any) -> Any:
