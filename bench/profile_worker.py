@@ -136,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="not the worker: the churn job by hand by columns (bench/confluent_columnar.py), its "
                              "main thread's CPU by stage")
     parser.add_argument("worker_args", nargs="*",
-                        help="after --: settings for the worker, e.g. -- --max-batch-size 256")
+                        help="after --: settings for the worker, e.g. -- --max-batch-size 256. The worker runs on its "
+                             "default Kafka client, kafka-python, unless they say otherwise: the figures set beside "
+                             "--floor (and docs/benchmarks.md's) pass -- --kafka-client confluent --max-batch-size 64")
     args = parser.parse_args(argv)
     bootstrap, redis_url = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get("REDIS_URL")
     if not bootstrap or not redis_url:
