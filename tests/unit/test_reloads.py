@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+from structlog.testing import capture_logs
+
 from worker.core.batcher import Batcher
 from worker.core.model_table import read_config_file
 from worker.core.stats import ServedModel, WorkerStats
@@ -84,8 +86,21 @@ def test_a_sighup_reads_the_file_again_new_models_and_weights_included(tmp_path)
     reloads, load, _, path = setup(tmp_path, ONE)
     path.write_text(ONE + "canary = 'next'\ncanary_weight = 0.2\n[models.next]\nmodel = 'churn'\nversion = '9'\n")
     plan = plan_after(reloads, reloads.reload)
-    assert sorted(load.calls) == ["net", "next"]  # net's keys changed (its canary), next is new
+    assert load.calls == ["next"]  # new; net's own keys changed only in its routing (its canary)
     assert [e.name for e in plan.table.entries] == ["net", "next"] and plan.table.entries[0].canary_weight == 0.2
+
+
+def test_a_canary_weight_changed_or_dropped_switches_the_table_in_and_loads_nothing(tmp_path):
+    canary = "canary = 'next'\ncanary_weight = {}\n[models.next]\nmodel = 'churn'\nversion = '9'\n"
+    reloads, load, stats, path = setup(tmp_path, ONE + canary.format(0.2),
+                                       check=lambda old, new: "its version is the serving one's")
+    path.write_text(ONE + canary.format(0.6))
+    plan = plan_after(reloads, reloads.reload)
+    assert load.calls == [] and plan.loaded == () and plan.table.entries[0].canary_weight == 0.6
+    path.write_text(ONE)
+    plan = plan_after(reloads, reloads.reload)
+    assert load.calls == [] and [e.name for e in plan.table.entries] == ["net"] and not plan.table.entries[0].canary
+    assert stats.reloads == {}  # nothing refused
 
 
 def test_a_version_that_fails_to_load_or_its_check_is_refused_and_counted(tmp_path):
@@ -130,3 +145,14 @@ def test_under_a_memory_budget_only_a_model_loaded_now_is_loaded_again(tmp_path)
     plan = plan_after(reloads, rewrite_both)
     assert load.calls == ["net"] and [new.name for new in plan.loaded] == ["net"]
     assert plan_after(reloads, lambda: None) is None  # other's new file is read at its next load, not now
+
+
+def test_a_change_a_reload_does_not_apply_is_logged_once_with_its_keys(tmp_path):
+    shadowed = "shadow = 'twin'\nshadow_fraction = {}\n[models.twin]\nmodel = 'churn'\nversion = '9'\n"
+    reloads, _, _, path = setup(tmp_path, "max_batch_size = 8\n" + ONE + shadowed.format(0.1))
+    path.write_text("max_batch_size = 16\n" + ONE + shadowed.format(0.5))
+    with capture_logs() as logs:
+        plan_after(reloads, reloads.reload)
+        plan_after(reloads, reloads.reload)  # read again, unchanged since: nothing more to say
+    left = [entry for entry in logs if entry["event"] == "settings_left_until_restart"]
+    assert [entry["keys"] for entry in left] == [["max_batch_size", "models.net.shadow"]]

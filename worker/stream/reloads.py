@@ -1,12 +1,14 @@
 """New model versions without a restart: loaded and checked on a thread of their own, switched in by the loop.
 
 Two things start a reload. ``SIGHUP`` (``reload()``) re-reads the configuration
-file: an entry that is new or whose keys changed is loaded again, one that is
-gone stops taking requests, and a changed ``canary_weight`` or
-``default_model`` takes effect (the file's other settings need a restart: a
-change to them is logged and left). And every ``watch_s`` seconds the files an
-entry is made of (its ``.pt2``/TorchScript file, ``model_config``,
-``weights``) are looked at: an entry whose file changed is loaded again.
+file: an entry that is new or whose model, batching or version keys changed is
+loaded again, one that is gone stops taking requests, and a changed canary
+(``canary``, ``canary_weight``) or ``default_model`` takes effect with nothing
+loaded (the file's other settings, and its shadows, need a restart: a change to
+them is logged, ``settings_left_until_restart``, and left). And every
+``watch_s`` seconds the files an entry is made of (its ``.pt2``/TorchScript
+file, ``model_config``, ``weights``) are looked at: an entry whose file changed
+is loaded again.
 Under a memory budget only the models loaded now are loaded again: one not
 loaded reads its new files at its next load on first use (stream/residency.py).
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 import structlog
 
 from worker.core.errors import ConfigError, WorkerError
-from worker.core.model_table import FILE_SUFFIXES, ModelEntry, ModelTable, read_config_file
+from worker.core.model_table import FILE_SUFFIXES, ConfigFile, ModelEntry, ModelTable, read_config_file
 from worker.core.stats import WorkerStats
 from worker.stream.served import LoadedEntry, ServedModels
 
@@ -55,6 +57,7 @@ class Reloads:
         often the entries' files are looked at (0: never); ``on_first_use``: models not pinned load on first use
         (a memory budget), so only those loaded now are loaded again."""
         self._table = table
+        self._file = _read_or(table)  # what a change is told against: the file as the worker started with it
         self._resident = resident
         self._on_first_use = on_first_use
         self._stamps = {name: stamp(entry) for name, entry in _entries(table).items()}
@@ -99,14 +102,20 @@ class Reloads:
         table = self._table
         if reread:
             try:
-                table = read_config_file(self._table.source).models
+                file = read_config_file(self._table.source)
             except WorkerError as exc:
                 log.warning("model_reload_refused", reason=str(exc), serving="the models as they were")
                 return
+            left = left_until_restart(self._file, file)
+            if left:
+                log.warning("settings_left_until_restart", keys=left,
+                            detail="a SIGHUP applies the models' tables only (shadows aside): restart the worker")
+            self._file, table = file, file.models
         entries, before = _entries(table), _entries(self._table)
         stamps = {name: stamp(entry) for name, entry in entries.items()}
         retry = self._refused_names if reread else set()  # a SIGHUP tries again what was refused
-        changed = [entry for name, entry in entries.items() if name not in before or before[name] != entry
+        changed = [entry for name, entry in entries.items()
+                   if name not in before or made_of(before[name]) != made_of(entry)
                    or stamps[name] != self._stamps.get(name) or name in retry]
         if not changed and table == self._table:
             return
@@ -148,6 +157,34 @@ class Reloads:
         self._stats.record_refusal(name)
 
 
+def made_of(entry: ModelEntry) -> tuple[object, ...]:
+    """What an entry's loaded version is built from: its model and batching keys and its version. Its other keys
+    (``topic``, ``canary``, ``shadow`` and their weights) only route requests: a change to them switches the table
+    in, without loading the model again (which would be refused, its version being the serving one's)."""
+    return entry.overrides, entry.version
+
+
+def left_until_restart(before: ConfigFile, after: ConfigFile) -> list[str]:
+    """The keys of the file whose change a reload does not apply: its settings, its client properties, and
+    each model's shadow (the shadow thread's candidates are loaded once, at start)."""
+    keys = sorted(key for key in before.values.keys() | after.values.keys()
+                  if before.values.get(key) != after.values.get(key))
+    if before.properties != after.properties:
+        keys.append("kafka")
+    shadows = {entry.name: (entry.shadow, entry.shadow_fraction) for entry in before.models.entries}
+    keys += [f"models.{entry.name}.shadow" for entry in after.models.entries
+             if (entry.shadow, entry.shadow_fraction) != shadows.get(entry.name, ("", 0.0))]
+    return keys
+
+
+def _read_or(table: ModelTable) -> ConfigFile:
+    """The table's file as it reads now, or (unreadable meanwhile) the table alone."""
+    try:
+        return read_config_file(table.source)
+    except WorkerError:
+        return ConfigFile(models=table)
+
+
 def _entries(table: ModelTable) -> dict[str, ModelEntry]:
     return {entry.name: entry for entry in table.entries}
 
@@ -178,3 +215,4 @@ def switch_in(plan: Plan, models: ServedModels, stats: WorkerStats) -> None:
     for loaded in plan.loaded:
         stats.record_switch(loaded.name)
         log.info("model_version_switched", model=loaded.name, version=loaded.version)
+    log.info("models_switched", served=models.routes.served())
