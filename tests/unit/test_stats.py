@@ -1,8 +1,10 @@
 """WorkerStats' additions for the metrics: fixed-bucket histograms, generations, pause reasons."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from worker.core.stats import BATCH_SIZE_BUCKETS, Histogram, WorkerStats
+from worker.core.stats import BATCH_SIZE_BUCKETS, STAGE_SECONDS_BUCKETS, Histogram, WorkerStats
 
 
 @pytest.mark.parametrize("value, bucket", [
@@ -25,6 +27,18 @@ def test_cumulative_counts_end_with_the_total():
     for value in (1, 1, 3, 9, 2):
         histogram.observe(value)
     assert histogram.cumulative() == ([2, 3, 4, 5], 16.0)
+
+
+@given(st.lists(st.one_of(st.sampled_from([bound * 1000 for bound in STAGE_SECONDS_BUCKETS]),
+                          st.floats(0, 1e6, allow_nan=False)), max_size=80),
+       st.sampled_from([1.0, 1000.0]))
+def test_a_batch_observed_at_once_counts_as_each_value_observed_alone(values, divisor):
+    at_once, alone = Histogram(STAGE_SECONDS_BUCKETS), Histogram(STAGE_SECONDS_BUCKETS)
+    at_once.observe_all(values, divisor)
+    for value in values:
+        alone.observe(value / divisor)
+    assert at_once.counts == alone.counts  # bounds included: a value on a bound lands in its bucket either way
+    assert at_once.sum == pytest.approx(alone.sum, rel=1e-9)
 
 
 @pytest.mark.parametrize("bounds", [(2.0, 1.0), (1.0, 1.0)])
