@@ -6,15 +6,19 @@ the same renderer to stderr, one write() per line. So with JSON every line of
 stderr is one JSON object (an uncaught exception too: its traceback becomes
 a field), and processes sharing a log file (--processes) never interleave
 within a line. kafka-python is chatty at INFO (every connection, every group
-step): its loggers log from WARNING up unless the level is debug.
+step): its loggers log from WARNING up unless the level is debug. A reader of
+stderr that goes away (a closed pipe) loses the lines from then on, and only
+them: the worker goes on, and leaves its group when it stops.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 from types import TracebackType
+from typing import TextIO
 
 import structlog
 
@@ -28,6 +32,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     """Send every log record to stderr; ``fmt`` is auto (console on a terminal, else json), json or console."""
     global _installed, _json
     _json = not (sys.stderr.isatty() if fmt == "auto" else fmt == "console")
+    stream = LogStream(sys.stderr)
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if _json else structlog.dev.ConsoleRenderer()
     )
@@ -41,10 +46,10 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         processors=[*stamp, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(levelno),
         # One write() per line: processes sharing a log file (--processes) never interleave within a line.
-        logger_factory=structlog.WriteLoggerFactory(sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(stream),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stderr)  # also one write() per record (msg + terminator)
+    handler = logging.StreamHandler(stream)  # also one write() per record (msg + terminator)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*stamp, structlog.stdlib.add_logger_name],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
@@ -62,6 +67,35 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     if _json:
         sys.excepthook = _log_uncaught
         threading.excepthook = _log_thread_crash
+
+
+class LogStream:
+    """stderr for the log lines, until a line cannot be written there because its reader went away (a closed
+    pipe: ``worker ... 2>&1 | head``, a log shipper restarted): from then on the lines go nowhere, stderr
+    itself too, and the worker goes on. A failed write would otherwise raise from whatever logged, at start
+    between joining the group and the loop that leaves it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (BrokenPipeError, ValueError):  # ValueError: the stream is closed
+            self._lost()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (BrokenPipeError, ValueError):
+            self._lost()
+
+    def _lost(self) -> None:
+        nowhere = open(os.devnull, "w")  # noqa: SIM115 (open for the life of the process)
+        if sys.stderr is self._stream:  # tracebacks and bare prints to stderr would fail the same way
+            sys.stderr = nowhere
+        self._stream = nowhere
 
 
 def renders_json() -> bool:

@@ -1,13 +1,16 @@
 """Operating the worker on real Kafka and Redis: a SIGTERM whose drain outlives --shutdown-timeout-s, a
---processes child killed with SIGKILL, and a static member killed and started again."""
+--processes child killed with SIGKILL, a static member killed and started again, and a log reader that goes
+away."""
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.integration.kit import TopicReader, start_worker, wait_until
+from tests.integration.kit import REPO, TopicReader, start_worker, wait_until
 from tests.integration.test_pipeline import churn_inputs
 
 SLOW_MODEL = ("--model", "tests.chaos.slow_model:stalling_linear", "--model-thread", "on")
@@ -120,3 +123,30 @@ def test_a_signal_while_the_model_warms_up_ends_the_worker_at_once(bootstrap, re
     (stopped,) = [e for e in worker.events() if e.get("event") == "stopped_while_starting"]
     assert (stopped["signal"], stopped["exit_code"]) == (signal.Signals(signum).name, code)
     assert "Traceback" not in worker.log()
+
+
+def test_a_worker_whose_log_reader_went_away_before_it_started_answers_and_stops_cleanly(
+        bootstrap, redis_url, topics, producer):
+    """``worker ... 2>&1 | head -3``: the pipe closes while the model loads, so the line that says the worker
+    started (written once it joined its group) cannot be written. The worker must go on, not die a member."""
+    command = [sys.executable, "-m", "worker", "run", "--requests-topic", topics.requests,
+               "--reply-topic", topics.replies, "--dead-letter-topic", topics.dlq,
+               "--group", f"{topics.requests}.group", "--dedup-namespace", topics.requests, "--log-format", "json",
+               "--torch-threads", "1"]
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "REDIS_URL": redis_url, "PYTHONPATH": str(REPO)}
+    worker = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert worker.stderr is not None
+        worker.stderr.readline()  # the first log line, then the reader goes away
+        worker.stderr.close()
+        producer.send_requests(topics.requests, "p", churn_inputs(20))
+        reader = TopicReader(bootstrap, topics.replies)
+        landed = reader.read_until(lambda got: len(got.by_id()) >= 20 or worker.poll() is not None, 90,
+                                   "20 replies")
+        assert worker.poll() is None, f"the worker exited {worker.returncode} once its log reader went away"
+        assert len(landed.by_id()) == 20
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(60) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
