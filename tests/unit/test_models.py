@@ -120,6 +120,36 @@ def test_a_torchscript_models_error_is_told_by_what_it_raised_not_its_trace(tmp_
     assert failed.error_message == "forward raised RuntimeError: negative input", failed.error_message
 
 
+class Logarithm(torch.nn.Module):
+    """log of each feature: NaN for a negative one, minus infinity for zero."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log(x)
+
+
+class Pair(torch.nn.Module):
+    """Two outputs a row: the features, and their logarithms."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x, torch.log(x)
+
+
+def test_an_output_with_nan_or_infinity_is_a_model_error_for_its_request_alone():
+    """JSON has no NaN or infinity: a reply would carry null under status ok."""
+    runner = TorchRunner(DeclaredModel(Logarithm(), "log", "1", VectorInputs(2)), "cpu")
+    outcomes = runner.run([[1.0, 1.0], [-1.0, 1.0], [1.0, 0.0], [1.0, float("inf")], [1.0, 1.0]])
+    assert [o.error_code for o in outcomes] == [None, "model_error", "model_error", "model_error", None]
+    assert outcomes[0].output == [0.0, 0.0] and outcomes[4].output == [0.0, 0.0]
+    assert "NaN or infinity" in outcomes[1].error_message
+
+
+def test_a_row_of_any_of_several_outputs_with_nan_is_told_apart():
+    model = DeclaredModel(Pair(), "pair", "1", VectorInputs(1))
+    model.split = lambda output: [list(row) for row in zip(output[0].tolist(), output[1].tolist(), strict=True)]
+    outcomes = TorchRunner(model, "cpu").run([[1.0], [-1.0], [2.0]])
+    assert [o.error_code for o in outcomes] == [None, "model_error", None]
+
+
 def test_chunks_larger_than_the_safe_batch_size():
     runner = TorchRunner(DeclaredModel(Picky(), "picky", "1", VectorInputs(2)), "cpu", max_batch_size=2)
     outcomes = runner.run([[float(i), 0.0] for i in range(5)])

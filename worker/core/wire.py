@@ -138,7 +138,8 @@ ERR_DEADLINE_EXCEEDED = _code("deadline_exceeded", SentAs.ERROR_REPLY,
 ERR_OUT_OF_MEMORY = _code("out_of_memory", SentAs.ERROR_REPLY, "the model ran out of memory on this request alone")
 ERR_MODEL_ERROR = _code("model_error", SentAs.ERROR_REPLY,
                         "the model raised on this request (a failing batch is split until the failing requests are "
-                        "isolated), or the model's own `prepare` raised any exception other than its input refusals")
+                        "isolated), the model's own `prepare` raised any exception other than its input refusals, "
+                        "or the model's output for this request holds NaN or infinity, which JSON cannot carry")
 ERR_MODEL_UNAVAILABLE = _code("model_unavailable", SentAs.ERROR_REPLY,
                               "under a memory budget, the model, loaded on first use, did not load (the message says "
                               "why); requests for it get this for 30 s, then a load is tried again")

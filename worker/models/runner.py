@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -313,7 +314,11 @@ class TorchRunner:
 
     def _run_isolating(self, items: Sequence[Any]) -> list[Outcome]:
         try:
-            return [Outcome(output) for output in self._forward(items)]
+            outputs, not_finite = self._forward(items)
+            outcomes = [Outcome(output) for output in outputs]
+            for row in not_finite:
+                outcomes[row] = NOT_FINITE
+            return outcomes
         except InvalidInput as exc:
             if len(items) == 1:
                 return [Outcome(None, exc.code, exc.message)]
@@ -329,8 +334,9 @@ class TorchRunner:
         middle = len(items) // 2
         return self._run_isolating(items[:middle]) + self._run_isolating(items[middle:])
 
-    def _forward(self, items: Sequence[Any]) -> list[Any]:
-        """Raises InvalidInput, torch's OutOfMemoryError, or ModelCodeFailure naming the stage that raised."""
+    def _forward(self, items: Sequence[Any]) -> tuple[list[Any], list[int]]:
+        """Each item's output, and the rows whose output holds NaN or infinity. Raises InvalidInput, torch's
+        OutOfMemoryError, or ModelCodeFailure naming the stage that raised."""
         stage = "collate"
         try:
             # Pinned: from torch's cache of page-locked blocks, not a fresh page-lock per batch.
@@ -340,7 +346,9 @@ class TorchRunner:
             with torch.inference_mode(), autocast(self.device, self.amp):
                 output = call_module(self._module, batch)
             stage = "split"
-            outputs = self.model.split(_to_host(output) if isinstance(output, torch.Tensor) else output)
+            host = _to_host(output) if isinstance(output, torch.Tensor) else output
+            not_finite = not_finite_rows(host, len(items))
+            outputs = self.model.split(host)
         except (InvalidInput, torch.cuda.OutOfMemoryError):
             raise
         except Exception as exc:
@@ -348,7 +356,35 @@ class TorchRunner:
         if len(outputs) != len(items):
             raise ModelCodeFailure("split", ModelError(f"model {self.name} returned {len(outputs)} outputs for "
                                                        f"{len(items)} inputs"))
-        return outputs
+        return outputs, not_finite
+
+
+NOT_FINITE = Outcome(None, ERR_MODEL_ERROR, "the model's output for this request holds NaN or infinity, which "
+                                            "a reply's JSON cannot carry")
+
+
+def not_finite_rows(output: Any, rows: int) -> list[int]:
+    """The rows of a batch's output (a tensor, or a mapping or sequence of them, each a row a request) that hold
+    NaN or infinity: JSON has no such numbers, and a reply would carry null in their place. When every value is
+    finite, the common case, the check is the tensor's sum (about 4 µs a batch of 64 rows, where
+    ``torch.isfinite`` took 14, in-process timeit); a sum that is not finite (a value that is not, or an
+    overflow) is looked at row by row."""
+    if isinstance(output, Mapping):
+        tensors = list(output.values())
+    elif isinstance(output, (list, tuple)):
+        tensors = list(output)
+    else:
+        tensors = [output]
+    bad: set[int] = set()
+    for tensor in tensors:
+        if not (isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.dim() >= 1
+                and len(tensor) == rows):
+            continue
+        if math.isfinite(tensor.sum().item()):
+            continue
+        finite = torch.isfinite(tensor).reshape(rows, -1).all(dim=1)
+        bad.update((~finite).nonzero().flatten().tolist())
+    return sorted(bad)
 
 
 def _to_host(output: torch.Tensor) -> torch.Tensor:
