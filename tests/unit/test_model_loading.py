@@ -8,6 +8,7 @@ import random
 import pytest
 import torch
 from safetensors.torch import save_file
+from structlog.testing import capture_logs
 
 from worker.core.errors import ModelError
 from worker.models import load_model
@@ -146,6 +147,20 @@ def test_a_state_dict_saved_with_torch_save_loads_without_unpickling_code(tmp_pa
     model = load_model("tests.unit.test_model_loading:build", weights=str(tmp_path / "net.pt"))
     expected = trained.eval()(torch.tensor(ROWS[:2])).tolist()
     assert flat(scores(model, ROWS[:2])) == pytest.approx(flat(expected), abs=1e-6)
+
+
+def test_a_factory_module_with_no_weights_file_and_no_version_is_logged_at_load(tmp_path):
+    config = write_config(tmp_path / "net.json", {"inputs": {"kind": "vector", "length": 8}})
+    with capture_logs() as logs:
+        load_model("tests.unit.test_model_loading:build", config)
+        load_model("tests.unit.test_model_loading:build", config, str(save_weights(tmp_path)))
+    assert [entry["event"] for entry in logs if entry["log_level"] == "warning"] == ["model_weights_unversioned"]
+
+
+def save_weights(tmp_path) -> object:
+    path = tmp_path / "net.safetensors"
+    save_file(build().state_dict(), str(path))
+    return path
 
 
 def test_weights_that_do_not_match_name_the_missing_and_unexpected_keys(tmp_path):

@@ -177,6 +177,13 @@ def load_factory(source: ModelSource, config: Mapping[str, Any]) -> Servable:
             load_weights(built, source)
         inputs = _declared_or_guessed(built, config, source)
         version = str(getattr(built, "version", "")) or content_version(source.weights, source.config)
+        if source.weights is None and not getattr(built, "version", ""):
+            log.warning("model_weights_unversioned", model=source.model, version=version,
+                        detail="the factory's module came with no --weights file and no version attribute: its "
+                               "replies carry a version that does not follow its weights, and a factory that does "
+                               "not seed them serves other weights on each worker and each start",
+                        advice="load its weights with --weights (its version then follows the file), or give the "
+                               "module a version attribute")
         return DeclaredModel(built, source.model, version, inputs,
                              parse_outputs(config.get("outputs"), str(source.config)))
     if source.weights is not None:
