@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.security = KafkaSecurity.from_sources(args)
         if "kafka_client" in args:  # a default from the environment is not checked by argparse
-            check_kafka_client(args.kafka_client)
+            check_kafka_client(args.kafka_client, "kafka_client (--kafka-client, STREAMSCORE_KAFKA_CLIENT)")
         if args.command != "score":  # the client checks the connection itself
             from worker.kafka.preflight import check_kafka
 

@@ -38,7 +38,7 @@ def test_env_then_flags_then_derived_defaults():
     ({"STREAMSCORE_TRANSACTIONAL_ID": "w1"}, "transactional_id"),
     ({"STREAMSCORE_DELIVERY": "exactly-once", "STREAMSCORE_COMMIT_INTERVAL_MS": "20000"},
      r"commit_interval_ms \(20000\) must be at most 10000 with delivery=exactly-once"),
-    ({"STREAMSCORE_AMP": "fp8"}, "amp must be off, bf16 or fp16"),
+    ({"STREAMSCORE_AMP": "fp8"}, r"amp \(--amp, STREAMSCORE_AMP\) must be off, bf16 or fp16"),
     ({"STREAMSCORE_AMP": "fp16", "STREAMSCORE_DEVICE": "cpu"}, "amp=fp16 needs a CUDA device"),
     ({"REDIS_URL": "http://nope"}, "REDIS_URL"),
     ({"STREAMSCORE_MAX_WAIT_MS": "400000"}, "max_poll_interval_ms"),
@@ -52,8 +52,10 @@ def test_env_then_flags_then_derived_defaults():
     ({"STREAMSCORE_SESSION_TIMEOUT_MS": "3000"},
      r"^session_timeout_ms \(--session-timeout-ms, STREAMSCORE_SESSION_TIMEOUT_MS\) must be above 3000 with "
      r"kafka_client=kafka-python, got 3000: kafka-python heartbeats every 3000 ms"),
-    ({"STREAMSCORE_KAFKA_CLIENT": "librdkafka"}, "kafka_client must be kafka-python or confluent"),
-    ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "share"}, "kafka_group_protocol must be classic or consumer"),
+    ({"STREAMSCORE_KAFKA_CLIENT": "librdkafka"},
+     r"kafka_client \(--kafka-client, STREAMSCORE_KAFKA_CLIENT\) must be kafka-python or confluent"),
+    ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "share"},
+     r"kafka_group_protocol \(--kafka-group-protocol, STREAMSCORE_KAFKA_GROUP_PROTOCOL\) must be classic or consumer"),
     ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "consumer"},
      r"kafka_group_protocol=consumer \(--kafka-group-protocol, KIP-848\) needs --kafka-client confluent"),
 ])

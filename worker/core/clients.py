@@ -37,11 +37,12 @@ CLIENTS: dict[str, Client] = {
 KAFKA_CLIENTS: tuple[str, ...] = tuple(CLIENTS)  # the clients the project ships (the producer side's choices)
 
 
-def check_kafka_client(name: str) -> Client:
-    """The row of ``name``, its package installed. Raises ConfigError naming the choices, or the extra to install."""
+def check_kafka_client(name: str, setting: str = "kafka_client") -> Client:
+    """The row of ``name``, its package installed. Raises ConfigError naming the choices, or the extra to install;
+    ``setting``: how the message names the setting (with its flag, where the caller has one)."""
     if name not in CLIENTS:
         *others, last = CLIENTS
-        raise ConfigError(f"kafka_client must be {', '.join(others)} or {last}, got {name!r}")
+        raise ConfigError(f"{setting} must be {', '.join(others)} or {last}, got {name!r}")
     client = CLIENTS[name]
     if find_spec(client.module) is None:
         install = (f"install the `{client.extra}` extra (pip install 'streamscore[{client.extra}]')" if client.extra

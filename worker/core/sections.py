@@ -379,11 +379,18 @@ def _literal_choices(section: type) -> dict[str, tuple[str, ...]]:
 
 def _check_choices(section: object) -> None:
     for name, choices in _CHOICES[type(section)].items():
-        _check_choice(name, getattr(section, name), choices)
+        _check_choice(_named(section, name), getattr(section, name), choices)
+
+
+def _named(section: object, name: str) -> str:
+    """The setting ``name`` of ``section`` as an error names it: with its flag and variable where it has them."""
+    found = [s for s in SETTINGS if s.name == name and s.group.kind is type(section)]
+    return f"{name} ({found[0].flag}, {found[0].env})" if len(found) == 1 and found[0].flag else name
 
 
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    """Raises ConfigError, e.g. ``delivery must be at-least-once or exactly-once, got 'at-most-once'``."""
+    """Raises ConfigError, e.g. ``delivery (--delivery, STREAMSCORE_DELIVERY) must be at-least-once or
+    exactly-once, got 'at-most-once'``."""
     if value not in choices:
         listed = choices[0] if len(choices) == 1 else ", ".join(choices[:-1]) + " or " + choices[-1]
         raise ConfigError(f"{name} must be {listed}, got {value!r}")
@@ -399,7 +406,7 @@ def _at_least(section: object, least: int, *names: str) -> None:
 
 def _validate_kafka_client(s: KafkaSettings) -> None:
     """What the chosen client's library refuses of the group settings, as its row of worker/core/clients.py says."""
-    client = check_kafka_client(s.kafka_client)
+    client = check_kafka_client(s.kafka_client, _named(s, "kafka_client"))
     if s.session_timeout_ms <= client.heartbeat_ms:
         raise ConfigError(f"session_timeout_ms ({setting_names('session_timeout_ms')}) must be above "
                           f"{client.heartbeat_ms} with kafka_client={s.kafka_client}, got {s.session_timeout_ms}: "
