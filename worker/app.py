@@ -53,6 +53,7 @@ from worker.jobs.backfill import BackfillJob, RepliesToTheJob
 from worker.jobs.bounded_source import BoundedSource
 from worker.jobs.paced_source import PacedSource
 from worker.kafka.broker_facts import BrokerAdmin, read_broker_facts
+from worker.kafka.broker_watch import ASK_TIMEOUT_S, BrokerWatch
 from worker.kafka.group_lag import GroupLag
 from worker.kafka.transport import Transport, transport_for
 from worker.models import load_model
@@ -340,6 +341,17 @@ def start_surface(operations: OperationsSettings, stats: WorkerStats,
     surface = HttpSurface(operations.http_port, stats, SystemClock(), operations.liveness_timeout_s, stopping)
     surface.start()
     return surface
+
+
+def start_broker_watch(settings: Settings, stats: WorkerStats) -> BrokerWatch | None:
+    """The watch of whether the brokers answer, for readiness, already looking; None without the HTTP surface."""
+    if not settings.operations.http_port:
+        return None
+    kafka = settings.kafka
+    watch = BrokerWatch(lambda: _transport(kafka).admin(kafka, ASK_TIMEOUT_S, f"{kafka.client_id}-broker-watch"),
+                        stats, SystemClock(), settings.operations.liveness_timeout_s)
+    watch.start()
+    return watch
 
 
 def _transport(kafka: KafkaSettings) -> Transport:

@@ -11,7 +11,7 @@ import threading
 import structlog
 import torch
 
-from worker.app import build_backfill, build_worker, start_surface
+from worker.app import build_backfill, build_worker, start_broker_watch, start_surface
 from worker.compare.command import add_compare_parser, run_compare
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
@@ -145,6 +145,7 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
     stop_on_signals(stop_requested)
     stats = WorkerStats()
     surface = start_surface(settings.operations, stats, stop_requested.is_set)  # answers /healthz while the model loads
+    broker_watch = start_broker_watch(settings, stats)
     try:
         with exit_if_signalled_while_starting():
             worker = build_worker(settings, stop_requested, stats)
@@ -152,6 +153,8 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
         signal.signal(signal.SIGHUP, lambda _signum, _frame: worker.reload())  # new model versions: docs/fleet.md
         unfinished = worker.run()
     finally:
+        if broker_watch is not None:
+            broker_watch.close()
         if surface is not None:
             surface.close()
     if not unfinished:

@@ -1,5 +1,6 @@
 """The HTTP surface of a real worker: exact metrics for a known load, and probes through real state changes
-(a model still warming up, a Redis outage on a Redis of the test's own, --processes serving one port each)."""
+(a model still warming up, a Redis outage on a Redis of the test's own, the shared broker stopped and started
+again, --processes serving one port each)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.chaos.local_services import LocalServices
 from tests.integration.gated_model import GATE_ENV, HOLD
 from tests.integration.kit import TopicReader, start_worker, wait_until
 
@@ -189,6 +191,38 @@ def test_ready_only_once_warm_and_not_while_redis_is_down(bootstrap, topics, pro
     finally:
         replies.close()
     assert landed.by_id()["during-the-outage"][0]["status"] == "ok"
+    worker.stop()
+
+
+def test_not_ready_while_the_brokers_do_not_answer_and_ready_again_once_they_do(bootstrap, redis_url, topics,
+                                                                               producer, tmp_path, kafka_client):
+    """The shared broker stopped and started again (as the chaos suite does): the worker keeps its partitions and
+    polls on meanwhile, so only the broker watch can tell readiness."""
+    services = LocalServices(bootstrap, redis_url)
+    if (why := services.not_controllable()) is not None:
+        pytest.skip(why)
+    port = free_port()
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path, "--http-port", str(port), "--kafka-client",
+                          kafka_client, "--liveness-timeout-s", "8")
+    wait_until(lambda: probe(port, "/readyz")[0] == 200, 60, "ready once warm and in the group")
+    services.stop_kafka()
+    try:
+        wait_until(lambda: probe(port, "/readyz")[0] == 503 and any(
+            "the Kafka brokers have not answered" in reason for reason in probe(port, "/readyz")[1]["reasons"]),
+                   60, "not ready while the brokers are away")
+        wait_until(lambda: "brokers_not_answering" in worker.log(), 30, "the silence logged")
+    finally:
+        services.start_kafka()
+    wait_until(lambda: probe(port, "/readyz")[0] == 200, 90, "ready again once the brokers answer")
+    assert "brokers_answering" in [event["event"] for event in worker.events()]
+    producer.send(topics.requests, {"id": "after-the-outage", "inputs": INPUTS})
+    producer.flush()
+    replies = TopicReader(bootstrap, topics.replies)
+    try:
+        replies.read_until(lambda got: "after-the-outage" in got.by_id(), 60, "a reply after the outage",
+                           watch=worker)
+    finally:
+        replies.close()
     worker.stop()
 
 

@@ -48,6 +48,12 @@ def test_ready_when_warm_in_the_group_alive_and_not_paused_for_dedup():
     assert verdict.ok and verdict.body() == {"status": "ready", "last_poll_s_ago": 1.0}
 
 
+def test_brokers_that_answered_within_the_timeout_are_ready():
+    stats = working_stats()
+    stats.brokers_answered_at = 41.0
+    assert readiness(stats, 101.0, TIMEOUT_S).ok
+
+
 def test_a_backlog_pause_is_still_ready():
     stats = working_stats()
     stats.record_pause(dedup_outage=False, backlog=True)
@@ -62,6 +68,8 @@ def test_a_backlog_pause_is_still_ready():
     (lambda s: s.record_pause(dedup_outage=False, registry_outage=True, backlog=False),
      "consumption paused: the schema registry does not answer"),
     (lambda s: setattr(s, "last_iteration", 0.0), "the loop last polled 101.0 s ago, more than liveness_timeout_s=60"),
+    (lambda s: setattr(s, "brokers_answered_at", 40.5), "the Kafka brokers have not answered for 60.5 s, more than "
+                                                        "liveness_timeout_s=60 (the client retries by itself)"),
 ])
 def test_each_unmet_condition_is_named(change, reason):
     stats = working_stats()

@@ -117,6 +117,9 @@ class WorkerStats:
     lag: dict[TP, int] = field(default_factory=dict)  # records behind each partition's end; replaced whole
     undecodable: dict[TP, str] = field(default_factory=dict)  # partitions stopped at a batch's codec; replaced whole
     last_iteration: float | None = None  # monotonic time of the loop's last poll; None before the first
+    # monotonic time the Kafka brokers last answered the broker watch (worker/kafka/broker_watch.py, its thread
+    # the only writer), or it began; None: not watched (no HTTP surface)
+    brokers_answered_at: float | None = None
     rebalancing_since: float | None = None  # monotonic time a still unfinished rebalance began; None when none
     models: tuple[ServedModel, ...] = ()  # once all are loaded and warmed; replaced whole
     # Per model entry (keys fixed by ``serve``): batches, requests scored, compute seconds.

@@ -13,7 +13,7 @@ import structlog
 from worker.core.bounds import SEND_BLOCK_S, StepBounds
 from worker.core.clock import Clock
 from worker.core.sections import DeliverySettings, KafkaSettings
-from worker.kafka.broker_facts import BrokerAdmin
+from worker.kafka.broker_facts import ADMIN_TIMEOUT_S, BrokerAdmin
 from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.fence_watch import LOOK_TIMEOUT_S, Brokers, FenceWatch
 from worker.kafka.sends import LedgerSink
@@ -84,5 +84,6 @@ class ClientTransport(Building):
     def partition_reader(self, kafka: KafkaSettings, clock: Clock, group: str | None = None) -> PartitionReader:
         return self.built(kafka, lambda: self.READER(kafka, clock, group=group))
 
-    def admin(self, kafka: KafkaSettings) -> BrokerAdmin:
-        return self.ADMIN(kafka.kafka_bootstrap_servers, kafka.kafka_security)
+    def admin(self, kafka: KafkaSettings, timeout_s: float = ADMIN_TIMEOUT_S,
+              client_id: str = "streamscore-start-check") -> BrokerAdmin:
+        return self.ADMIN(kafka.kafka_bootstrap_servers, kafka.kafka_security, timeout_s, client_id)

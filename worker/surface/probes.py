@@ -11,8 +11,9 @@ up, the group being joined) the worker counts as alive and starting: a long
 model load is not a hang to restart. Readiness (``/readyz``) asks whether the
 worker is doing its job now: its models are loaded and warmed, the worker is a
 member of its consumer group, the loop is alive, consumption is not paused by
-a dedup store or schema registry outage, and no stop was asked for. A failed probe says why, in
-``reasons``.
+a dedup store or schema registry outage, the Kafka brokers answered within
+``liveness_timeout_s`` (worker/kafka/broker_watch.py), and no stop was asked
+for. A failed probe says why, in ``reasons``.
 """
 
 from __future__ import annotations
@@ -75,4 +76,8 @@ def readiness(stats: WorkerStats, now: float, timeout_s: float, stopping: bool =
         reasons.append("consumption paused: the dedup store (Redis) does not answer")
     if stats.paused["registry_outage"]:
         reasons.append("consumption paused: the schema registry does not answer")
+    answered = stats.brokers_answered_at
+    if answered is not None and now - answered > timeout_s:
+        reasons.append(f"the Kafka brokers have not answered for {now - answered:.1f} s, more than "
+                       f"liveness_timeout_s={timeout_s:g} (the client retries by itself)")
     return Verdict(not reasons, "not_ready" if reasons else "ready", reasons, alive.last_poll_s_ago)
