@@ -347,8 +347,8 @@ def start_broker_watch(settings: Settings, stats: WorkerStats) -> BrokerWatch | 
     """The watch of whether the brokers answer, for readiness, already looking; None without the HTTP surface."""
     if not settings.operations.http_port:
         return None
-    kafka = settings.kafka
-    watch = BrokerWatch(lambda: _transport(kafka).admin(kafka, ASK_TIMEOUT_S, f"{kafka.client_id}-broker-watch"),
+    kafka, transport = settings.kafka, _transport(settings.kafka)  # imported here, not on the watch's thread
+    watch = BrokerWatch(lambda: transport.watch_admin(kafka, ASK_TIMEOUT_S, f"{kafka.client_id}-broker-watch"),
                         stats, SystemClock(), settings.operations.liveness_timeout_s)
     watch.start()
     return watch

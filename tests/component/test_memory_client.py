@@ -168,7 +168,8 @@ def test_the_memory_row_names_a_transport_with_every_method_of_the_protocol(brok
     transport = transport_for(NAME)
     methods = {name: method for name, method in inspect.getmembers(Transport, inspect.isfunction)
                if not name.startswith("_")}
-    assert set(methods) == {"admin", "built", "partition_reader", "preflight", "refused", "sink", "stream"}
+    assert set(methods) == {"admin", "built", "partition_reader", "preflight", "refused", "sink", "stream",
+                            "watch_admin"}
     for name, method in methods.items():
         ours = [p for p in inspect.signature(method).parameters if p != "self"]
         assert list(inspect.signature(getattr(transport, name)).parameters) == ours, name

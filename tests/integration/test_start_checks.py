@@ -2,12 +2,16 @@
 timeout outside the range the broker allows, and a requests, reply or dead-letter topic the broker does not have
 (which is then not created either). On both Kafka clients (the ``kafka_client`` fixture)."""
 
+import socket
+import threading
+
 import pytest
 from kafka import KafkaAdminClient
 from kafka.errors import ClusterAuthorizationFailedError
 from structlog.testing import capture_logs
 
 from tests.integration.kit import start_worker
+from worker.core.errors import ServiceUnavailable
 from worker.core.security import PLAINTEXT
 from worker.kafka.broker_facts import read_broker_facts
 from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
@@ -87,3 +91,19 @@ def test_kafkas_default_session_timeouts_stand_in_when_the_broker_refuses_to_say
     warning, protocols = [e for e in logs if e["event"] == "broker_configs_unreadable"]
     assert "ClusterAuthorizationFailedError" in warning["error"] and warning["using"] == [6_000, 1_800_000]
     assert protocols["configs"] == ["group.coordinator.rebalance.protocols"]
+
+
+def test_an_admin_that_reaches_no_broker_lets_go_of_its_io_thread_and_sockets():
+    """kafka-python's KafkaAdminClient starts its IO thread before its bootstrap, and left it (and its sockets)
+    behind when no broker answered: the broker watch builds one a look until a broker answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{sock.getsockname()[1]}"
+    threads = threading.active_count()
+    try:
+        KafkaPythonAdmin(nowhere, PLAINTEXT, timeout_s=1.0, client_id="nowhere")
+    except ServiceUnavailable:
+        pass  # and let go of it: its traceback holds the half-built client
+    else:
+        pytest.fail("an admin was built with no broker to reach")
+    assert threading.active_count() == threads

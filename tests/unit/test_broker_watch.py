@@ -16,7 +16,7 @@ class Unanswered(Exception):
 
 
 class Admin:
-    """A BrokerAdmin whose topics request is answered while ``up``."""
+    """An admin client (fence_watch.Brokers) whose request for the brokers is answered while ``up``."""
 
     ERRORS = (Unanswered,)
 
@@ -25,11 +25,11 @@ class Admin:
         self.asked = 0
         self.closed = False
 
-    def topics(self) -> set[str]:
+    def brokers(self) -> dict[int, str]:
         self.asked += 1
         if not self.up:
             raise Unanswered("timed out")
-        return {"requests"}
+        return {1: "127.0.0.1:9092"}
 
     def close(self) -> None:
         self.closed = True
@@ -77,7 +77,6 @@ def test_started_the_brokers_count_as_answered_now_and_closed_the_admin_is_let_g
     watch.start()
     assert stats.brokers_answered_at == 50.0
     watch.close()
-    watch._thread.join(5)
     assert not watch._thread.is_alive() and admin.closed and admin.asked >= 1
 
 

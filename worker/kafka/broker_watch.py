@@ -2,9 +2,10 @@
 
 While its brokers are away a worker keeps its partitions and its loop keeps polling (both clients retry by
 themselves), so neither the loop nor the group says that nothing can be consumed or answered. ``BrokerWatch``
-asks the brokers for their topics once every ``every_s`` on a thread of its own, through an admin client of
-its own (the loop's clients are never touched from another thread), and notes in the stats when they last
-answered: the readiness probe says not ready once they have not answered for longer than its timeout. Started
+asks the cluster for its brokers once every ``every_s`` on a thread of its own, through an admin client of
+its own (the loop's clients are never touched from another thread; kafka-python's on either client, which
+asks another broker when one is paused: worker/kafka/confluent/transport.py), and notes in the stats when
+they last answered: the readiness probe says not ready once they have not answered for longer than its timeout. Started
 only with the HTTP surface: a worker with no probes sends no such request. The first answer and a silence of
 ``away_after_s`` are logged (``brokers_not_answering``, then ``brokers_answering`` again).
 """
@@ -19,7 +20,7 @@ import structlog
 from worker.core.clock import Clock
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.stats import WorkerStats
-from worker.kafka.broker_facts import BrokerAdmin
+from worker.kafka.fence_watch import Brokers
 
 log = structlog.get_logger(__name__)
 
@@ -28,14 +29,14 @@ ASK_TIMEOUT_S = 2.5  # one request's: a healthy broker answers in milliseconds, 
 
 
 class BrokerWatch:
-    def __init__(self, admin: Callable[[], BrokerAdmin], stats: WorkerStats, clock: Clock, away_after_s: float,
+    def __init__(self, admin: Callable[[], Brokers], stats: WorkerStats, clock: Clock, away_after_s: float,
                  every_s: float = ASK_EVERY_S) -> None:
         """``admin``: builds the watch's admin client (its requests bounded by its own timeout; it may raise
         ServiceUnavailable when no broker answers yet); ``away_after_s``: a silence this long is logged (the
         readiness probe's own timeout)."""
         self._make_admin, self._stats, self._clock = admin, stats, clock
         self._away_after_s, self._every_s = away_after_s, every_s
-        self._admin: BrokerAdmin | None = None
+        self._admin: Brokers | None = None
         self._away = False
         self._since = clock.monotonic()  # the last answer, or the start
         self._closed = threading.Event()
@@ -46,9 +47,12 @@ class BrokerWatch:
         self._stats.brokers_answered_at = self._since = self._clock.monotonic()
         self._thread.start()
 
-    def close(self) -> None:
-        """Stop asking; a request under way ends by its own timeout on the daemon thread."""
+    def close(self, wait_s: float = 2 * ASK_TIMEOUT_S) -> None:
+        """Stop asking, and wait up to ``wait_s`` for a request under way (bounded by its own timeout) and the
+        admin client's close."""
         self._closed.set()
+        if self._thread.is_alive():
+            self._thread.join(wait_s)
 
     def look(self) -> bool:
         """Ask once; True when the brokers answered."""
@@ -57,7 +61,7 @@ class BrokerWatch:
         except (ServiceUnavailable, ConfigError) as exc:
             return self._unanswered(exc)
         try:
-            admin.topics()
+            admin.brokers()
         except admin.ERRORS as exc:
             return self._unanswered(exc)
         self._since = self._stats.brokers_answered_at = self._clock.monotonic()

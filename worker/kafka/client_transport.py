@@ -13,7 +13,7 @@ import structlog
 from worker.core.bounds import SEND_BLOCK_S, StepBounds
 from worker.core.clock import Clock
 from worker.core.sections import DeliverySettings, KafkaSettings
-from worker.kafka.broker_facts import ADMIN_TIMEOUT_S, BrokerAdmin
+from worker.kafka.broker_facts import BrokerAdmin
 from worker.kafka.exactly_once import ExactlyOnce
 from worker.kafka.fence_watch import LOOK_TIMEOUT_S, Brokers, FenceWatch
 from worker.kafka.sends import LedgerSink
@@ -37,7 +37,7 @@ class ClientTransport(Building):
     TRANSACTIONAL_SINK: ClassVar[Callable[..., TransactionalSends[Tag]]]
     READER: ClassVar[Callable[..., PartitionReader]]
     ADMIN: ClassVar[Callable[..., BrokerAdmin]]
-    FENCE_ADMIN: ClassVar[Callable[..., Brokers]]  # the exactly-once sink's FenceWatch asks with it
+    FENCE_ADMIN: ClassVar[Callable[..., Brokers]]  # watch_admin's: the FenceWatch's and the BrokerWatch's
     PRODUCER_PROPERTIES: ClassVar[Callable[..., dict[str, Any]]]  # of KafkaSettings: the replies' codec, the user's
 
     def stream(self, kafka: KafkaSettings, delivery: DeliverySettings, bounds: StepBounds, clock: Clock,
@@ -63,9 +63,7 @@ class ClientTransport(Building):
     def _fence_watch(self, kafka: KafkaSettings) -> FenceWatch:
         """A watch over an admin client of its own, each look bounded by LOOK_TIMEOUT_S, that knows the brokers
         from the start."""
-        admin = self.built(kafka, lambda: self.FENCE_ADMIN(kafka.kafka_bootstrap_servers, kafka.kafka_security,
-                                                           timeout_s=LOOK_TIMEOUT_S,
-                                                           client_id=f"{kafka.client_id}-fences"))
+        admin = self.watch_admin(kafka, LOOK_TIMEOUT_S, f"{kafka.client_id}-fences")
         fences = FenceWatch(admin.brokers, admin.ERRORS)
         fences.look()
         return fences
@@ -84,6 +82,9 @@ class ClientTransport(Building):
     def partition_reader(self, kafka: KafkaSettings, clock: Clock, group: str | None = None) -> PartitionReader:
         return self.built(kafka, lambda: self.READER(kafka, clock, group=group))
 
-    def admin(self, kafka: KafkaSettings, timeout_s: float = ADMIN_TIMEOUT_S,
-              client_id: str = "streamscore-start-check") -> BrokerAdmin:
-        return self.ADMIN(kafka.kafka_bootstrap_servers, kafka.kafka_security, timeout_s, client_id)
+    def admin(self, kafka: KafkaSettings) -> BrokerAdmin:
+        return self.ADMIN(kafka.kafka_bootstrap_servers, kafka.kafka_security)
+
+    def watch_admin(self, kafka: KafkaSettings, timeout_s: float, client_id: str) -> Brokers:
+        return self.built(kafka, lambda: self.FENCE_ADMIN(kafka.kafka_bootstrap_servers, kafka.kafka_security,
+                                                          timeout_s=timeout_s, client_id=client_id))

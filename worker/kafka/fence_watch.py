@@ -35,6 +35,8 @@ class Brokers(Protocol):
     def brokers(self) -> dict[int, str]:
         """The brokers the cluster has now, a fenced one not among them: each id's host:port."""
 
+    def close(self) -> None: ...
+
 
 class FenceWatch:
     """The brokers the cluster had at the last look, and whether one has gone since. Not thread-safe."""

@@ -19,7 +19,8 @@ from worker.core.clients import check_kafka_client
 from worker.core.clock import Clock
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.sections import DeliverySettings, KafkaSettings
-from worker.kafka.broker_facts import ADMIN_TIMEOUT_S, BrokerAdmin
+from worker.kafka.broker_facts import BrokerAdmin
+from worker.kafka.fence_watch import Brokers
 from worker.kafka.preflight import check_kafka
 from worker.ports import PartitionReader, Sink, Source, Tag, Transactions
 
@@ -61,10 +62,14 @@ class Transport(Protocol):
         subscribes."""
         ...
 
-    def admin(self, kafka: KafkaSettings, timeout_s: float = ADMIN_TIMEOUT_S,
-              client_id: str = "streamscore-start-check") -> BrokerAdmin:
-        """What reads the broker's facts (its settings, topics and group protocols) at start, and what asks
-        whether the brokers answer (worker/kafka/broker_watch.py); each request bounded by ``timeout_s``."""
+    def admin(self, kafka: KafkaSettings) -> BrokerAdmin:
+        """What reads the broker's facts (its settings, topics and group protocols) at start."""
+        ...
+
+    def watch_admin(self, kafka: KafkaSettings, timeout_s: float, client_id: str) -> Brokers:
+        """An admin client of its own that lists the cluster's brokers, each request bounded by ``timeout_s``
+        (the exactly-once fence watch's, and the broker watch's for readiness). Raises ServiceUnavailable when
+        no broker answers yet."""
         ...
 
 

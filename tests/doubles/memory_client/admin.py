@@ -21,5 +21,9 @@ class MemoryAdmin:
         """Raises LookupError for a config the broker does not have (as one older than it would)."""
         return {name: self._broker.configs[name] for name in names}
 
+    def brokers(self) -> dict[int, str]:
+        """The one broker, at its address."""
+        return {1: self._broker.address}
+
     def close(self) -> None:
         pass

@@ -50,6 +50,9 @@ class MemoryTransport(Building):
     def admin(self, kafka: KafkaSettings) -> MemoryAdmin:
         return MemoryAdmin(self._broker(kafka))
 
+    def watch_admin(self, kafka: KafkaSettings, timeout_s: float, client_id: str) -> MemoryAdmin:
+        return MemoryAdmin(self._broker(kafka))
+
     def _broker(self, kafka: KafkaSettings) -> MemoryBroker:
         """The broker at the bootstrap address; raises ServiceUnavailable when none listens there."""
         return self.built(kafka, lambda: connect(kafka.kafka_bootstrap_servers))

@@ -17,11 +17,12 @@ from worker.kafka.fence_watch import Brokers
 
 
 def fence_admin(*args: Any, **kwargs: Any) -> Brokers:
-    """kafka-python's admin client, for the exactly-once sink's FenceWatch only: librdkafka's metadata requests
-    went on to a paused broker through its whole pause (each timed out, none tried another broker), so that
-    the fence was never seen; kafka-python's admin gives a timed-out connection up and asks another broker.
-    Imported here, so that a worker on confluent-kafka loads kafka-python (a dependency of the worker either
-    way) in exactly-once mode only."""
+    """kafka-python's admin client, for the exactly-once sink's FenceWatch and the BrokerWatch of readiness:
+    librdkafka's metadata requests went on to a paused broker through its whole pause (each timed out, none
+    tried another broker), so that the fence was never seen, and one paused broker of a cluster would have
+    looked like all of them away; kafka-python's admin gives a timed-out connection up and asks another
+    broker. Imported here, so that a worker on confluent-kafka loads kafka-python (a dependency of the worker
+    either way) only with exactly-once or the HTTP surface."""
     from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
     return KafkaPythonAdmin(*args, **kwargs)
 

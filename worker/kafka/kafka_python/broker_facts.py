@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
@@ -19,6 +20,18 @@ class BoundedAdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-pytho
 
     DEFAULT_CONFIG = {**KafkaAdminClient.DEFAULT_CONFIG, "socket_connection_setup_timeout_ms": 10_000,
                       "socket_connection_setup_timeout_max_ms": 30_000}
+
+    def __init__(self, **configs: Any) -> None:
+        """Raises what KafkaAdminClient raises, having let go of what it started before its bootstrap failed
+        (its IO thread and its sockets: kafka-python leaves them, a thread and five descriptors a try)."""
+        try:
+            super().__init__(**configs)
+        except Exception:
+            if hasattr(self, "_client"):
+                self._client.close()
+            if hasattr(self, "_net"):
+                self._net.stop()
+            raise
 
 
 class KafkaPythonAdmin:
