@@ -7,7 +7,7 @@ from worker.core.errors import ConfigError, InvalidInput, ModelError
 from worker.models import load_model
 from worker.models.base import DeclaredModel
 from worker.models.runner import TorchRunner, pick_device
-from worker.models.spec import VectorInputs
+from worker.models.spec import VectorInputs, parse_outputs
 
 
 def test_churn_is_deterministic_and_a_probability():
@@ -141,6 +141,23 @@ def test_an_output_with_nan_or_infinity_is_a_model_error_for_its_request_alone()
     assert [o.error_code for o in outcomes] == [None, "model_error", "model_error", "model_error", None]
     assert outcomes[0].output == [0.0, 0.0] and outcomes[4].output == [0.0, 0.0]
     assert "NaN or infinity" in outcomes[1].error_message
+
+
+class Masked(torch.nn.Module):
+    """Logits with the second label masked out (minus infinity) where the first feature is negative."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        masked = torch.full_like(x, float("-inf"))
+        return torch.where(x[:, :1] < 0, torch.stack([x[:, 0], masked[:, 1]], dim=1), x)
+
+
+def test_infinity_that_the_split_makes_finite_is_answered_ok():
+    """A softmax over labels turns a masked logit (minus infinity) into a probability of 0."""
+    model = DeclaredModel(Masked(), "masked", "1", VectorInputs(2),
+                          parse_outputs({"labels": ["a", "b"], "softmax": True}, "masked.json"))
+    outcomes = TorchRunner(model, "cpu").run([[-1.0, 3.0], [1.0, 2.0]])
+    assert [o.error_code for o in outcomes] == [None, None]
+    assert outcomes[0].output["scores"] == {"a": 1.0, "b": 0.0}, outcomes[0].output
 
 
 def test_a_row_of_any_of_several_outputs_with_nan_is_told_apart():

@@ -314,10 +314,11 @@ class TorchRunner:
 
     def _run_isolating(self, items: Sequence[Any]) -> list[Outcome]:
         try:
-            outputs, not_finite = self._forward(items)
+            outputs, suspects = self._forward(items)
             outcomes = [Outcome(output) for output in outputs]
-            for row in not_finite:
-                outcomes[row] = NOT_FINITE
+            for row in suspects:  # NaN or infinity in the model's output: is it still in what the reply carries?
+                if holds_not_finite(outputs[row]):
+                    outcomes[row] = NOT_FINITE
             return outcomes
         except InvalidInput as exc:
             if len(items) == 1:
@@ -335,8 +336,8 @@ class TorchRunner:
         return self._run_isolating(items[:middle]) + self._run_isolating(items[middle:])
 
     def _forward(self, items: Sequence[Any]) -> tuple[list[Any], list[int]]:
-        """Each item's output, and the rows whose output holds NaN or infinity. Raises InvalidInput, torch's
-        OutOfMemoryError, or ModelCodeFailure naming the stage that raised."""
+        """Each item's output, and the rows whose raw output (before ``split``) holds NaN or infinity. Raises
+        InvalidInput, torch's OutOfMemoryError, or ModelCodeFailure naming the stage that raised."""
         stage = "collate"
         try:
             # Pinned: from torch's cache of page-locked blocks, not a fresh page-lock per batch.
@@ -347,7 +348,7 @@ class TorchRunner:
                 output = call_module(self._module, batch)
             stage = "split"
             host = _to_host(output) if isinstance(output, torch.Tensor) else output
-            not_finite = not_finite_rows(host, len(items))
+            suspects = not_finite_rows(host, len(items))
             outputs = self.model.split(host)
         except (InvalidInput, torch.cuda.OutOfMemoryError):
             raise
@@ -356,16 +357,31 @@ class TorchRunner:
         if len(outputs) != len(items):
             raise ModelCodeFailure("split", ModelError(f"model {self.name} returned {len(outputs)} outputs for "
                                                        f"{len(items)} inputs"))
-        return outputs, not_finite
+        return outputs, suspects
 
 
 NOT_FINITE = Outcome(None, ERR_MODEL_ERROR, "the model's output for this request holds NaN or infinity, which "
                                             "a reply's JSON cannot carry")
 
 
+def holds_not_finite(value: Any) -> bool:
+    """Whether a reply's outputs hold a number that is NaN or infinite, at any depth."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(map(holds_not_finite, value.values()))
+    if isinstance(value, (list, tuple)):
+        return any(map(holds_not_finite, value))
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return not bool(torch.isfinite(value).all())
+    return False
+
+
 def not_finite_rows(output: Any, rows: int) -> list[int]:
     """The rows of a batch's output (a tensor, or a mapping or sequence of them, each a row a request) that hold
-    NaN or infinity: JSON has no such numbers, and a reply would carry null in their place. When every value is
+    NaN or infinity: JSON has no such numbers, and a reply would carry null in their place, unless ``split``
+    makes them finite (a softmax over logits masked with minus infinity), which ``holds_not_finite`` of the
+    row's reply outputs then tells. When every value is
     finite, the common case, the check is the tensor's sum (about 4 µs a batch of 64 rows, where
     ``torch.isfinite`` took 14, in-process timeit); a sum that is not finite (a value that is not, or an
     overflow) is looked at row by row."""
