@@ -99,7 +99,8 @@ def build_runner(settings: Settings, entry: ModelEntry | None = None) -> TorchRu
     if settings.model.torch_threads:
         torch.set_num_threads(settings.model.torch_threads)
     log.debug("model_loading", model=chosen.model, entry=entry.name if entry else None)
-    model = load_model(chosen.model, chosen.model_config, chosen.weights, chosen.allow_pickle)
+    model = load_model(chosen.model, chosen.model_config, chosen.weights, chosen.allow_pickle,
+                       entry.version if entry else "")
     runner = TorchRunner(model, chosen.device, batching.max_batch_size, chosen.amp)
     warmup = runner.warmup(batching.max_batch_size)
     check_poll_interval(settings, batching, warmup.batch_s, warmup.warmed_size if warmup.estimated else None)

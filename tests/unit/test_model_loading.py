@@ -154,6 +154,7 @@ def test_a_factory_module_with_no_weights_file_and_no_version_is_logged_at_load(
     with capture_logs() as logs:
         load_model("tests.unit.test_model_loading:build", config)
         load_model("tests.unit.test_model_loading:build", config, str(save_weights(tmp_path)))
+        load_model("tests.unit.test_model_loading:build", config, version="given-in-its-table")
     assert [entry["event"] for entry in logs if entry["log_level"] == "warning"] == ["model_weights_unversioned"]
 
 

@@ -43,9 +43,12 @@ TORCHSCRIPT_SUFFIXES = {".pt", ".pth", ".ts"}
 __all__ = ["BUILTIN", "DeclaredModel", "ModelSource", "Servable", "load_model"]
 
 
-def load_model(model: str, config: str = "", weights: str = "", allow_pickle: bool = False) -> Servable:
-    """Build the model the settings name; raises ModelError saying what went wrong and what to do."""
-    source = ModelSource(model, Path(config) if config else None, Path(weights) if weights else None, allow_pickle)
+def load_model(model: str, config: str = "", weights: str = "", allow_pickle: bool = False,
+               version: str = "") -> Servable:
+    """Build the model the settings name (``version``: the one its [models.NAME] table gives it, if any); raises
+    ModelError saying what went wrong and what to do."""
+    source = ModelSource(model, Path(config) if config else None, Path(weights) if weights else None, allow_pickle,
+                         version)
     if model in BUILTIN:
         if source.config or source.weights:
             raise ModelError(f"the built-in model {model} takes no --model-config or --weights; to serve your own "

@@ -46,12 +46,14 @@ PICKLE_REFUSED = ("unpickling runs arbitrary code from the file; if you trust it
 
 @dataclass(frozen=True)
 class ModelSource:
-    """What the user named: ``--model``, ``--model-config``, ``--weights``, ``--allow-pickle``."""
+    """What the user named: ``--model``, ``--model-config``, ``--weights``, ``--allow-pickle``, and the version a
+    ``[models.NAME]`` table gives it (empty: none, the model's own)."""
 
     model: str
     config: Path | None = None
     weights: Path | None = None
     allow_pickle: bool = False
+    version: str = ""
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -176,8 +178,9 @@ def load_factory(source: ModelSource, config: Mapping[str, Any]) -> Servable:
         if source.weights is not None:
             load_weights(built, source)
         inputs = _declared_or_guessed(built, config, source)
-        version = str(getattr(built, "version", "")) or content_version(source.weights, source.config)
-        if source.weights is None and not getattr(built, "version", ""):
+        own = str(getattr(built, "version", ""))
+        version = own or content_version(source.weights, source.config)
+        if source.weights is None and not own and not source.version:
             log.warning("model_weights_unversioned", model=source.model, version=version,
                         detail="the factory's module came with no --weights file and no version attribute: its "
                                "replies carry a version that does not follow its weights, and a factory that does "
