@@ -156,3 +156,18 @@ def test_a_change_a_reload_does_not_apply_is_logged_once_with_its_keys(tmp_path)
         plan_after(reloads, reloads.reload)  # read again, unchanged since: nothing more to say
     left = [entry for entry in logs if entry["event"] == "settings_left_until_restart"]
     assert [entry["keys"] for entry in left] == [["max_batch_size", "models.net.shadow"]]
+
+
+def test_a_topic_or_batching_changed_by_sighup_loads_nothing_keeps_the_topic_served_and_is_logged(tmp_path):
+    """The worker subscribes to its topics at start, and a model's batcher is built with it."""
+    reloads, load, stats, path = setup(tmp_path, ONE + "topic = 'net-requests'\nmax_batch_size = 8\n",
+                                       check=lambda old, new: "its version is the serving one's")
+    path.write_text(ONE + "topic = 'other-requests'\nmax_batch_size = 16\ncanary = 'next'\ncanary_weight = 0.5\n"
+                    "[models.next]\nmodel = 'churn'\nversion = '9'\n")
+    with capture_logs() as logs:
+        plan = plan_after(reloads, reloads.reload)
+    assert load.calls == ["next"] and stats.reloads == {}
+    net = plan.table.entries[0]
+    assert (net.topic, net.canary_weight) == ("net-requests", 0.5)  # the canary switches; the topic stays
+    left = [entry["keys"] for entry in logs if entry["event"] == "settings_left_until_restart"]
+    assert left == [["models.net.topic", "models.net.batching"]]

@@ -1,11 +1,12 @@
 """New model versions without a restart: loaded and checked on a thread of their own, switched in by the loop.
 
 Two things start a reload. ``SIGHUP`` (``reload()``) re-reads the configuration
-file: an entry that is new or whose model, batching or version keys changed is
-loaded again, one that is gone stops taking requests, and a changed canary
+file: an entry that is new or whose model or version keys changed is loaded
+again, one that is gone stops taking requests, and a changed canary
 (``canary``, ``canary_weight``) or ``default_model`` takes effect with nothing
-loaded (the file's other settings, and its shadows, need a restart: a change to
-them is logged, ``settings_left_until_restart``, and left). And every
+loaded (the file's other settings, and a model's shadow, topic and batching,
+need a restart: a change to them is logged, ``settings_left_until_restart``,
+and left). And every
 ``watch_s`` seconds the files an entry is made of (its ``.pt2``/TorchScript
 file, ``model_config``, ``weights``) are looked at: an entry whose file changed
 is loaded again.
@@ -25,12 +26,20 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
 from worker.core.errors import ConfigError, WorkerError
-from worker.core.model_table import FILE_SUFFIXES, ConfigFile, ModelEntry, ModelTable, read_config_file
+from worker.core.model_table import (
+    BATCHING_KEYS,
+    FILE_SUFFIXES,
+    MODEL_KEYS,
+    ConfigFile,
+    ModelEntry,
+    ModelTable,
+    read_config_file,
+)
 from worker.core.stats import WorkerStats
 from worker.stream.served import LoadedEntry, ServedModels
 
@@ -106,11 +115,12 @@ class Reloads:
             except WorkerError as exc:
                 log.warning("model_reload_refused", reason=str(exc), serving="the models as they were")
                 return
-            left = left_until_restart(self._file, file)
+            left = left_until_restart(self._file, file) if self._file is not None else []
             if left:
                 log.warning("settings_left_until_restart", keys=left,
-                            detail="a SIGHUP applies the models' tables only (shadows aside): restart the worker")
-            self._file, table = file, file.models
+                            detail="a SIGHUP loads models and switches canaries and the default model; these need "
+                                   "a restart (a model's batching: its next load)")
+            self._file, table = file, topics_kept(file.models, self._table)
         entries, before = _entries(table), _entries(self._table)
         stamps = {name: stamp(entry) for name, entry in entries.items()}
         retry = self._refused_names if reread else set()  # a SIGHUP tries again what was refused
@@ -158,31 +168,53 @@ class Reloads:
 
 
 def made_of(entry: ModelEntry) -> tuple[object, ...]:
-    """What an entry's loaded version is built from: its model and batching keys and its version. Its other keys
-    (``topic``, ``canary``, ``shadow`` and their weights) only route requests: a change to them switches the table
-    in, without loading the model again (which would be refused, its version being the serving one's)."""
-    return entry.overrides, entry.version
+    """What an entry's loaded version is built from: its model keys and its version. A change to its other keys
+    loads nothing (a new load of the same files would be refused, its version being the serving one's): its
+    ``canary`` and weight switch with the table; its batching, ``topic`` and ``shadow`` wait
+    (``left_until_restart``)."""
+    return _keys(entry, MODEL_KEYS), entry.version
+
+
+def _keys(entry: ModelEntry, keys: tuple[str, ...]) -> tuple[tuple[str, object], ...]:
+    return tuple((key, value) for key, value in entry.overrides if key in keys)
+
+
+def topics_kept(table: ModelTable, served: ModelTable) -> ModelTable:
+    """``table`` with each model served now keeping the topic it has: the worker subscribes to its topics at
+    start, so a new one would not be consumed, and an old one's requests would lose their model."""
+    topics = {entry.name: entry.topic for entry in served.entries}
+    kept = tuple(replace(entry, topic=topics[entry.name]) if entry.name in topics else entry
+                 for entry in table.entries)
+    return replace(table, entries=kept) if kept != table.entries else table
 
 
 def left_until_restart(before: ConfigFile, after: ConfigFile) -> list[str]:
-    """The keys of the file whose change a reload does not apply: its settings, its client properties, and
-    each model's shadow (the shadow thread's candidates are loaded once, at start)."""
+    """The keys of the file whose change a reload does not apply: its settings, its client properties, each
+    model's shadow (the shadow thread's candidates are loaded once, at start) and topic (subscribed at start),
+    and the batching of a model loaded before (its batcher is built with it)."""
     keys = sorted(key for key in before.values.keys() | after.values.keys()
                   if before.values.get(key) != after.values.get(key))
     if before.properties != after.properties:
         keys.append("kafka")
-    shadows = {entry.name: (entry.shadow, entry.shadow_fraction) for entry in before.models.entries}
-    keys += [f"models.{entry.name}.shadow" for entry in after.models.entries
-             if (entry.shadow, entry.shadow_fraction) != shadows.get(entry.name, ("", 0.0))]
+    was = {entry.name: entry for entry in before.models.entries}
+    for entry in after.models.entries:
+        old = was.get(entry.name, ModelEntry(entry.name))
+        if (entry.shadow, entry.shadow_fraction) != (old.shadow, old.shadow_fraction):
+            keys.append(f"models.{entry.name}.shadow")
+        if entry.topic != old.topic:
+            keys.append(f"models.{entry.name}.topic")
+        if entry.name in was and _keys(entry, BATCHING_KEYS) != _keys(old, BATCHING_KEYS):
+            keys.append(f"models.{entry.name}.batching")
     return keys
 
 
-def _read_or(table: ModelTable) -> ConfigFile:
-    """The table's file as it reads now, or (unreadable meanwhile) the table alone."""
+def _read_or(table: ModelTable) -> ConfigFile | None:
+    """The table's file as it reads now; None when it cannot be read meanwhile (a change is then told from the
+    next read on)."""
     try:
         return read_config_file(table.source)
     except WorkerError:
-        return ConfigFile(models=table)
+        return None
 
 
 def _entries(table: ModelTable) -> dict[str, ModelEntry]:
