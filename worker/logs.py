@@ -70,10 +70,10 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
 
 
 class LogStream:
-    """stderr for the log lines, until a line cannot be written there because its reader went away (a closed
-    pipe: ``worker ... 2>&1 | head``, a log shipper restarted): from then on the lines go nowhere, stderr
-    itself too, and the worker goes on. A failed write would otherwise raise from whatever logged, at start
-    between joining the group and the loop that leaves it."""
+    """stderr for the log lines, until a line cannot be written there (its reader went away: a closed pipe,
+    ``worker ... 2>&1 | head``, a log shipper restarted; a terminal hung up; a full disk): from then on the lines
+    go nowhere, stderr itself too, and the worker goes on. A failed write would otherwise raise from whatever
+    logged, at start between joining the group and the loop that leaves it."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -81,17 +81,20 @@ class LogStream:
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except (BrokenPipeError, ValueError):  # ValueError: the stream is closed
-            self._lost()
+        except (OSError, ValueError) as exc:
+            self._lost(exc)
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except (BrokenPipeError, ValueError):
-            self._lost()
+        except (OSError, ValueError) as exc:
+            self._lost(exc)
 
-    def _lost(self) -> None:
+    def _lost(self, error: Exception) -> None:
+        """Raises ``error`` unless it says the stream is gone (a ValueError other than a closed file's: a bug)."""
+        if isinstance(error, ValueError) and not getattr(self._stream, "closed", False):
+            raise error
         nowhere = open(os.devnull, "w")  # noqa: SIM115 (open for the life of the process)
         if sys.stderr is self._stream:  # tracebacks and bare prints to stderr would fail the same way
             sys.stderr = nowhere
