@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "score-ray":
             return run_score_ray(settings.only_model(args.model), args)
         if args.command == "backfill":
+            args.no_progress = args.no_progress or renders_json()  # JSON logs: stderr carries JSON lines only
             return run_backfill(args, build_backfill)
         if args.command == "inspect-model":
             with exit_if_signalled_while_starting():  # all of it is the model's load and warmup

@@ -58,14 +58,14 @@ def big_topic(services):
 
 
 def backfill(bootstrap, redis_url, tmp_path, topic, reply_topic, *extra, name="backfill", kafka_client="kafka-python",
-             env=None):
-    """Start ``python -m worker backfill`` on ``kafka_client``, ``env`` added to its environment; returns the
-    process and its log (stderr) and stdout paths."""
+             env=None, progress=False):
+    """Start ``python -m worker backfill`` on ``kafka_client``, ``env`` added to its environment (``progress``:
+    without --no-progress); returns the process and its log (stderr) and stdout paths."""
     log_path, out_path = tmp_path / f"{name}.log", tmp_path / f"{name}.out"
     env = dict(os.environ, **(env or {}), KAFKA_BOOTSTRAP_SERVERS=bootstrap, REDIS_URL=redis_url, PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "worker", "backfill", "--requests-topic", topic, "--reply-topic", reply_topic,
-               "--log-format", "json", "--no-progress", "--torch-threads", "1", "--kafka-client", kafka_client,
-               *extra]
+               "--log-format", "json", *([] if progress else ["--no-progress"]), "--torch-threads", "1",
+               "--kafka-client", kafka_client, *extra]
     with log_path.open("wb") as log_file, out_path.open("wb") as out_file:
         process = subprocess.Popen(command, env=env, cwd=REPO, stdout=out_file, stderr=log_file)
     STARTED.append(process)
@@ -109,8 +109,9 @@ def test_a_backfill_scores_exactly_the_records_of_its_time_range_and_exits_0(boo
                                            "--from-time", format_ms(RANGE.from_ms),  # ISO 8601 ...
                                            "--until-time", str(RANGE.until_ms), *FAST,  # ... and epoch ms
                                            "--job", f"{topic}.once.{kafka_client}",  # each client's run a job
-                                           kafka_client=kafka_client)
+                                           kafka_client=kafka_client, progress=True)
     assert process.wait(timeout=240) == 0, log_path.read_text()[-5000:]
+    assert all(line.startswith("{") for line in log_path.read_text().splitlines()), "not JSON lines only"
     assert_exactly_the_range(read_all(bootstrap, replies, LAST - FIRST))
     [finished] = events(log_path, "backfill_finished")
     assert finished["complete"] and finished["offsets"] == LAST - FIRST == finished["committed"]
