@@ -114,3 +114,12 @@ def test_the_settings_sent_to_the_actors_carry_no_service_credentials():
     assert b"hunter2" not in pickle.dumps(settings)  # what Ray's object store would hold
     assert (settings.dedup.redis_url, settings.model.model) == ("", "churn")
     assert not settings.kafka.kafka_security.sasl_password
+
+
+def test_a_deadline_column_of_doubles_as_pandas_writes_one_with_nulls_is_read_as_integers():
+    """pandas keeps an integer column with missing values as float64: 1.0 is the deadline 1, long passed."""
+    requests = pa.table({"id": ["a", "b", "c"], "inputs": ['"one"', '"two"', '"three"'],
+                         "deadline_ms": pa.array([None, 1.0, 1.5], pa.float64())})
+    rows = score_table(WordCounter(), BATCHING, requests, clock=FakeClock()).to_pylist()
+    assert [(row["status"], row["error_code"]) for row in rows] == [
+        ("ok", None), ("expired", "deadline_exceeded"), ("error", "invalid_deadline")]

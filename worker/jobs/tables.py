@@ -197,9 +197,13 @@ def row_record(row: dict[str, Any], fields: Sequence[str], position: Position) -
 
     With ``fields``, those columns make the ``inputs`` object; without, the
     ``inputs`` cell is used (a string as JSON text). Null request fields are
-    left out, so a null id is a missing one.
+    left out, so a null id is a missing one; a whole-number double ``deadline_ms``
+    is the integer it holds (pandas writes an integer column with nulls so).
     """
     body = {name: row[name] for name in REQUEST_FIELDS if row.get(name) is not None}
+    deadline = body.get("deadline_ms")
+    if isinstance(deadline, float) and deadline.is_integer():  # pandas keeps an integer column with nulls as doubles
+        body["deadline_ms"] = int(deadline)
     key = body["id"].encode("utf-8", "replace") if isinstance(body.get("id"), str) else None
     if fields:
         body["inputs"] = {name: row[name] for name in fields}
