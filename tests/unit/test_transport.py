@@ -25,7 +25,8 @@ def test_each_row_names_a_transport_with_every_method_of_the_protocol(client):
     if client == "confluent":
         pytest.importorskip("confluent_kafka")
     transport = transport_for(client)
-    assert set(METHODS) == {"admin", "built", "partition_reader", "preflight", "refused", "sink", "stream"}
+    assert set(METHODS) == {"admin", "built", "partition_reader", "preflight", "refused", "sink", "stream",
+                            "watch_admin"}
     for name in METHODS:
         ours = inspect.signature(getattr(Transport, name)).parameters
         theirs = inspect.signature(getattr(transport, name)).parameters
