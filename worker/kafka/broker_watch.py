@@ -5,9 +5,9 @@ themselves), so neither the loop nor the group says that nothing can be consumed
 asks the cluster for its brokers once every ``every_s`` on a thread of its own, through an admin client of
 its own (the loop's clients are never touched from another thread; kafka-python's on either client, which
 asks another broker when one is paused: worker/kafka/confluent/transport.py), and notes in the stats when
-they last answered: the readiness probe says not ready once they have not answered for longer than its timeout. Started
-only with the HTTP surface: a worker with no probes sends no such request. The first answer and a silence of
-``away_after_s`` are logged (``brokers_not_answering``, then ``brokers_answering`` again).
+they last answered: the readiness probe says not ready once they have not answered for longer than its
+timeout. Started only with the HTTP surface: a worker with no probes sends no such request. A silence of
+``away_after_s`` is logged (``brokers_not_answering``), and its end (``brokers_answering``).
 """
 
 from __future__ import annotations

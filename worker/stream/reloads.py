@@ -6,10 +6,9 @@ again, one that is gone stops taking requests, and a changed canary
 (``canary``, ``canary_weight``) or ``default_model`` takes effect with nothing
 loaded (the file's other settings, and a model's shadow, topic and batching,
 need a restart: a change to them is logged, ``settings_left_until_restart``,
-and left). And every
-``watch_s`` seconds the files an entry is made of (its ``.pt2``/TorchScript
-file, ``model_config``, ``weights``) are looked at: an entry whose file changed
-is loaded again.
+and left). And every ``watch_s`` seconds the files an entry is made of (its
+``.pt2``/TorchScript file, ``model_config``, ``weights``) are looked at: an
+entry whose file changed is loaded again.
 Under a memory budget only the models loaded now are loaded again: one not
 loaded reads its new files at its next load on first use (stream/residency.py).
 

@@ -23,7 +23,7 @@ class BoundedAdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-pytho
 
     def __init__(self, **configs: Any) -> None:
         """Raises what KafkaAdminClient raises, having let go of what it started before its bootstrap failed
-        (its IO thread and its sockets: kafka-python leaves them, a thread and five descriptors a try)."""
+        (its IO thread and its sockets: kafka-python leaves them, a thread and four descriptors a try)."""
         try:
             super().__init__(**configs)
         except Exception:
