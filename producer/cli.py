@@ -20,6 +20,7 @@ from worker.core.security import KafkaSecurity, add_security_flags
 from worker.core.settings import BatchingSettings, check_kafka_client
 from worker.formats.reply_reader import ReplyReader
 from worker.formats.requests import RequestEncode, request_encoder
+from worker.stdout import EXIT_READER_GONE, reader_gone
 
 if TYPE_CHECKING:
     from worker.core.timerange import TimeRange
@@ -233,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             check_kafka(args.bootstrap_servers, args.security)
         return int(_COMMANDS[args.command](args))
     except (LookupError, ValueError, OSError, WorkerError) as exc:
+        if reader_gone(exc):  # score ... | head
+            return EXIT_READER_GONE
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
@@ -371,7 +374,7 @@ def _create_topic(args: argparse.Namespace) -> int:
     differs = (f", not the {args.partitions} asked for: left as it is (Kafka only adds partitions, with "
                "kafka-topics.sh --alter, and adding them moves keys to other partitions)"
                if has != args.partitions else "")
-    print(f"{args.name}: exists already, with {has} partitions{differs}", file=sys.stderr)
+    print(f"{args.name}: exists already, with {has} partition{'s' if has != 1 else ''}{differs}", file=sys.stderr)
     return 0
 
 

@@ -26,6 +26,7 @@ from worker.models.runner import pick_device
 from worker.score_file_command import add_score_file_parser, run_score_file
 from worker.score_ray_command import add_score_ray_parser, run_score_ray
 from worker.signals import exit_if_signalled_while_starting, stop_on_signals
+from worker.stdout import EXIT_READER_GONE, reader_gone
 from worker.supervisor import child_commands, supervise
 
 DESCRIPTION = """\
@@ -90,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _command(argv)
+    except BrokenPipeError as exc:  # a report printed after its reader went away (compare ... | head)
+        if reader_gone(exc):
+            return EXIT_READER_GONE
+        raise
+
+
+def _command(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
         argv = ["run", *argv]
@@ -124,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fail(exc: Exception) -> int:
     """Say why the command stops, in one line, and return its exit code: with JSON logs a log line
-    (``worker_failed``, so that stderr stays JSON lines only), else ``error: ...`` for a person."""
+    (``worker_failed``, so that stderr stays JSON lines only), else ``error: ...`` for a person; nothing when
+    standard output's reader went away (``inspect-model ... | head``)."""
+    if reader_gone(exc):
+        return EXIT_READER_GONE
     runtime = isinstance(exc, WorkerError) and not isinstance(exc, (ConfigError, ModelError, ServiceUnavailable))
     code = EXIT_FAILED if runtime else EXIT_BAD_SETTING
     if renders_json():

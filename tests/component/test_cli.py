@@ -196,3 +196,32 @@ def test_a_signal_while_the_model_loads_or_warms_up_ends_the_command_at_once(tmp
     (stopped,) = [e for e in events(log_path) if e["event"] == "stopped_while_starting"]
     assert (stopped["signal"], stopped["exit_code"]) == (signal.Signals(signum).name, code)
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def _with_stdout_closed(command: list[str], **env: str) -> subprocess.CompletedProcess:
+    """``command`` with its standard output a pipe whose reader went away (as ``command | head`` does, once head
+    has its lines): every write to it fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")}
+    full_env.update(env, PYTHONPATH=str(REPO))
+    try:
+        return subprocess.run(command, cwd=REPO, env=full_env, stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    finally:
+        os.close(write_end)
+
+
+def test_a_report_whose_reader_went_away_stops_quietly_as_sigpipe_would():
+    result = _with_stdout_closed([sys.executable, "-m", "worker", "inspect-model", "--log-format", "json"])
+    assert (result.returncode, result.stderr) == (141, "")
+
+
+def test_a_compare_report_whose_reader_went_away_stops_quietly(tmp_path):
+    sides = {side: {"version": side, "status": "ok", "outputs": {"p": 0.5}, "compute_ms": 1.0}
+             for side in ("live", "candidate")}
+    records = tmp_path / "shadow.jsonl"
+    records.write_bytes(orjson.dumps({"id": "a", "model": "churn", **sides}) + b"\n")
+    result = _with_stdout_closed([sys.executable, "-m", "worker", "compare", "--input", str(records),
+                                  "--no-progress"])
+    assert (result.returncode, result.stderr) == (141, "")

@@ -127,9 +127,18 @@ def test_send_and_score_on_confluent_kafka_key_records_as_kafka_python_does(boot
     replies.read_until(lambda got: len(got.records) >= 700, 90, "700 replies", watch=worker)
     scored = producer_cli(bootstrap, "score", topics.requests, topics.replies, orjson.dumps(CHURN.sample_inputs(rng))
                           .decode(), "--kafka-client", "confluent", "--timeout-s", "60")
+    # Its reply printed to a reader that went away (score ... | head, head done): quiet, as SIGPIPE would be.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with os.fdopen(write_end, "wb") as gone:
+        unread = subprocess.run([sys.executable, "-m", "producer", "score", topics.requests, topics.replies,
+                                 orjson.dumps(CHURN.sample_inputs(rng)).decode(), "--timeout-s", "60"],
+                                env=dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, PYTHONPATH=str(REPO)),
+                                cwd=REPO, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=120)
     assert worker.stop() == 0
     assert scored.returncode == 0, scored.stderr
     assert orjson.loads(scored.stdout)["status"] == "ok"
+    assert (unread.returncode, unread.stderr) == (141, "")
     assert {v["id"] for v in replies.read(1.0).values()} >= {f"q{i}" for i in range(300)}
 
 
@@ -184,6 +193,10 @@ def test_create_topic_answers_a_refused_or_existing_topic_in_one_line(bootstrap)
     again = producer_cli(bootstrap, "create-topic", name, "--partitions", "4")
     assert again.returncode == 0
     assert f"{name}: exists already, with 2 partitions, not the 4 asked for" in again.stderr
+    single = f"single-{suffix}"
+    producer_cli(bootstrap, "create-topic", single, "--partitions", "1")
+    assert producer_cli(bootstrap, "create-topic", single, "--partitions", "1").stderr.strip() == \
+        f"{single}: exists already, with 1 partition"
 
 
 def test_score_refuses_inputs_that_are_not_json_saying_what_to_give(bootstrap):
