@@ -55,7 +55,14 @@ def test_variables_and_flags_override_the_file(tmp_path):
 
 
 @pytest.mark.parametrize("text, said", [
-    ("max_batch_sise = 3", "unknown key 'max_batch_sise'"),
+    ("max_batch_sise = 3", "unknown key 'max_batch_sise' (did you mean 'max_batch_size'?)"),
+    ("kafka_securty = 3", "unknown key 'kafka_securty' (did you mean 'kafka_security'?)"),
+    ("[models.a]\nmodel = 'churn'\nmax_wait = 3", "[models.a] has no key 'max_wait' (did you mean 'max_wait_ms'?)"),
+    ("[models.a]\nmodel = 'churn'\nreply_topic = 'r'", "[models.a] holds 'reply_topic', a top-level setting, not one "
+     "of the table's: TOML puts every key written below a [table] header into that table; move it above"),
+    ("[kafka.producer]\n'linger.ms' = 5\nmax_batch_size = 32", "[kafka.producer] holds 'max_batch_size', a "
+     "top-level setting"),
+    ("[kafka_security]\nprotocol = 'SSL'\nmax_wait_ms = 3", "[kafka_security] holds 'max_wait_ms', a top-level"),
     ("max_batch_size = '3'", "max_batch_size must be an int, got '3'"),
     ("max_batch_size = 0", "max_batch_size (--max-batch-size, STREAMSCORE_MAX_BATCH_SIZE) must be at least 1"),
     ("[models.a]\nmodel = 'churn'\nbatch = 3", "[models.a] has no key 'batch'"),
@@ -71,7 +78,7 @@ def test_variables_and_flags_override_the_file(tmp_path):
     ("[models.'a b']\nmodel = 'churn'", "a model's name is 1-128 letters"),
     ("max_batch_size = ", "is not valid TOML"),
     ("[kafka_security]\nsasl_password = 'hunter2'", "a secret does not go in the configuration file"),
-    ("[kafka_security]\nprotocl = 'SSL'", "[kafka_security] has no key 'protocl'"),
+    ("[kafka_security]\nprotocl = 'SSL'", "[kafka_security] has no key 'protocl' (did you mean 'protocol'?)"),
     ("[kafka_security]\nprotocol = 'TLS'", "KAFKA_SECURITY_PROTOCOL must be one of"),
     ("kafka_security = 'SSL'", "kafka_security must be a table"),
     ("request_format = 'xml'", "request_format"),

@@ -70,7 +70,7 @@ def test_a_model_table_takes_exactly_the_settings_declared_per_model(tmp_path):
     (entry,) = read_config_file(str(path)).models.entries
     assert {key for key, _ in entry.overrides} == {s.name for s in per_model}
     path.write_text('[models.a]\nmodel = "churn"\nmax_poll_records = 10\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"\[models.a\] has no key 'max_poll_records'"):
+    with pytest.raises(ConfigError, match=r"\[models.a\] holds 'max_poll_records', a top-level setting, not one"):
         read_config_file(str(path))
 
 

@@ -37,8 +37,10 @@ ConfigError naming the file and key.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -53,6 +55,7 @@ ENTRY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 FILE_SUFFIXES = (".pt2", ".pt", ".ts", ".pth")  # a ``model`` value ending so is a file, found beside the config
 MODEL_KEYS = per_model(ModelSettings)  # the settings a model's table may set (declared per_model)
 BATCHING_KEYS = per_model(BatchingSettings)
+TOP_LEVEL_KEYS = frozenset(s.name for s in SETTINGS if not s.group.table)  # settings written above any [table]
 ENTRY_KEYS = (*MODEL_KEYS, *BATCHING_KEYS, "version", "topic", "canary", "canary_weight", "shadow",
               "shadow_fraction")
 
@@ -175,11 +178,14 @@ def read_config_file(path: str) -> ConfigFile:
     properties = KafkaProperties()
     for key, value in document.items():
         if key == "kafka":
+            for role, given in value.items() if isinstance(value, dict) else ():
+                _refuse_top_level_keys(path, f"kafka.{role}", given)
             properties = KafkaProperties.from_tables(path, value)
         elif key in tables:
             values.update(_table(path, where, key, value))
         elif key not in values and key not in ("models", "default_model"):
-            raise ConfigError(f"{path}: unknown key {key!r}; the top-level keys are settings named as the flags "
+            raise ConfigError(f"{path}: unknown key {key!r}{_did_you_mean(key, {*TOP_LEVEL_KEYS, *tables})}; "
+                              "the top-level keys are settings named as the flags "
                               "are (max_batch_size for --max-batch-size; see `python -m worker run --help`), plus "
                               "default_model, [models.NAME] tables, [kafka.consumer] / [kafka.producer] "
                               f"client properties and the {', '.join(f'[{table}]' for table in sorted(tables))} "
@@ -204,12 +210,30 @@ def _table(path: str, where: Path, name: str, table: Any) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: {name} must be a table, [{name}]")
     mine = [s for s in SETTINGS if s.group.table == name]
+    _refuse_top_level_keys(path, name, table)
     values = registry.from_file(mine, table, path, where.parent, name)
     for key in table:
         if f"{name}.{key}" not in values:
-            raise ConfigError(f"{path}: [{name}] has no key {key!r}; its keys: "
-                              f"{', '.join(s.name for s in mine if not s.declared.secret)}")
+            keys = [s.name for s in mine if not s.declared.secret]
+            raise ConfigError(f"{path}: [{name}] has no key {key!r}{_did_you_mean(key, keys)}; its keys: "
+                              f"{', '.join(keys)}")
     return values
+
+
+def _did_you_mean(key: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _refuse_top_level_keys(path: str, name: str, table: Any) -> None:
+    """Refuse a key of the table ``[name]`` that is a top-level setting (and not the table's own), saying why it
+    is there: TOML puts every key written below a ``[table]`` header into that table."""
+    own = set(ENTRY_KEYS) if name.startswith("models.") else {s.name for s in SETTINGS if s.group.table == name}
+    for key in table if isinstance(table, dict) else ():
+        if key in TOP_LEVEL_KEYS and key not in own:
+            raise ConfigError(f"{path}: [{name}] holds {key!r}, a top-level setting, not one of the table's: TOML puts "
+                              "every key written below a [table] header into that table; move it above the file's "
+                              "first [table]")
 
 
 def _entry(path: str, where: Path, name: str, table: Any) -> ModelEntry:
@@ -220,7 +244,9 @@ def _entry(path: str, where: Path, name: str, table: Any) -> ModelEntry:
         raise ConfigError(f"{path}: models.{name} must be a table ([models.{name}])")
     for key in table:
         if key not in ENTRY_KEYS:
-            raise ConfigError(f"{path}: [models.{name}] has no key {key!r}; a model's keys: {', '.join(ENTRY_KEYS)}")
+            _refuse_top_level_keys(path, f"models.{name}", table)
+            raise ConfigError(f"{path}: [models.{name}] has no key {key!r}{_did_you_mean(key, ENTRY_KEYS)}; a "
+                              f"model's keys: {', '.join(ENTRY_KEYS)}")
     settings = {s.name: s for s in SETTINGS if s.declared.per_model}
     overrides = [(key, settings[key].from_toml(value, f"{path}: [models.{name}]", where.parent))
                  for key, value in table.items() if key in settings]
