@@ -18,9 +18,9 @@ from worker.core.kafka_properties import KafkaProperties, add_property_flags
 from worker.core.parser import Parser
 from worker.core.security import KafkaSecurity, add_security_flags
 from worker.core.settings import BatchingSettings, check_kafka_client
+from worker.core.stdout import EXIT_READER_GONE, reader_gone
 from worker.formats.reply_reader import ReplyReader
 from worker.formats.requests import RequestEncode, request_encoder
-from worker.stdout import EXIT_READER_GONE, reader_gone
 
 if TYPE_CHECKING:
     from worker.core.timerange import TimeRange

@@ -19,14 +19,14 @@ from worker.core.parser import Parser
 from worker.core.settings import Settings, add_flags, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
+from worker.core.stdout import EXIT_READER_GONE, reader_gone
 from worker.inspect_model import add_inspect_parser, run_inspect
 from worker.jobs.backfill import add_backfill_parser, run_backfill
-from worker.logs import configure_logging, renders_json
+from worker.logs import configure_logging, on_every_line, renders_json
 from worker.models.runner import pick_device
 from worker.score_file_command import add_score_file_parser, run_score_file
 from worker.score_ray_command import add_score_ray_parser, run_score_ray
 from worker.signals import exit_if_signalled_while_starting, stop_on_signals
-from worker.stdout import EXIT_READER_GONE, reader_gone
 from worker.supervisor import child_commands, supervise
 
 DESCRIPTION = """\
@@ -155,6 +155,7 @@ def _format_asked(args: argparse.Namespace) -> str:
 
 
 def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
+    on_every_line(client_id=settings.kafka.client_id)  # which member said it, by the name the group lists it by
     stop_requested = StopRequest(SystemClock())
     stop_on_signals(stop_requested)
     stats = WorkerStats()

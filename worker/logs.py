@@ -2,7 +2,8 @@
 
 structlog's own events and the standard library's log records (kafka-python,
 redis, Python warnings: anything that logs through ``logging``) go through
-the same renderer to stderr, one write() per line. So with JSON every line of
+the same renderer to stderr, one write() per line, each with the fields put on
+every line (a worker's ``client_id``). So with JSON every line of
 stderr is one JSON object (an uncaught exception too: its traceback becomes
 a field), and processes sharing a log file (--processes) never interleave
 within a line. kafka-python is chatty at INFO (every connection, every group
@@ -21,6 +22,7 @@ from types import TracebackType
 from typing import TextIO
 
 import structlog
+from structlog.typing import EventDict
 
 CHATTY_LOGGERS = ("kafka",)
 
@@ -38,6 +40,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     )
     stamp: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
+        _add_every_line_fields,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
@@ -67,6 +70,21 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     if _json:
         sys.excepthook = _log_uncaught
         threading.excepthook = _log_thread_crash
+
+
+def on_every_line(**fields: str) -> None:
+    """Put ``fields`` on every log line from now on, whichever thread logs it (a worker's ``client_id``: with
+    ``--processes N`` the children share one stderr, and their lines would be told apart by nothing else)."""
+    _every_line.update(fields)
+
+
+_every_line: dict[str, str] = {}
+
+
+def _add_every_line_fields(_logger: object, _name: str, event: EventDict) -> EventDict:
+    for key, value in _every_line.items():
+        event.setdefault(key, value)
+    return event
 
 
 class LogStream:

@@ -213,4 +213,5 @@ def test_processes_share_the_group_and_stop_together(bootstrap, redis_url, topic
     assert supervisor.stop() == 0
     stopped = [e for e in supervisor.events() if e.get("event") == "worker_stopped"]
     assert len(stopped) == 2 and all(e["replied_ok"] > 0 for e in stopped)  # both did work
+    assert sorted(e["client_id"] for e in stopped) == ["streamscore-worker-0", "streamscore-worker-1"]
     assert max(len(r) for r in landed.by_id().values()) == 1
