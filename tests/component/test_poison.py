@@ -103,6 +103,22 @@ def test_a_reply_to_naming_the_requests_topic_is_refused_not_answered_into_it():
     assert h.sink.to("requests") == []  # nothing was written into the requests topic
 
 
+@pytest.mark.parametrize("topic, why", [
+    ("__consumer_offsets", "one of Kafka's internal topics"),
+    ("__transaction_state", "one of Kafka's internal topics"),
+    ("requests.dlq", "this worker's dead-letter topic"),
+])
+def test_a_reply_to_naming_a_topic_no_reply_may_go_to_is_refused_not_sent_there(topic, why):
+    h = Harness()
+    h.source.produce({"id": "r", "inputs": INPUTS, "reply_to": topic})
+    h.source.produce({"id": "after", "inputs": INPUTS})
+    h.steps()
+    refused, after = h.replies()
+    assert refused["error"]["code"] == "invalid_reply_to" and why in refused["error"]["message"]
+    assert after["status"] == "ok"
+    assert h.sink.to(topic) == []
+
+
 def test_a_failed_topic_lookup_answers_unknown_reply_topic_and_the_worker_goes_on():
     h = Harness()
 

@@ -49,6 +49,10 @@ def hostile_records() -> list[tuple[str, bytes | None, bytes | None, list[tuple[
          "model_error"),
         ("deadline-a-string", b"deadline-a-string", b'{"id":"deadline-a-string","inputs":{},"deadline_ms":"x"}', [],
          "invalid_deadline"),
+        ("reply-to-internal", b"reply-to-internal", good.replace(b'"x"', b'"reply-to-internal"')[:-1]
+         + b',"reply_to":"__consumer_offsets"}', [], "invalid_reply_to"),
+        ("reply-to-internal-header", b"reply-to-internal-header", good.replace(b'"x"', b'"reply-to-internal-header"'),
+         [("reply-to", b"__transaction_state")], "invalid_reply_to"),
         ("reply-to-a-list", b"reply-to-a-list", b'{"id":"reply-to-a-list","inputs":{},"reply_to":["a"]}', [],
          "invalid_reply_to"),
         ("array-body", b"array-body", b"[1,2,3]", [], "invalid_request"),

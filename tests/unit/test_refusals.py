@@ -31,6 +31,9 @@ from worker.core.refusals import (
      "TOPIC_AUTHORIZATION_FAILED"),
     (confluent_kafka.KafkaException(confluent_kafka.KafkaError(confluent_kafka.KafkaError.INVALID_RECORD)),
      "INVALID_RECORD"),
+    (kafka.errors.InvalidTopicError(), "INVALID_TOPIC_EXCEPTION"),
+    (confluent_kafka.KafkaException(confluent_kafka.KafkaError(confluent_kafka.KafkaError.TOPIC_EXCEPTION)),
+     "INVALID_TOPIC_EXCEPTION"),
     # Failures a retry may cure are not refusals.
     (kafka.errors.KafkaTimeoutError(), None),
     (kafka.errors.NotLeaderForPartitionError(), None),

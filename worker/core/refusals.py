@@ -3,7 +3,7 @@
 A send can fail for a while (the broker away, a leader moving: the worker
 retries by consuming the record again) or for good, whatever the retry: a
 record larger than the topic's ``max.message.bytes``, a topic the worker may
-not write to, a compacted topic given a key-less record. Retrying those would
+not write to or no record may go to, a compacted topic given a key-less record. Retrying those would
 stop the partition for good, so each refused send is replaced by a smaller,
 plainer one, one step down a ladder:
 
@@ -40,6 +40,7 @@ from worker.core.messages import Position
 # Kafka protocol error codes that mean "this record, never": retrying the same bytes gets the same answer.
 REFUSED_FOR_GOOD = {
     10: "MESSAGE_TOO_LARGE",
+    17: "INVALID_TOPIC_EXCEPTION",  # a topic no record may go to: one of the broker's own
     18: "RECORD_LIST_TOO_LARGE",
     29: "TOPIC_AUTHORIZATION_FAILED",
     44: "POLICY_VIOLATION",

@@ -47,6 +47,10 @@ RECORD_OVERHEAD_BYTES = 64  # per record, and per header: Kafka's record framing
 MAX_TRACEPARENT_BYTES = 512  # W3C's is 55 characters; a longer one is not passed through
 MAX_MODEL_NAME_LENGTH = 128  # a request's model and model_version
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# The broker's own topics: a record sent there is refused (INVALID_TOPIC_EXCEPTION), or not sent at all
+# (kafka-python finds no partition to put it in), so no reply_to may name one.
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
+                                   "__cluster_metadata"})
 _NO_HEADERS: dict[str, bytes] = {}  # a record's headers, when it has none (read only)
 
 # Reply headers (values are ASCII decimal strings, milliseconds where timed).
@@ -116,7 +120,8 @@ ERR_INVALID_ID = _code("invalid_id", SentAs.EITHER, f"`id` is not a string of 1â
 ERR_MISSING_ID = _code("missing_id", SentAs.DEAD_LETTER, "neither the value nor the key carries a request ID")
 ERR_INVALID_REPLY_TO = _code("invalid_reply_to", SentAs.ERROR_REPLY,
                              "`reply_to` (or the `reply-to` header) is not a Kafka topic name, or is a requests topic "
-                             "this worker reads; the error reply goes to the default reply topic")
+                             "this worker reads, its dead-letter topic or one of Kafka's internal topics "
+                             "(`__consumer_offsets`, ...); the error reply goes to the default reply topic")
 ERR_INVALID_DEADLINE = _code("invalid_deadline", SentAs.ERROR_REPLY, "`deadline_ms` is not an integer")
 ERR_MISSING_INPUTS = _code("missing_inputs", SentAs.ERROR_REPLY, "the request has no `inputs`")
 # A model (or version) this worker does not serve; the message lists the served ones.

@@ -17,7 +17,7 @@ while the registry is away: ``blocked``), a poll at a time. Not thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter
 
 from msgspec import structs
@@ -28,7 +28,7 @@ from worker.core.model_batchers import ModelBatchers
 from worker.core.offsets import OffsetTracker
 from worker.core.offsets import TopicPartition as TP
 from worker.core.stats import WorkerStats
-from worker.core.wire import ERR_INVALID_REPLY_TO, ERR_UNKNOWN_REPLY_TOPIC
+from worker.core.wire import ERR_INVALID_REPLY_TO, ERR_UNKNOWN_REPLY_TOPIC, KAFKA_INTERNAL_TOPICS
 from worker.ports import RequestDecoder, Tracer
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.replies import Responder, too_many_tokens
@@ -37,10 +37,19 @@ from worker.stream.topics import TopicDirectory
 _POSITION = attrgetter("position")
 
 
+def unfit_reply_topics(requests_topics: Iterable[str], dead_letter_topic: str) -> dict[str, str]:
+    """The topics no request's ``reply_to`` may name, each with why."""
+    unfit = dict.fromkeys(KAFKA_INTERNAL_TOPICS, "one of Kafka's internal topics: the broker takes no reply there")
+    unfit[dead_letter_topic] = "this worker's dead-letter topic: a reply there would be read as a dead letter"
+    unfit.update(dict.fromkeys(requests_topics, "a requests topic this worker reads: a reply there would be read "
+                                                "as a request"))
+    return unfit
+
+
 class Admission:
     def __init__(self, decoder: RequestDecoder, topics: TopicDirectory, gate: DedupGate, batchers: ModelBatchers,
                  offsets: OffsetTracker, responder: Responder,
-                 stats: WorkerStats, clock: Clock, requests_topics: frozenset[str],
+                 stats: WorkerStats, clock: Clock, unfit_reply_topics: Mapping[str, str],
                  park: Callable[[Request], None] | None = None, tracer: Tracer | None = None) -> None:
         """``decoder``: from records to requests (the wire contract's JSON, or registry-framed);
         ``requests_topics``: what no reply may go to (the worker would answer its own replies); ``park`` holds
@@ -49,7 +58,7 @@ class Admission:
         self._park = park
         self._tracer = tracer
         self._decoder = decoder
-        self._requests_topics = requests_topics
+        self._unfit_reply_topics = unfit_reply_topics
         self._topics = topics
         self._gate = gate
         self._batchers = batchers
@@ -127,16 +136,16 @@ class Admission:
         own error, sent to the default reply topic instead (its error reply could not be delivered, or would be
         read as a request, and retrying it would stop the partition)."""
         if isinstance(decoded, InvalidRecord):
-            if decoded.reply_to and (decoded.reply_to in self._requests_topics
+            if decoded.reply_to and (decoded.reply_to in self._unfit_reply_topics
                                      or not self._topics.exists(decoded.reply_to)):
                 return structs.replace(decoded, reply_to=None)
             return decoded
         if not decoded.reply_to:
             return decoded
-        if decoded.reply_to in self._requests_topics:
+        unfit = self._unfit_reply_topics.get(decoded.reply_to)
+        if unfit is not None:
             return InvalidRecord(record.position, ERR_INVALID_REPLY_TO,
-                                 f"reply_to {decoded.reply_to!r} is a requests topic this worker reads: a reply there "
-                                 "would be read as a request; the reply comes here",
+                                 f"reply_to {decoded.reply_to!r} is {unfit}; the reply comes here",
                                  record.key, record.value, record.headers, decoded.id, None, decoded.traceparent)
         if not self._topics.exists(decoded.reply_to):
             return InvalidRecord(record.position, ERR_UNKNOWN_REPLY_TOPIC,

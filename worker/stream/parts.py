@@ -28,7 +28,7 @@ from worker.ports import (
     Tracer,
     Transactions,
 )
-from worker.stream.admission import Admission
+from worker.stream.admission import Admission, unfit_reply_topics
 from worker.stream.committer import commit_policy
 from worker.stream.dedup_gate import DedupGate
 from worker.stream.membership import Membership
@@ -95,7 +95,7 @@ def assemble(source: Source, sink: Sink[Tag], dedup: DedupStore, models: ServedM
                           bounds.settle_s, extras.tracer, extras.encode_reply, gone=topics.gone)
     residency = Residency(models, extras.loads, responder, stats, clock) if extras.loads else None
     admission = Admission(decoder, topics, gate, models.batchers, offsets, responder, stats, clock,
-                          frozenset([kafka.requests_topic, *models.table.topics()]),
+                          unfit_reply_topics([kafka.requests_topic, *models.table.topics()], kafka.dead_letter_topic),
                           residency.park if residency is not None else None, extras.tracer)
     commits = commit_policy(source, extras.transactions, offsets, gate, delivery.commit_interval_ms / 1000,
                             clock.monotonic())
