@@ -158,6 +158,8 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
     on_every_line(client_id=settings.kafka.client_id)  # which member said it, by the name the group lists it by
     stop_requested = StopRequest(SystemClock())
     stop_on_signals(stop_requested)
+    signal.signal(signal.SIGHUP, lambda _signum, _frame: log.warning(  # its default action would end the worker
+        "reload_ignored", reason="still starting: the models are loaded from the configuration as it is now"))
     stats = WorkerStats()
     surface = start_surface(settings.operations, stats, stop_requested.is_set)  # answers /healthz while the model loads
     broker_watch = start_broker_watch(settings, stats)

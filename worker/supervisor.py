@@ -7,7 +7,8 @@ again after a capped backoff (core/restarts.py); its partitions go to the
 others meanwhile, and come back when it rejoins. After repeated fast failures
 of one child the supervisor gives up: it stops the others and exits 1, so
 that whoever runs it (Kubernetes, systemd) sees the failure. SIGTERM/SIGINT
-is forwarded to every child, once, and the supervisor waits for them all.
+is forwarded to every child, once, and the supervisor waits for them all;
+SIGHUP is forwarded to every child running (a reload: docs/fleet.md).
 Exit code: 1 after giving up; else 0 if every child stopped cleanly, else the
 first non-zero one.
 """
@@ -102,6 +103,16 @@ class Supervisor:
                 self._stop_signal = signum
             self._signal_children()
 
+    def reload(self) -> None:
+        """Forward SIGHUP to every child running (each re-reads its configuration file: docs/fleet.md)."""
+        with self._lock:
+            pids = []
+            for child in self._children:
+                if child.process is not None and child.process.poll() is None:
+                    child.process.send_signal(signal.SIGHUP)
+                    pids.append(child.process.pid)
+        log.info("reload_forwarded", pids=pids)
+
     def run(self) -> int:
         """Start the children and keep them running until ``stop`` or giving up; then wait for them all.
         Returns the exit code described in the module docstring."""
@@ -171,7 +182,8 @@ class Supervisor:
 
 
 def supervise(commands: list[list[str]], limits: RestartLimits = DEFAULT_LIMITS) -> int:
-    """Run the children under a Supervisor, SIGTERM/SIGINT stopping them all; blocks. Main thread only.
+    """Run the children under a Supervisor, SIGTERM/SIGINT stopping them all, SIGHUP reloading each; blocks.
+    Main thread only.
     Returns the exit code described in the module docstring."""
     supervisor = Supervisor(commands, limits)
 
@@ -179,6 +191,7 @@ def supervise(commands: list[list[str]], limits: RestartLimits = DEFAULT_LIMITS)
         supervisor.stop(signum)
 
     previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda _signum, _frame: supervisor.reload())
     try:
         return supervisor.run()
     finally:

@@ -1,5 +1,5 @@
 """The --processes supervisor over real child processes (tiny Python scripts, not the worker): restart,
-give-up, and SIGTERM forwarded."""
+give-up, and SIGTERM and SIGHUP forwarded."""
 
 import os
 import signal
@@ -12,7 +12,8 @@ from tests.integration.kit import REPO, wait_until
 from worker.core.restarts import RestartLimits
 from worker.supervisor import EXIT_GAVE_UP, Supervisor
 
-# argv[1]: a folder. The first run exits 1; the next ones note their pid and run until SIGTERM (then exit 0).
+# argv[1]: a folder. The first run exits 1; the next ones note their pid and run until SIGTERM (then exit 0), noting
+# each SIGHUP.
 CRASH_ONCE = """
 import os, signal, sys, time
 folder = sys.argv[1]
@@ -20,6 +21,7 @@ if not os.path.exists(os.path.join(folder, "crashed")):
     open(os.path.join(folder, "crashed"), "w").close()
     sys.exit(1)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+signal.signal(signal.SIGHUP, lambda *_: open(os.path.join(folder, f"reloaded.{os.getpid()}"), "w").close())
 open(os.path.join(folder, f"running.{os.getpid()}"), "w").close()
 while True:
     time.sleep(0.02)
@@ -84,7 +86,7 @@ def test_a_child_that_keeps_failing_fast_makes_the_supervisor_give_up_and_stop_t
     assert all(process.poll() is not None for process in spawn.processes)  # nothing left running
 
 
-def test_sigterm_to_the_supervisor_is_forwarded_to_every_child(tmp_path):
+def test_sighup_then_sigterm_to_the_supervisor_are_forwarded_to_every_child(tmp_path):
     folders = [tmp_path / "a", tmp_path / "b"]
     commands = [crash_once(folder) for folder in folders]
     for folder in folders:
@@ -94,6 +96,11 @@ def test_sigterm_to_the_supervisor_is_forwarded_to_every_child(tmp_path):
                                   env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         wait_until(lambda: all(running(folder) for folder in folders), 30, "both children to run")
+        supervisor.send_signal(signal.SIGHUP)  # a reload: each child is told, nothing stops
+        wait_until(lambda: all(list(folder.glob("reloaded.*")) for folder in folders), 30, "both children to reload")
+        assert supervisor.poll() is None
+        assert [[p.name for p in folder.glob("reloaded.*")] for folder in folders] == \
+            [[f"reloaded.{pid}" for pid in running(folder)] for folder in folders]
         supervisor.send_signal(signal.SIGTERM)
         assert supervisor.wait(30) == 0
         for folder in folders:
