@@ -1,4 +1,5 @@
 import argparse
+import re
 import socket
 
 import pytest
@@ -58,6 +59,10 @@ def test_env_then_flags_then_derived_defaults():
      r"kafka_group_protocol \(--kafka-group-protocol, STREAMSCORE_KAFKA_GROUP_PROTOCOL\) must be classic or consumer"),
     ({"STREAMSCORE_KAFKA_GROUP_PROTOCOL": "consumer"},
      r"kafka_group_protocol=consumer \(--kafka-group-protocol, KIP-848\) needs --kafka-client confluent"),
+    *[({"KAFKA_BOOTSTRAP_SERVERS": servers}, rf"^kafka_bootstrap_servers \(--bootstrap-servers, "
+                                             rf"KAFKA_BOOTSTRAP_SERVERS\): '{re.escape(wrong)}' is not HOST:PORT")
+      for servers, wrong in [("notahostport", "notahostport"), ("broker", "broker"), ("a:1,,b:2", ""),
+                             ("a:0", "a:0"), ("a:65536", "a:65536"), ("PLAINTEXT://a:9092", "PLAINTEXT://a:9092")]],
 ])
 def test_bad_settings_name_the_setting(env, named):
     with pytest.raises(ConfigError, match=named):
@@ -70,6 +75,11 @@ def test_streaming_needs_services_and_a_topic(missing):
     env.pop({"requests_topic": "STREAMSCORE_REQUESTS_TOPIC"}.get(missing, missing))
     with pytest.raises(ConfigError, match=missing):
         require_services(Settings.from_sources(None, env))
+
+
+@pytest.mark.parametrize("servers", ["a:9092", "broker-1:9092, broker-2:9093", "[::1]:9092", "10.0.0.1:65535"])
+def test_broker_lists_of_host_and_port_are_taken(servers):
+    assert Settings.from_sources(None, {"KAFKA_BOOTSTRAP_SERVERS": servers}).kafka.kafka_bootstrap_servers == servers
 
 
 def test_the_largest_batch_size_allowed_is_accepted():

@@ -26,8 +26,11 @@ def test_http_is_off_by_default_and_set_by_env_or_flag():
 
 
 @pytest.mark.parametrize("env, named", [
-    ({"STREAMSCORE_HTTP_PORT": "-1"}, "http_port must be 0 .off. or a TCP port up to 65535, got -1"),
-    ({"STREAMSCORE_HTTP_PORT": "65536"}, "http_port must be 0 .off. or a TCP port up to 65535, got 65536"),
+    ({"STREAMSCORE_HTTP_PORT": "-1"},
+     r"http_port \(--http-port, STREAMSCORE_HTTP_PORT\) must be 0 .off. or a TCP port up to 65535, got -1"),
+    ({"STREAMSCORE_HTTP_PORT": "65536"}, "http_port .* must be 0 .off. or a TCP port up to 65535, got 65536"),
+    ({"STREAMSCORE_SHUTDOWN_TIMEOUT_S": "0"},
+     r"shutdown_timeout_s \(--shutdown-timeout-s, STREAMSCORE_SHUTDOWN_TIMEOUT_S\) must be above 0, got 0.0"),
     ({"STREAMSCORE_HTTP_PORT": "http"}, "STREAMSCORE_HTTP_PORT='http' is not a valid int"),
     ({"STREAMSCORE_HTTP_PORT": "65535", "STREAMSCORE_PROCESSES": "2"}, "choose http_port <= 65534"),
     ({"STREAMSCORE_LIVENESS_TIMEOUT_S": "0"},

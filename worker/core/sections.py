@@ -92,6 +92,7 @@ class KafkaSettings:
     def __post_init__(self) -> None:
         _at_least(self, 1, "max_poll_records", "max_poll_interval_ms", "session_timeout_ms")
         _check_choices(self)
+        _check_bootstrap_servers(self)
         _validate_kafka_client(self)
         _validate_topics(self)
         self.kafka_properties.check(self.kafka_client)
@@ -141,7 +142,9 @@ class DedupSettings:
     redis_key_password_file: str = setting(
         "", "rediss:// with mutual TLS and an encrypted key: file holding its passphrase (a mounted secret)",
         env="REDIS_KEY_PASSWORD_FILE", path=True)
-    dedup_namespace: str = setting("streamscore", "prefix of Redis keys; use another to re-score on purpose")
+    dedup_namespace: str = setting("streamscore", "prefix of Redis keys: IDs are remembered per namespace, not per "
+                                   "topic, so give each deployment sharing a Redis its own; another one re-scores on "
+                                   "purpose")
     dedup_ttl_s: int = setting(86_400, "how long an answered request id is remembered")
     dedup_lease_ms: int = setting(300_000, "how long a claim on a request id holds while it is scored")
     dedup_min_replicas: int = setting(0, "wait until this many Redis replicas have a batch's done marks (WAIT) "
@@ -309,9 +312,10 @@ class OperationsSettings:
         _at_least(self, 1, "processes")
         _at_least(self, 0, "stats_interval_s")
         if self.shutdown_timeout_s <= 0:
-            raise ConfigError(f"shutdown_timeout_s must be > 0, got {self.shutdown_timeout_s}")
+            raise ConfigError(f"{_named(self, 'shutdown_timeout_s')} must be above 0, got {self.shutdown_timeout_s}")
         if not 0 <= self.http_port <= 65535:
-            raise ConfigError(f"http_port must be 0 (off) or a TCP port up to 65535, got {self.http_port}")
+            raise ConfigError(f"{_named(self, 'http_port')} must be 0 (off) or a TCP port up to 65535, "
+                              f"got {self.http_port}")
         if self.http_port and self.http_port + self.processes - 1 > 65535:
             raise ConfigError(f"http_port {self.http_port} with processes={self.processes} needs ports up to "
                               f"{self.http_port + self.processes - 1}: choose http_port <= {65536 - self.processes}")
@@ -380,6 +384,19 @@ def _literal_choices(section: type) -> dict[str, tuple[str, ...]]:
 def _check_choices(section: object) -> None:
     for name, choices in _CHOICES[type(section)].items():
         _check_choice(_named(section, name), getattr(section, name), choices)
+
+
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:/,\[\]]+):(\d{1,5})")
+
+
+def _check_bootstrap_servers(kafka: KafkaSettings) -> None:
+    """Each broker of a set list is HOST:PORT (an IPv6 address in brackets), its port 1-65535."""
+    for address in kafka.kafka_bootstrap_servers.split(",") if kafka.kafka_bootstrap_servers else ():
+        found = _HOST_PORT.fullmatch(address.strip())
+        if found is None or not 1 <= int(found.group(2)) <= 65535:
+            raise ConfigError(f"{_named(kafka, 'kafka_bootstrap_servers')}: {address.strip()!r} is not HOST:PORT "
+                              "(a port from 1 to 65535; brokers separated by commas, e.g. "
+                              "broker-1:9092,broker-2:9092)")
 
 
 def _named(section: object, name: str) -> str:

@@ -74,6 +74,7 @@ def check_kafka(bootstrap_servers: str, security: KafkaSecurity, timeout_s: floa
     refused = []
     for address in bootstrap_servers.split(","):
         host, _, port = address.strip().rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")  # an IPv6 address, [::1]:9092
         try:
             sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         except (OSError, ValueError) as exc:
