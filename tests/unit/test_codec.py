@@ -80,6 +80,17 @@ def test_bad_records_get_a_code_and_keep_their_bytes(value, key, code, has_id):
     assert result.message
 
 
+@pytest.mark.parametrize("raw, said", [
+    (b'"soon"', "got 'soon'"),
+    (b"100000000000000000000", "got 1e+20"),  # past 64 bits, JSON's reader gives a float
+    (b'"' + b"x" * 100 + b'"', "got 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."),
+])
+def test_a_deadline_that_is_not_an_integer_is_quoted_in_its_refusal(raw, said):
+    result = decode(b'{"id":"a","inputs":[0.5],"deadline_ms":' + raw + b"}")
+    assert isinstance(result, InvalidRecord) and result.code == "invalid_deadline"
+    assert result.message.endswith(said)
+
+
 def test_oversized_record_is_refused_before_parsing():
     result = decode({"id": "a", "inputs": GOOD_INPUTS}, max_bytes=10)
     assert isinstance(result, InvalidRecord) and result.code == "record_too_large"

@@ -252,8 +252,8 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
                        request_id)
     deadline_ms = body.get("deadline_ms")
     if deadline_ms is not None and (isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int)):
-        return invalid(ERR_INVALID_DEADLINE, "'deadline_ms' must be an integer (Unix time in ms)", request_id,
-                       reply_to)
+        return invalid(ERR_INVALID_DEADLINE, f"'deadline_ms' must be an integer (Unix time in ms), got "
+                       f"{_shown(deadline_ms)}", request_id, reply_to)
     if "inputs" not in body:
         return invalid(ERR_MISSING_INPUTS, "the request has no 'inputs'", request_id, reply_to)
     model = body.get("model", _header_text(headers.get(H_MODEL)))
@@ -419,6 +419,13 @@ def answered_under(key: bytes | None, value: bytes | None, max_record_bytes: int
         if _valid_id(found):
             return str(found)
     return _id_from_key(key)
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    """``value`` as an error message quotes it: its repr, cut to ``limit`` characters (an integer too large for
+    64 bits reads as a float: 1e+20)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 def _id_from_key(key: bytes | None) -> str | None:
