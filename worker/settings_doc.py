@@ -71,15 +71,23 @@ def render() -> str:
 
 
 def command_flags() -> dict[str, list[argparse.Action]]:
-    """Each command but ``run``, with the flags and arguments it has beyond the settings, in its --help's order."""
+    """Each command but ``run``, with the flags and arguments it has beyond the settings (all of its own, for a
+    command that takes none of the settings: ``compare``), in its --help's order."""
     from worker.cli import _parser
 
     settings = argparse.ArgumentParser(add_help=False)
     add_flags(settings)
-    shared = {option for action in settings._actions for option in action.option_strings} | {"-h", "--help"}
+    setting_flags = {option for action in settings._actions for option in action.option_strings}
     commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
-    return {name: [a for a in parser._actions if not shared & set(a.option_strings)]
-            for name, parser in commands.items() if name != "run"}
+    flags = {}
+    for name, parser in commands.items():
+        shared = {"-h", "--help"} | (set() if name in TAKES_NO_SETTINGS else setting_flags)
+        if name != "run":
+            flags[name] = [a for a in parser._actions if not shared & set(a.option_strings)]
+    return flags
+
+
+TAKES_NO_SETTINGS = ("compare",)  # worker/cli.py runs it before any setting is read: a flag named as one is its own
 
 
 def render_commands() -> str:
