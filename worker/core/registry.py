@@ -145,9 +145,17 @@ def add_flags(parser: argparse.ArgumentParser, settings: Iterable[Setting]) -> N
             groups[s.group].add_argument(s.flag, dest=s.key, action="store_const", const=True, default=None,
                                          help=f"{s.help} ({s.env}=true)")
             continue
-        shown = f" (default: {s.default})" if s.default not in ("", 0) or s.kind is float else ""
+        shown = _shown_default(s)
         kind = s.kind if s.kind in (int, float) else str
         groups[s.group].add_argument(s.flag, dest=s.key, type=kind, metavar=s.env, help=f"{s.help}{shown}")
+
+
+def _shown_default(s: Setting) -> str:
+    """`` (default: ...)`` as --help ends a setting's line: booleans as their variables take them (true, false),
+    nothing for a secret or an empty default."""
+    if s.declared.secret or s.default == "":
+        return ""
+    return f" (default: {str(s.default).lower() if isinstance(s.default, bool) else s.default})"
 
 
 def from_arguments(settings: Iterable[Setting], args: argparse.Namespace | None) -> dict[str, Any]:
