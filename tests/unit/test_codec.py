@@ -91,6 +91,17 @@ def test_a_deadline_that_is_not_an_integer_is_quoted_in_its_refusal(raw, said):
     assert result.message.endswith(said)
 
 
+@pytest.mark.parametrize("key, said", [
+    (None, "set 'id' in the value or the record key"),
+    (b"k" * 257, "the record key is not one: 257 bytes, not UTF-8 text of 1-256 characters"),
+    (b"\xff", "the record key is not one: 1 byte, not UTF-8 text"),
+])
+def test_a_record_without_an_id_says_why_its_key_is_not_one(key, said):
+    result = decode({"inputs": GOOD_INPUTS}, key=key)
+    assert isinstance(result, InvalidRecord) and result.code == "missing_id"
+    assert said in result.message
+
+
 def test_oversized_record_is_refused_before_parsing():
     result = decode({"id": "a", "inputs": GOOD_INPUTS}, max_bytes=10)
     assert isinstance(result, InvalidRecord) and result.code == "record_too_large"

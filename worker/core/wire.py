@@ -244,7 +244,10 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
                        _id_from_key(record.key))
     request_id = body_id if body_id is not None else _id_from_key(record.key)
     if request_id is None:
-        return invalid(ERR_MISSING_ID, "no request id: set 'id' in the value or the record key", None)
+        unusable = "" if record.key is None else (
+            f"; the record key is not one: {len(record.key)} byte{'s' * (len(record.key) != 1)}, not UTF-8 text of "
+            f"1-{MAX_ID_LENGTH} characters")
+        return invalid(ERR_MISSING_ID, f"no request id: set 'id' in the value or the record key{unusable}", None)
 
     reply_to = body.get("reply_to", _reply_to_header(headers.get(H_REPLY_TO)))
     if reply_to is not None and not (isinstance(reply_to, str) and _TOPIC_NAME.match(reply_to)):
