@@ -16,6 +16,7 @@ from worker.compare.command import add_compare_parser, run_compare
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError, ModelError, ServiceUnavailable, WorkerError
 from worker.core.parser import Parser
+from worker.core.sections import SETTINGS
 from worker.core.settings import Settings, add_flags, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
@@ -114,6 +115,8 @@ def _command(argv: list[str] | None) -> int:
         return _fail(exc)
     configure_logging(settings.operations.log_format, settings.operations.log_level)
     try:
+        if args.command in ("score-file", "score-ray"):
+            _warn_of_flags_file_jobs_ignore(args)
         if args.command == "score-file":  # one model: of a configuration file's, the one --model names
             return run_score_file(settings.only_model(args.model), args)
         if args.command == "score-ray":
@@ -130,6 +133,20 @@ def _command(argv: list[str] | None) -> int:
         return _run(settings, log)
     except (WorkerError, LookupError, ConnectionError, OSError) as exc:
         return _fail(exc)
+
+
+# Operations settings a file job takes as flags (their section's others, the logs', it uses) and does nothing with.
+FILE_JOBS_IGNORE = ("processes", "shutdown_timeout_s", "stats_interval_s", "otel", "http_port", "liveness_timeout_s")
+
+
+def _warn_of_flags_file_jobs_ignore(args: argparse.Namespace) -> None:
+    given = [s.flag for s in SETTINGS if s.name in FILE_JOBS_IGNORE and getattr(args, s.key, None) is not None]
+    if given:
+        structlog.get_logger("worker").warning(
+            "flags_ignored", command=args.command, flags=given,
+            reason="a file job runs in one process, serves no HTTP surface and stops at the end of its input, a "
+                   "signal stopping it between batches; these flags are the streaming worker's (for a job in "
+                   "parallel: --shard I/N, or score-ray --concurrency)")
 
 
 def _fail(exc: Exception) -> int:
