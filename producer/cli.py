@@ -232,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             from worker.kafka.preflight import check_kafka
 
             check_kafka(args.bootstrap_servers, args.security)
-        return int(_COMMANDS[args.command](args))
+        code = int(_COMMANDS[args.command](args))
+        sys.stdout.flush()  # here, not at the interpreter's exit: a reader gone is then seen here too
+        return code
     except (LookupError, ValueError, OSError, WorkerError) as exc:
         if reader_gone(exc):  # score ... | head
             return EXIT_READER_GONE

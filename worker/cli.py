@@ -93,7 +93,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _command(argv)
+        code = _command(argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit: a reader gone is then seen here too
+        return code
     except BrokenPipeError as exc:  # a report printed after its reader went away (compare ... | head)
         if reader_gone(exc):
             return EXIT_READER_GONE
@@ -175,8 +177,8 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
     on_every_line(client_id=settings.kafka.client_id)  # which member said it, by the name the group lists it by
     stop_requested = StopRequest(SystemClock())
     stop_on_signals(stop_requested)
-    signal.signal(signal.SIGHUP, lambda _signum, _frame: log.warning(  # its default action would end the worker
-        "reload_ignored", reason="still starting: the models are loaded from the configuration as it is now"))
+    reloads_while_starting: list[int] = []  # noted only: a handler that logs can deadlock on the logger's lock
+    signal.signal(signal.SIGHUP, lambda signum, _frame: reloads_while_starting.append(signum))
     stats = WorkerStats()
     surface = start_surface(settings.operations, stats, stop_requested.is_set)  # answers /healthz while the model loads
     broker_watch = start_broker_watch(settings, stats)
@@ -185,6 +187,10 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
             worker = build_worker(settings, stop_requested, stats)
         log.info("worker_started", settings=repr(settings))
         signal.signal(signal.SIGHUP, lambda _signum, _frame: worker.reload())  # new model versions: docs/fleet.md
+        if reloads_while_starting:
+            log.warning("reload_ignored", signals=len(reloads_while_starting),
+                        reason="came while the worker started: the models were loaded from the configuration as "
+                               "it was then; send SIGHUP again to read it now")
         unfinished = worker.run()
     finally:
         if broker_watch is not None:

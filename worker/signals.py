@@ -43,8 +43,9 @@ def stop_on_signals(stop_requested: StopRequest) -> None:
     """
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("stop_requested", signal=signal.Signals(signum).name)
-        stop_requested.set()
+        # Nothing logged here: a handler that logs while its thread writes a log line waits for ever on the
+        # logger's lock. The loop says stop_requested once it sees it (worker/stream/loop.py).
+        stop_requested.set(signal.Signals(signum).name)
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     for signum in STOP_SIGNALS:

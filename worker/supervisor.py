@@ -92,6 +92,7 @@ class Supervisor:
         self._children = [_Child(index, command, limits) for index, command in enumerate(commands)]
         self._spawn, self._clock, self._sleep, self._poll_s = spawn, clock, sleep, poll_s
         self._stop_signal: int | None = None
+        self._reload_asked = False
         # stop() against the loop starting a child; reentrant: a signal handler runs on the loop's thread
         self._lock = threading.RLock()
         self.gave_up = False
@@ -104,8 +105,15 @@ class Supervisor:
             self._signal_children()
 
     def reload(self) -> None:
-        """Forward SIGHUP to every child running (each re-reads its configuration file: docs/fleet.md)."""
+        """Forward SIGHUP to every child running, soon (each re-reads its configuration file: docs/fleet.md). Safe
+        from a signal handler: the loop forwards it, and says so (a handler that logs can deadlock)."""
+        self._reload_asked = True
+
+    def _forward_reload(self) -> None:
+        self._reload_asked = False
         with self._lock:
+            if self._stop_signal is not None:  # stopping: a draining child has nothing to reload
+                return
             pids = []
             for child in self._children:
                 if child.process is not None and child.process.poll() is None:
@@ -122,6 +130,8 @@ class Supervisor:
                     self._start(child, self._clock())
         log.info("processes_started", pids=[c.process.pid for c in self._children if c.process is not None])
         while self._stop_signal is None and not self.gave_up:
+            if self._reload_asked:
+                self._forward_reload()
             self._tend(self._clock())
             self._sleep(self._poll_s)
         with self._lock:

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import orjson
 import pyarrow as pa
@@ -203,8 +204,8 @@ def _with_stdout_closed(command: list[str], **env: str) -> subprocess.CompletedP
     has its lines): every write to it fails."""
     read_end, write_end = os.pipe()
     os.close(read_end)
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")}
-    full_env.update(env, PYTHONPATH=str(REPO))
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_") and k != "PYTHONUNBUFFERED"}
+    full_env.update(env, PYTHONPATH=str(REPO))  # buffered, as on a laptop: the output goes at the last flush
     try:
         return subprocess.run(command, cwd=REPO, env=full_env, stdout=write_end, stderr=subprocess.PIPE, text=True,
                               timeout=120)
@@ -225,3 +226,16 @@ def test_a_compare_report_whose_reader_went_away_stops_quietly(tmp_path):
     result = _with_stdout_closed([sys.executable, "-m", "worker", "compare", "--input", str(records),
                                   "--no-progress"])
     assert (result.returncode, result.stderr) == (141, "")
+
+
+def test_a_sighup_while_the_command_still_imports_does_not_end_it():
+    """A supervisor's reload can reach a child still importing torch, before any handler of the worker's own."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")}
+    process = subprocess.Popen([sys.executable, "-m", "worker", "inspect-model", "--log-format", "json"], cwd=REPO,
+                               env={**full_env, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)  # the interpreter is up, torch not imported yet
+    process.send_signal(signal.SIGHUP)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert "churn" in out

@@ -1,5 +1,6 @@
 import orjson
 import pytest
+from structlog.testing import capture_logs
 
 from tests.component.harness import INPUTS, Harness
 from worker.core.errors import DeliveryError
@@ -373,3 +374,13 @@ def test_the_batches_of_one_poll_are_scored_back_to_back_while_they_are_cheap_th
     batch_waits = [float(dict(r.headers)["batch-wait-ms"]) for r in replies]  # polled to its own batch's start
     assert batch_waits[::4] == pytest.approx([0.0, batch_s * 1000, batch_s * 2000])
     assert h.worker.stats.batch_sizes == {4: 3}
+
+
+def test_a_reload_without_a_configuration_file_is_logged_by_the_loop_not_the_signal_handler():
+    h = Harness()
+    with capture_logs() as in_handler:
+        h.worker.reload()  # what the SIGHUP handler calls: a handler that logs can deadlock on the logger's lock
+    assert in_handler == []
+    with capture_logs() as in_step:
+        h.steps()
+    assert [e["event"] for e in in_step].count("reload_ignored") == 1

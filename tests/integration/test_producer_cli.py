@@ -133,7 +133,8 @@ def test_send_and_score_on_confluent_kafka_key_records_as_kafka_python_does(boot
     with os.fdopen(write_end, "wb") as gone:
         unread = subprocess.run([sys.executable, "-m", "producer", "score", topics.requests, topics.replies,
                                  orjson.dumps(CHURN.sample_inputs(rng)).decode(), "--timeout-s", "60"],
-                                env=dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, PYTHONPATH=str(REPO)),
+                                env={**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+                                     "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "PYTHONPATH": str(REPO)},
                                 cwd=REPO, stdout=gone, stderr=subprocess.PIPE, text=True, timeout=120)
     assert worker.stop() == 0
     assert scored.returncode == 0, scored.stderr

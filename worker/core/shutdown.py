@@ -23,10 +23,12 @@ class StopRequest:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self.requested_at: float | None = None
+        self.signal: str | None = None  # the name of the signal that asked, if one did
 
-    def set(self) -> None:
+    def set(self, signal: str | None = None) -> None:
         if self.requested_at is None:
             self.requested_at = self._clock.monotonic()
+            self.signal = signal
 
     def is_set(self) -> bool:
         return self.requested_at is not None

@@ -69,6 +69,7 @@ class Worker:
         self._opportunistic = not batching.wait_to_fill
         self._send_now = False  # the batch in hand goes now: a backlog, or nothing arriving for an idle model
         self._behind = False  # the requests in hand were claimed ahead, from a backlog: they go at once
+        self._reload_ignored = False  # a SIGHUP came, with no configuration file to read again
 
     def stop(self) -> None:
         """Ask the loop to finish the work in hand and return. Safe from a signal handler or thread."""
@@ -85,6 +86,8 @@ class Worker:
         try:
             while not self._stop_requested.is_set() and not self._source.finished():
                 self.step()
+            if self._stop_requested.signal is not None:
+                log.info("stop_requested", signal=self._stop_requested.signal)
             drain.finish(self._stop_requested.requested_at)
         finally:
             for part in (self._parts.reloads, self._parts.shadow, self._residency, drain, self._parts.tracer):
@@ -130,14 +133,18 @@ class Worker:
         self._upkeep.after_step()
 
     def reload(self) -> None:
-        """Re-read the configuration file's models soon (SIGHUP). Safe from a signal handler."""
+        """Re-read the configuration file's models soon (SIGHUP). Safe from a signal handler: it logs nothing
+        (a handler that logs while its thread writes a log line would wait for ever on the logger's lock)."""
         if self._parts.reloads is None:
-            log.warning("reload_ignored", reason="no configuration file (--config): nothing to read again")
+            self._reload_ignored = True  # said between two steps
         else:
             self._parts.reloads.reload()
 
     def _switch_versions(self) -> None:
         """Between two steps: switch in the new versions loaded meanwhile, and let go of old ones done."""
+        if self._reload_ignored:
+            self._reload_ignored = False
+            log.warning("reload_ignored", reason="no configuration file (--config): nothing to read again")
         plan = self._parts.reloads.take() if self._parts.reloads is not None else None
         if plan is not None:
             switch_in(plan, self._models, self.stats)
