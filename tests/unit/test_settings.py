@@ -5,6 +5,7 @@ import socket
 import pytest
 
 from worker.core.errors import ConfigError
+from worker.core.sections import broker_address
 from worker.core.settings import Settings, add_flags, require_services
 
 
@@ -61,8 +62,8 @@ def test_env_then_flags_then_derived_defaults():
      r"kafka_group_protocol=consumer \(--kafka-group-protocol, KIP-848\) needs --kafka-client confluent"),
     *[({"KAFKA_BOOTSTRAP_SERVERS": servers}, rf"^kafka_bootstrap_servers \(--bootstrap-servers, "
                                              rf"KAFKA_BOOTSTRAP_SERVERS\): '{re.escape(wrong)}' is not HOST:PORT")
-      for servers, wrong in [("notahostport", "notahostport"), ("broker", "broker"), ("a:1,,b:2", ""),
-                             ("a:0", "a:0"), ("a:65536", "a:65536"), ("PLAINTEXT://a:9092", "PLAINTEXT://a:9092")]],
+      for servers, wrong in [("host:port", "host:port"), ("a:1,,b:2", ""), ("a b:9092", "a b:9092"),
+                             ("a:0", "a:0"), ("a:65536", "a:65536"), ("[::1:9092", "[::1:9092")]],
 ])
 def test_bad_settings_name_the_setting(env, named):
     with pytest.raises(ConfigError, match=named):
@@ -77,9 +78,17 @@ def test_streaming_needs_services_and_a_topic(missing):
         require_services(Settings.from_sources(None, env))
 
 
-@pytest.mark.parametrize("servers", ["a:9092", "broker-1:9092, broker-2:9093", "[::1]:9092", "10.0.0.1:65535"])
-def test_broker_lists_of_host_and_port_are_taken(servers):
+@pytest.mark.parametrize("servers", ["a:9092", "broker-1:9092, broker-2:9093", "[::1]:9092", "10.0.0.1:65535",
+                                     "kafka", "PLAINTEXT://a:9092,SASL_SSL://b"])
+def test_broker_lists_the_kafka_clients_take_are_taken(servers):
     assert Settings.from_sources(None, {"KAFKA_BOOTSTRAP_SERVERS": servers}).kafka.kafka_bootstrap_servers == servers
+
+
+@pytest.mark.parametrize("address, read", [("a:9093", ("a", 9093)), (" kafka ", ("kafka", 9092)),
+                                           ("[::1]:19092", ("::1", 19092)), ("SSL://b:9094", ("b", 9094)),
+                                           ("a:b", None), ("", None)])
+def test_a_broker_address_is_read_as_the_clients_read_it(address, read):
+    assert broker_address(address) == read
 
 
 def test_the_largest_batch_size_allowed_is_accepted():

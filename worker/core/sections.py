@@ -386,17 +386,28 @@ def _check_choices(section: object) -> None:
         _check_choice(_named(section, name), getattr(section, name), choices)
 
 
-_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:/,\[\]]+):(\d{1,5})")
-
-
 def _check_bootstrap_servers(kafka: KafkaSettings) -> None:
-    """Each broker of a set list is HOST:PORT (an IPv6 address in brackets), its port 1-65535."""
+    """Each broker of a set list is what both clients take: [SCHEME://]HOST[:PORT], HOST an IPv6 address in
+    brackets or a name without spaces, PORT 1-65535 (9092 when left out)."""
     for address in kafka.kafka_bootstrap_servers.split(",") if kafka.kafka_bootstrap_servers else ():
-        found = _HOST_PORT.fullmatch(address.strip())
-        if found is None or not 1 <= int(found.group(2)) <= 65535:
+        found = broker_address(address)
+        if found is None or not 1 <= found[1] <= 65535:
             raise ConfigError(f"{_named(kafka, 'kafka_bootstrap_servers')}: {address.strip()!r} is not HOST:PORT "
                               "(a port from 1 to 65535; brokers separated by commas, e.g. "
                               "broker-1:9092,broker-2:9092)")
+
+
+_BROKER = re.compile(r"(?:[A-Za-z][A-Za-z0-9_+.-]*://)?(\[[0-9A-Fa-f:.]+\]|[^\s:/,\[\]]+)(?::(\d{1,5}))?")
+DEFAULT_KAFKA_PORT = 9092
+
+
+def broker_address(address: str) -> tuple[str, int] | None:
+    """The host (an IPv6 address without its brackets) and port of one entry of a bootstrap list, as the Kafka
+    clients read it (a listener's ``SCHEME://`` dropped, port 9092 when left out); None when it is not one."""
+    found = _BROKER.fullmatch(address.strip())
+    if found is None:
+        return None
+    return found.group(1).removeprefix("[").removesuffix("]"), int(found.group(2) or DEFAULT_KAFKA_PORT)
 
 
 def _named(section: object, name: str) -> str:

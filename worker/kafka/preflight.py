@@ -20,6 +20,7 @@ import ssl
 import struct
 
 from worker.core.errors import ConfigError, ServiceUnavailable
+from worker.core.sections import DEFAULT_KAFKA_PORT, broker_address
 from worker.core.security import KafkaSecurity
 from worker.core.tls import TlsPeer, explain_tls_failure
 from worker.kafka.sasl import mechanism as sasl_mechanism
@@ -73,11 +74,10 @@ def check_kafka(bootstrap_servers: str, security: KafkaSecurity, timeout_s: floa
     """
     refused = []
     for address in bootstrap_servers.split(","):
-        host, _, port = address.strip().rpartition(":")
-        host = host.removeprefix("[").removesuffix("]")  # an IPv6 address, [::1]:9092
+        host, port = broker_address(address) or (address.strip(), DEFAULT_KAFKA_PORT)  # settings checked it
         try:
-            sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-        except (OSError, ValueError) as exc:
+            sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as exc:
             refused.append(f"{address}: {getattr(exc, 'strerror', None) or exc}")
             continue
         with sock:
