@@ -150,13 +150,14 @@ def test_requests_are_read_committed_unless_told_and_never_uncommitted_with_exac
 def test_file_then_variables_then_flags_each_override_the_one_before(tmp_path):
     config = tmp_path / "worker.toml"
     config.write_text('[kafka.consumer]\n"fetch.max.bytes" = 1000\nclient.rack = "eu-1a"\n'
-                      '[kafka.producer]\nlinger.ms = 7\n"batch.size" = 32768\n')
+                      '[kafka.producer]\nlinger.ms = 7\n"batch.size" = 32768\n'
+                      'delivery.timeout.ms = 120000\n')  # unquoted: TOML's table "delivery", a setting's name too
     environ = {"STREAMSCORE_KAFKA_CONSUMER_FETCH_MAX_BYTES": "2000", "STREAMSCORE_KAFKA_PRODUCER_LINGER_MS": "8"}
     args = _parse("--producer-property", "linger.ms=9")
     args.config = str(config)
     props = Settings.from_sources(args, {**environ, "STREAMSCORE_REQUESTS_TOPIC": "t"}).kafka.kafka_properties
     assert props.of("consumer") == {"fetch.max.bytes": "2000", "client.rack": "eu-1a"}
-    assert props.of("producer") == {"linger.ms": "9", "batch.size": "32768"}
+    assert props.of("producer") == {"linger.ms": "9", "batch.size": "32768", "delivery.timeout.ms": "120000"}
 
 
 def test_a_flag_without_equals_is_refused_with_an_example():

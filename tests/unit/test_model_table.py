@@ -57,6 +57,7 @@ def test_variables_and_flags_override_the_file(tmp_path):
 @pytest.mark.parametrize("text, said", [
     ("max_batch_sise = 3", "unknown key 'max_batch_sise' (did you mean 'max_batch_size'?)"),
     ("kafka_securty = 3", "unknown key 'kafka_securty' (did you mean 'kafka_security'?)"),
+    ("default_modle = 'a'", "unknown key 'default_modle' (did you mean 'default_model'?)"),
     ("[models.a]\nmodel = 'churn'\nmax_wait = 3", "[models.a] has no key 'max_wait' (did you mean 'max_wait_ms'?)"),
     ("[models.a]\nmodel = 'churn'\nreply_topic = 'r'", "[models.a] holds 'reply_topic', a top-level setting, not one "
      "of the table's: TOML puts every key written below a [table] header into that table; move it above"),

@@ -184,7 +184,8 @@ def read_config_file(path: str) -> ConfigFile:
         elif key in tables:
             values.update(_table(path, where, key, value))
         elif key not in values and key not in ("models", "default_model"):
-            raise ConfigError(f"{path}: unknown key {key!r}{_did_you_mean(key, {*TOP_LEVEL_KEYS, *tables})}; "
+            known = {*TOP_LEVEL_KEYS, *tables, "models", "default_model", "kafka"}
+            raise ConfigError(f"{path}: unknown key {key!r}{_did_you_mean(key, known)}; "
                               "the top-level keys are settings named as the flags "
                               "are (max_batch_size for --max-batch-size; see `python -m worker run --help`), plus "
                               "default_model, [models.NAME] tables, [kafka.consumer] / [kafka.producer] "
@@ -229,8 +230,9 @@ def _refuse_top_level_keys(path: str, name: str, table: Any) -> None:
     """Refuse a key of the table ``[name]`` that is a top-level setting (and not the table's own), saying why it
     is there: TOML puts every key written below a ``[table]`` header into that table."""
     own = set(ENTRY_KEYS) if name.startswith("models.") else {s.name for s in SETTINGS if s.group.table == name}
-    for key in table if isinstance(table, dict) else ():
-        if key in TOP_LEVEL_KEYS and key not in own:
+    for key, value in table.items() if isinstance(table, dict) else ():
+        # A dict is a dotted key's first part (TOML reads delivery.timeout.ms = 1 as [delivery.timeout]), not one.
+        if key in TOP_LEVEL_KEYS and key not in own and not isinstance(value, dict):
             raise ConfigError(f"{path}: [{name}] holds {key!r}, a top-level setting, not one of the table's: TOML puts "
                               "every key written below a [table] header into that table; move it above the file's "
                               "first [table]")
