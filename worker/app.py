@@ -86,13 +86,13 @@ from worker.surface.http import HttpSurface
 log = structlog.get_logger(__name__)
 
 
-def build_runner(settings: Settings, entry: ModelEntry | None = None) -> TorchRunner:
+def build_runner(settings: Settings, entry: ModelEntry | None = None, streaming: bool = True) -> TorchRunner:
     """Load the model (the configuration file's ``entry``, or the ``model`` setting's), place it on its device
     and warm it up.
 
-    Raises ConfigError when a poll's worth of batches, at the speed measured in
-    warmup, would not fit comfortably in max_poll_interval_ms, or when amp does
-    not suit the device.
+    Raises ConfigError when, ``streaming``, a poll's worth of batches, at the speed
+    measured in warmup, would not fit comfortably in max_poll_interval_ms (or the
+    liveness timeout), or when amp does not suit the device.
     """
     chosen = entry.model_settings(settings.model) if entry else settings.model
     batching = entry.batching(settings.batching) if entry else settings.batching
@@ -103,7 +103,8 @@ def build_runner(settings: Settings, entry: ModelEntry | None = None) -> TorchRu
                        entry.version if entry else "")
     runner = TorchRunner(model, chosen.device, batching.max_batch_size, chosen.amp)
     warmup = runner.warmup(batching.max_batch_size)
-    check_poll_interval(settings, batching, warmup.batch_s, warmup.warmed_size if warmup.estimated else None)
+    if streaming:
+        check_poll_interval(settings, batching, warmup.batch_s, warmup.warmed_size if warmup.estimated else None)
     return runner
 
 
@@ -119,12 +120,11 @@ def build_one_model(settings: Settings) -> TorchRunner:
         table's ``version``, as the stream's do.
 
     Raises:
-        ConfigError: amp on a device it does not suit, or a poll's worth of batches that would not fit in
-            ``max_poll_interval_ms`` at the speed measured in the warm-up.
+        ConfigError: amp on a device it does not suit (no poll here: the poll interval is not checked).
         ModelError: a model that cannot be found, read or loaded, or that fails its warm-up batch.
     """
     entries = settings.models.entries
-    runner = build_runner(settings, entries[0] if entries else None)
+    runner = build_runner(settings, entries[0] if entries else None, streaming=False)  # no poll, no probes
     if entries:
         runner.name = entries[0].name
         runner.version = entries[0].version or runner.version
@@ -378,12 +378,11 @@ def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[Ta
 
 
 def build_bounded_source(kafka: KafkaSettings, clock: SystemClock, time_range: TimeRange, *,
-                         keep_deadlines: bool = False,
                          on_progress: Callable[[int], None] | None = None) -> BoundedSource:
     """A backfill's bounded source over ``time_range`` (not started), on the chosen client library. Raises
     ServiceUnavailable when no broker answers."""
     return BoundedSource(_transport(kafka).partition_reader(kafka, clock), kafka.requests_topic, kafka.group,
-                         time_range, keep_deadlines=keep_deadlines, on_progress=on_progress)
+                         time_range, on_progress=on_progress)
 
 
 def build_reply_sink(kafka: KafkaSettings) -> Sink[Any]:
@@ -407,8 +406,7 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
     pick_device(settings.model.device)  # a GPU this machine lacks: said before the job's plan is made
     clock = SystemClock()
     _transport(kafka).preflight(kafka)
-    source = build_bounded_source(kafka, clock, job.time_range, keep_deadlines=job.keep_deadlines,
-                                  on_progress=job.on_progress)
+    source = build_bounded_source(kafka, clock, job.time_range, on_progress=job.on_progress)
     sink = build_reply_sink(kafka)
     missing = source.missing_topics([kafka.reply_topic, kafka.dead_letter_topic])
     if missing:
@@ -419,7 +417,7 @@ def build_backfill(job: BackfillJob) -> tuple[Worker, BoundedSource]:
     models = build_models(settings)
     dedup = build_dedup(settings.dedup, step_bounds(kafka, settings.operations), clock)
     worker = _worker(settings, _paced(job, source, clock), sink, dedup, models, clock,
-                     stop_requested=job.stop_requested, reply_to_ignored=True)
+                     stop_requested=job.stop_requested, backfill=job)
     tune_collector(settings.kafka.max_poll_records)
     return worker, source
 
@@ -530,14 +528,16 @@ def build_worker(settings: Settings, stop_requested: StopRequest | None = None,
 
 def _worker(settings: Settings, source: Source, sink: Sink[Tag], dedup: DedupStore, models: ServedModels,
             clock: SystemClock, stop_requested: StopRequest | None, stats: WorkerStats | None = None,
-            extras: Extras = Extras(), reply_to_ignored: bool = False) -> Worker:
+            extras: Extras = Extras(), backfill: BackfillJob | None = None) -> Worker:
     """The loop over these parts and ``extras``, given the sections it reads, its models where ``model_thread``
-    says (and their loads on first use under a memory budget), and its requests' decoder (``reply_to_ignored``: a
-    backfill's, every reply to the reply topic)."""
+    says (and their loads on first use under a memory budget), and its requests' decoder (a ``backfill``'s: every
+    reply to the job's reply topic, deadlines dropped unless it keeps them)."""
     stats = stats if stats is not None else WorkerStats()
     extras = replace(extras, scorer=build_scorer(settings, models.runners, clock), loads=build_loads(settings, models))
     decoder = build_decoder(settings, models.routes)
-    parts = assemble(source, sink, dedup, models, RepliesToTheJob(decoder) if reply_to_ignored else decoder, clock,
+    if backfill is not None:
+        decoder = RepliesToTheJob(decoder, backfill.keep_deadlines)
+    parts = assemble(source, sink, dedup, models, decoder, clock,
                      stats, settings.kafka, settings.delivery, settings.operations, extras)
     return Worker(parts, clock, stats, kafka=settings.kafka, batching=settings.batching,
                   operations=settings.operations, stop_requested=stop_requested)

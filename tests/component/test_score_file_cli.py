@@ -84,10 +84,12 @@ def test_with_json_logs_the_summary_is_one_log_line_with_the_same_counts(tmp_pat
 def test_the_streaming_workers_flags_are_said_to_do_nothing_here(tmp_path):
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_bytes(b"".join(orjson.dumps(request) + b"\n" for request in ONE_OF_EACH))
-    result = score_file(str(source), str(target), "--log-format", "json", "--processes", "4", "--http-port", "9100")
+    result = score_file(str(source), str(target), "--log-format", "json", "--processes", "4", "--http-port", "9100",
+                        "--liveness-timeout-s", "0.001")  # a probe that would fail at once: there is none
     assert result.returncode == 0, result.stderr
     ignored, summary = [orjson.loads(line) for line in result.stderr.splitlines()]
-    assert (ignored["event"], ignored["flags"]) == ("flags_ignored", ["--processes", "--http-port"])
+    assert (ignored["event"], ignored["flags"]) == ("flags_ignored",
+                                                    ["--processes", "--http-port", "--liveness-timeout-s"])
     assert "--shard I/N" in ignored["reason"] and summary["ok"] == 2
 
 
