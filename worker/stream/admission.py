@@ -49,16 +49,16 @@ def unfit_reply_topics(requests_topics: Iterable[str], dead_letter_topic: str) -
 class Admission:
     def __init__(self, decoder: RequestDecoder, topics: TopicDirectory, gate: DedupGate, batchers: ModelBatchers,
                  offsets: OffsetTracker, responder: Responder,
-                 stats: WorkerStats, clock: Clock, unfit_reply_topics: Mapping[str, str],
+                 stats: WorkerStats, clock: Clock, refused_reply_topics: Mapping[str, str],
                  park: Callable[[Request], None] | None = None, tracer: Tracer | None = None) -> None:
         """``decoder``: from records to requests (the wire contract's JSON, or registry-framed);
-        ``requests_topics``: what no reply may go to (the worker would answer its own replies); ``park`` holds
-        a fresh request whose model is not loaded yet (stream/residency.py); ``tracer`` gives a duplicate its
-        span."""
+        ``refused_reply_topics``: the topics no reply_to may name, each with why (``unfit_reply_topics``);
+        ``park`` holds a fresh request whose model is not loaded yet (stream/residency.py); ``tracer`` gives a
+        duplicate its span."""
         self._park = park
         self._tracer = tracer
         self._decoder = decoder
-        self._unfit_reply_topics = unfit_reply_topics
+        self._refused_reply_topics = refused_reply_topics
         self._topics = topics
         self._gate = gate
         self._batchers = batchers
@@ -136,13 +136,13 @@ class Admission:
         own error, sent to the default reply topic instead (its error reply could not be delivered, or would be
         read as a request, and retrying it would stop the partition)."""
         if isinstance(decoded, InvalidRecord):
-            if decoded.reply_to and (decoded.reply_to in self._unfit_reply_topics
+            if decoded.reply_to and (decoded.reply_to in self._refused_reply_topics
                                      or not self._topics.exists(decoded.reply_to)):
                 return structs.replace(decoded, reply_to=None)
             return decoded
         if not decoded.reply_to:
             return decoded
-        unfit = self._unfit_reply_topics.get(decoded.reply_to)
+        unfit = self._refused_reply_topics.get(decoded.reply_to)
         if unfit is not None:
             return InvalidRecord(record.position, ERR_INVALID_REPLY_TO,
                                  f"reply_to {decoded.reply_to!r} is {unfit}; the reply comes here",
