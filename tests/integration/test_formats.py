@@ -293,3 +293,28 @@ def _send(bootstrap: str, topic: str, values: list[bytes]) -> None:
 def _schema_type(request_format: str) -> str:
     return {"avro": "AVRO", "json-schema": "JSON", "protobuf": "PROTOBUF"}[request_format]
 
+
+
+def test_a_backfill_scores_old_framed_requests_instead_of_expiring_them(bootstrap, redis_url, schema_registry,
+                                                                        tmp_path):
+    """A deadline long past is dropped by the job whatever the format: it lived in JSON bytes only before."""
+    from tests.integration.test_backfill import backfill, events
+
+    topics = Topics.create(bootstrap, partitions=2)
+    serialize = serializer("avro", schema_registry, DEFAULT_SCHEMAS["avro"], tmp_path)
+    _send(bootstrap, topics.requests, [serialize({**_body(f"old{n}", n), "deadline_ms": 1000}, topics.requests)
+                                       for n in range(VALID)])
+    job_replies = f"{topics.requests}.bf"
+    create_topics(bootstrap, {job_replies: 1})
+    process, log, _ = backfill(bootstrap, redis_url, tmp_path, topics.requests, job_replies, "--from-time", "0",
+                               "--request-format", "avro", "--schema-registry-url", schema_registry,
+                               "--dead-letter-topic", topics.dlq, "--dedup-namespace", topics.requests)
+    assert process.wait(timeout=180) == 0, log.read_text()[-3000:]
+    [finished] = events(log, "backfill_finished")
+    assert finished["complete"] and finished["consumed"] == VALID
+    replies = TopicReader(bootstrap, job_replies)
+    try:
+        landed = replies.read_until(lambda got: len(got.records) >= VALID, 60, "the job's replies")
+    finally:
+        replies.close()
+    assert {reply["status"] for reply in landed.values()} == {"ok"}, landed.values()

@@ -80,6 +80,26 @@ def test_a_backfill_reads_no_reply_to_so_every_reply_goes_to_its_reply_topic():
     assert [getattr(decoded, "id", None) or decoded.request_id for _, decoded in job] == ["a", "b", "c", "d"]
 
 
+def test_a_backfill_drops_deadlines_whatever_the_format_unless_it_keeps_them():
+    routes = Routes.single(Route("churn", "churn", "1", VectorInputs(2).prepare))
+    body = {"id": "a", "inputs": [0.5, 0.5], "deadline_ms": 1000}  # long past: live, it would be answered expired
+    records = [RawRecord(Position("requests", 0, 0), None, orjson.dumps(body), [], 0, 0.0)]
+
+    class Framed:  # a registry format's decoder: its requests carry what the schema's fields gave, not JSON bytes
+        blocked, waiting = False, 0
+
+        def decode(self, polled, now):
+            return JsonRequests(routes, 1 << 20).decode(polled, now)
+
+        def drop(self, partitions):
+            return 0
+
+    for decoder in (JsonRequests(routes, 1 << 20), Framed()):
+        ((_, dropped),) = RepliesToTheJob(decoder).decode(records, 0.0)
+        ((_, kept),) = RepliesToTheJob(decoder, keep_deadlines=True).decode(records, 0.0)
+        assert (dropped.deadline_ms, kept.deadline_ms) == (None, 1000)
+
+
 @pytest.mark.parametrize(("env", "reply_topic"), [({}, "requests.replies"),
                                                   ({"STREAMSCORE_REPLY_TOPIC": "live.out"}, "live.out")])
 def test_the_live_reply_topic_is_refused(env, reply_topic):

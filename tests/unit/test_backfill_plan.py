@@ -3,7 +3,7 @@ import pytest
 
 from worker.core.errors import ConfigError
 from worker.core.timerange import Span, TimeRange
-from worker.jobs.backfill_plan import Resume, decode_plan, encode_plan, resume_point, without_deadline
+from worker.jobs.backfill_plan import Resume, decode_plan, encode_plan, resume_point
 
 DAY = TimeRange(1_764_374_400_000, 1_764_460_800_000)  # 2025-11-29T00:00Z .. 2025-11-30T00:00Z
 TP = ("requests", 2)
@@ -46,16 +46,3 @@ def test_a_group_that_ran_another_range_is_replanned():
 def test_a_group_with_offsets_no_backfill_committed_is_refused():
     with pytest.raises(ConfigError, match="live worker's group"):
         resume_point(TP, "streamscore-churn", 1234, "", DAY, Span(10, 20))
-
-
-@pytest.mark.parametrize("value, expected", [
-    (b'{"id": "a", "inputs": [1], "deadline_ms": 1000}', {"id": "a", "inputs": [1]}),
-    (b'{"id": "a", "inputs": [1]}', {"id": "a", "inputs": [1]}),
-])
-def test_without_deadline_drops_only_the_deadline(value, expected):
-    assert orjson.loads(without_deadline(value)) == expected
-
-
-@pytest.mark.parametrize("value", [None, b"", b"{not json", b'["deadline_ms"]', b'{"id": "a", "x": "deadline_ms"}'])
-def test_without_deadline_leaves_anything_else_byte_for_byte(value):
-    assert without_deadline(value) is value

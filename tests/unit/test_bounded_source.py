@@ -141,14 +141,6 @@ def test_hands_out_exactly_the_span_pauses_at_stop_and_finishes():
     assert not source.complete()  # read, not yet answered
 
 
-def test_deadlines_are_dropped_unless_kept():
-    consumer = FakeConsumer({0: log_of(0, [100])})
-    source, _ = source_over(consumer, TimeRange(0))
-    assert "deadline_ms" not in orjson.loads(drain(source)[0].value)
-    source, _ = source_over(FakeConsumer({0: log_of(0, [100])}), TimeRange(0), keep_deadlines=True)
-    assert orjson.loads(drain(source)[0].value)["deadline_ms"] == 5
-
-
 def test_commits_carry_the_plan_and_complete_means_committed_to_every_stop():
     consumer = FakeConsumer({0: log_of(0, [100, 110, 120])})
     source, _ = source_over(consumer, TimeRange(100, 120))

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from worker.core.clock import SystemClock
 from worker.core.errors import ConfigError
-from worker.core.messages import RawRecord
+from worker.core.messages import InvalidRecord, RawRecord, Request
 from worker.core.offsets import TopicPartition as TP
 from worker.core.settings import Settings, add_flags, require_services
 from worker.core.shutdown import StopRequest
@@ -130,10 +130,12 @@ def backfill_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> t
 class RepliesToTheJob:
     """A backfill's decoder: the requests ``decoder`` reads, their ``reply_to`` (field or header) left out, so that
     every reply goes to the job's reply topic, and a reply_to topic deleted since (or one naming a requests topic)
-    refuses nothing. Dead letters keep their topic."""
+    refuses nothing; and, unless ``keep_deadlines``, their ``deadline_ms`` too, so that old requests are scored,
+    not expired, whatever their format (JSON or registry-framed). Dead letters keep their topic."""
 
-    def __init__(self, decoder: RequestDecoder) -> None:
+    def __init__(self, decoder: RequestDecoder, keep_deadlines: bool = False) -> None:
         self._decoder = decoder
+        self._keep_deadlines = keep_deadlines
 
     @property
     def blocked(self) -> bool:
@@ -144,8 +146,12 @@ class RepliesToTheJob:
         return self._decoder.waiting
 
     def decode(self, records: Sequence[RawRecord], now: float) -> list[Decoded]:
-        return [(record, structs.replace(decoded, reply_to=None) if decoded.reply_to else decoded)
-                for record, decoded in self._decoder.decode(records, now)]
+        return [(record, self._for_the_job(decoded)) for record, decoded in self._decoder.decode(records, now)]
+
+    def _for_the_job(self, decoded: Request | InvalidRecord) -> Request | InvalidRecord:
+        if isinstance(decoded, Request) and decoded.deadline_ms is not None and not self._keep_deadlines:
+            return structs.replace(decoded, reply_to=None, deadline_ms=None)
+        return structs.replace(decoded, reply_to=None) if decoded.reply_to else decoded
 
     def drop(self, partitions: set[TP]) -> int:
         return self._decoder.drop(partitions)

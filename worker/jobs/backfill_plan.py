@@ -74,17 +74,3 @@ def resume_point(tp: TP, group: str, committed: int | None, metadata: str | None
     if stored_range != wanted:
         return Resume(fresh, fresh.start, resumed=False, replaced=stored_range)
     return Resume(span, min(max(committed, span.start), span.stop), resumed=True)
-
-
-def without_deadline(value: bytes | None) -> bytes | None:
-    """The request value without its ``deadline_ms`` (a backfill scores old requests too)."""
-    if value is None or b'"deadline_ms"' not in value:
-        return value
-    try:
-        body = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return value
-    if not isinstance(body, dict) or "deadline_ms" not in body:
-        return value
-    del body["deadline_ms"]
-    return orjson.dumps(body)

@@ -21,13 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
-from msgspec import structs
 
 from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.timerange import Span, TimeRange, span_of
-from worker.jobs.backfill_plan import Resume, encode_plan, resume_point, without_deadline
+from worker.jobs.backfill_plan import Resume, encode_plan, resume_point
 from worker.ports import PartitionReader
 
 log = structlog.get_logger(__name__)
@@ -53,12 +52,11 @@ class BoundedSource:
     """
 
     def __init__(self, reader: PartitionReader, topic: str, group: str, time_range: TimeRange, *,
-                 keep_deadlines: bool = False, on_progress: Callable[[int], None] | None = None) -> None:
+                 on_progress: Callable[[int], None] | None = None) -> None:
         self._reader = reader
         self._topic = topic
         self._group = group
         self._range = time_range
-        self._keep_deadlines = keep_deadlines
         self._on_progress = on_progress
         self._partitions: dict[TP, _Partition] = {}
         self._paused_by_worker = False
@@ -117,10 +115,6 @@ class BoundedSource:
             state = self._partitions[tp]
             if r.position.offset >= state.span.stop:
                 continue
-            if not self._keep_deadlines:
-                value = without_deadline(r.value)
-                if value is not r.value:
-                    r = structs.replace(r, value=value)
             records.append(r)
             state.handed_out = r.position.offset + 1
         self._advance()
