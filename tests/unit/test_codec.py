@@ -1,4 +1,5 @@
 import json
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -15,6 +16,7 @@ from worker.core.wire import (
     encode_request,
     header_text,
     new_request_id,
+    request_from_body,
 )
 from worker.models.churn import churn_model
 
@@ -100,6 +102,14 @@ def test_a_record_without_an_id_says_why_its_key_is_not_one(key, said):
     result = decode({"inputs": GOOD_INPUTS}, key=key)
     assert isinstance(result, InvalidRecord) and result.code == "missing_id"
     assert said in result.message
+
+
+def test_a_deadline_read_as_a_timestamp_is_its_unix_time_in_ms():
+    """Avro's timestamp-millis (fastavro gives a datetime with UTC) and local-timestamp-millis (without a zone)."""
+    at = datetime(2100, 1, 1, tzinfo=UTC)
+    for moment in (at, at.replace(tzinfo=None)):
+        request = request_from_body(record(None), {"id": "a", "inputs": GOOD_INPUTS, "deadline_ms": moment}, PREPARE)
+        assert isinstance(request, Request) and request.deadline_ms == 4102444800000
 
 
 def test_oversized_record_is_refused_before_parsing():

@@ -27,6 +27,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
@@ -254,6 +255,8 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
         return invalid(ERR_INVALID_REPLY_TO, f"'reply_to' must be a Kafka topic name, got {reply_to!r}",
                        request_id)
     deadline_ms = body.get("deadline_ms")
+    if isinstance(deadline_ms, datetime):  # an Avro timestamp-millis field, as fastavro reads it
+        deadline_ms = epoch_ms(deadline_ms)
     if deadline_ms is not None and (isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int)):
         return invalid(ERR_INVALID_DEADLINE, f"'deadline_ms' must be an integer (Unix time in ms), got "
                        f"{_shown(deadline_ms)}", request_id, reply_to)
@@ -422,6 +425,11 @@ def answered_under(key: bytes | None, value: bytes | None, max_record_bytes: int
         if _valid_id(found):
             return str(found)
     return _id_from_key(key)
+
+
+def epoch_ms(moment: datetime) -> int:
+    """Unix time in ms of ``moment``; one without a time zone (Avro's local-timestamp-millis) is taken as UTC."""
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp() * 1000)
 
 
 def _shown(value: object, limit: int = 40) -> str:
