@@ -67,6 +67,15 @@ def test_replies_come_in_input_order_with_errors_and_dead_letters_in_place(tmp_p
     assert [len(b) for b in runner.batches] == [4, 1]
 
 
+def test_a_byte_order_mark_before_the_first_line_is_no_part_of_it(tmp_path):
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(b"\xef\xbb\xbf" + b'{"id": "a", "inputs": "one"}\r\n{"id": "b", "inputs": "\xef\xbb\xbf"}\r\n')
+    summary = score_file(WordCounter(), source, target, BATCHING, progress=False)
+    replies = [orjson.loads(line) for line in target.read_bytes().splitlines()]
+    assert [(r["id"], r.get("outputs")) for r in replies] == [("a", 1), ("b", 1)]  # a mark inside a line stays
+    assert (summary.ok, summary.dead_letters) == (2, 0)
+
+
 def test_the_token_budget_bounds_every_batch_and_refuses_an_input_too_large_alone(tmp_path):
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     texts = ["a b c", "d e", "f g h i", "j", "k l m n o p q", "r s"]

@@ -33,6 +33,7 @@ Parquet replies: one row per reply, in input order, with ``REPLY_SCHEMA``.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -160,8 +161,12 @@ def _open_parquet(path: Path) -> pq.ParquetFile:
 
 
 def _jsonl_requests(path: Path, lines: IO[bytes]) -> Iterator[RawRecord]:
+    """A request a line; a UTF-8 byte order mark before the first (Excel and PowerShell write one) is no part
+    of it."""
     with lines:
         for number, line in enumerate(lines, start=1):
+            if number == 1:
+                line = line.removeprefix(codecs.BOM_UTF8)
             if line.strip():
                 yield RawRecord(Position(str(path), 0, number), None, line.rstrip(b"\r\n"), [], 0, 0.0)
 
