@@ -1,5 +1,8 @@
 """Reading replies from a reply topic: into a JSONL file, and joined with the requests by id.
 
+Both read ``read_committed``, as the docs ask every reader to: an exactly-once worker's aborted replies (a killed
+worker's open transaction) are no replies, and would count as duplicates.
+
 ``ReplyCollector`` follows a reply topic for replies to known ids (the demo).
 ``collect_replies`` copies a reply topic, or the span of it a time range
 gives (the same bounds as a backfill: from inclusive, until exclusive, else
@@ -45,7 +48,7 @@ class ReplyCollector:
     def __init__(self, bootstrap_servers: str, topic: str, from_beginning: bool = True, *,
                  security: KafkaSecurity = PLAINTEXT) -> None:
         self._consumer = KafkaConsumer(**client_config(bootstrap_servers, security), group_id=None,
-                                       enable_auto_commit=False)
+                                       enable_auto_commit=False, isolation_level="read_committed")
         partitions = self._consumer.partitions_for_topic(topic) or set()
         if not partitions:
             raise LookupError(f"reply topic {topic!r} does not exist")
@@ -106,7 +109,7 @@ class TopicSpanReader:
     def __init__(self, bootstrap_servers: str, topic: str, time_range: TimeRange | None = None, *,
                  security: KafkaSecurity = PLAINTEXT) -> None:
         self._consumer = KafkaConsumer(**client_config(bootstrap_servers, security), group_id=None,
-                                       enable_auto_commit=False)
+                                       enable_auto_commit=False, isolation_level="read_committed")
         partitions = self._consumer.partitions_for_topic(topic)
         if not partitions:
             self._consumer.close()

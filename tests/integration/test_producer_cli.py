@@ -211,3 +211,30 @@ def test_score_without_a_worker_gives_up_after_its_timeout_with_exit_code_1(boot
     assert result.returncode == 1, result.stderr
     assert f"is a worker consuming {topics.requests}?" in result.stderr and "raise --timeout-s" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_collect_reads_only_committed_replies(bootstrap, topics, tmp_path):
+    """An exactly-once worker killed mid-transaction leaves aborted replies, sent again by the next: they are not
+    replies, and collect must not count them as duplicates (it read them before)."""
+
+    def reply_value(request_id, which):
+        return orjson.dumps({"id": request_id, "status": "ok", "outputs": {"which": which}, "model": "m",
+                             "model_version": "1"})
+
+    writer = KafkaProducer(bootstrap_servers=bootstrap.split(","), transactional_id=f"{topics.replies}.collect")
+    writer.init_transactions()
+    for which, commit in (("aborted", False), ("committed", True)):
+        writer.begin_transaction()
+        for i in range(5):
+            writer.send(topics.replies, key=f"t{i}".encode(), value=reply_value(f"t{i}", which))
+        writer.flush()
+        if commit:
+            writer.commit_transaction()
+        else:
+            writer.abort_transaction()
+    writer.close()
+    out = tmp_path / "replies.jsonl"
+    collected = producer_cli(bootstrap, "collect", topics.replies, str(out), "--no-progress")
+    assert collected.returncode == 0, collected.stderr
+    assert [orjson.loads(line)["outputs"]["which"] for line in out.read_bytes().splitlines()] == ["committed"] * 5
+    assert "0 duplicates skipped" in collected.stderr, collected.stderr
