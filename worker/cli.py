@@ -21,6 +21,7 @@ from worker.core.settings import Settings, add_flags, require_services
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
 from worker.core.stdout import EXIT_READER_GONE, reader_gone
+from worker.core.transactional_ids import stopped_cleanly
 from worker.inspect_model import add_inspect_parser, run_inspect
 from worker.jobs.backfill import add_backfill_parser, run_backfill
 from worker.logs import configure_logging, on_every_line, renders_json
@@ -198,6 +199,7 @@ def _run(settings: Settings, log: structlog.typing.FilteringBoundLogger) -> int:
         if surface is not None:
             surface.close()
     if not unfinished:
+        stopped_cleanly()  # exactly-once: no transaction left open under this worker's transactional id
         return EXIT_OK
     _exit_now_if_threads_linger(EXIT_UNFINISHED, log)
     return EXIT_UNFINISHED

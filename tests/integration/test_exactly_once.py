@@ -94,3 +94,27 @@ def test_two_workers_started_by_hand_with_the_defaults_get_their_own_transaction
     assert [e for w in workers for e in w.events() if e["event"] == "producer_replaced"] == []
     assert sorted(by_id) == sorted(sent.acked)
     assert [i for i, replies in by_id.items() if len(replies) > 1] == []
+
+
+def test_a_killed_worker_takes_its_own_transactional_id_back_even_where_a_clean_stop_freed_a_lower_one(
+        bootstrap, redis_url, topics, tmp_path):
+    """A rolling change on one host: a stopped cleanly, b (slot .1) killed. Started again, b must take .1 again,
+    whose producer's start aborts what b left open; it took a's freed id before, and b's open transaction held
+    read_committed readers until the broker's transaction timeout (a newcomer's run on 2026-12-07)."""
+    options = (*EXACTLY_ONCE, "--kafka-client", "confluent")
+
+    def transactional_id(worker):
+        wait_until(lambda: any(e["event"] == "exactly_once" for e in worker.events()), 90, "the worker's start")
+        return next(e["transactional_id"] for e in worker.events() if e["event"] == "exactly_once")
+
+    a = start_worker(bootstrap, redis_url, topics, tmp_path, *options, name="a")
+    base = transactional_id(a)
+    b = start_worker(bootstrap, redis_url, topics, tmp_path, *options, name="b")
+    assert transactional_id(b) == f"{base}.1"
+    assert a.stop() == 0
+    b.kill()
+    again = start_worker(bootstrap, redis_url, topics, tmp_path, *options, name="b-again")
+    try:
+        assert transactional_id(again) == f"{base}.1"
+    finally:
+        again.kill()  # still joining, behind the killed member's session timeout: nothing to drain

@@ -58,6 +58,37 @@ def test_a_slot_let_go_by_its_process_is_free_again(tmp_path):
     assert hold("g.c.h", given=False, directory=tmp_path) == "g.c.h"
 
 
+def left_by(directory, transactional_id, content):
+    """The lock file of ``transactional_id`` as a process that exited left it: ``content`` its pid (killed), or
+    the stopped mark."""
+    name = f"streamscore-txn-{hashlib.sha256(transactional_id.encode()).hexdigest()[:20]}.lock"
+    (directory / name).write_bytes(content)
+
+
+def test_a_killed_workers_slot_is_taken_before_a_lower_one_a_clean_stop_freed(tmp_path):
+    """A rolling change: the worker of the id stopped cleanly, the one of .1 was killed with a transaction open."""
+    left_by(tmp_path, "g.c.h", transactional_ids.STOPPED)
+    left_by(tmp_path, "g.c.h.1", b"4242\n")
+    assert hold("g.c.h", given=False, directory=tmp_path) == "g.c.h.1"
+
+
+def test_with_no_killed_workers_slot_free_the_lowest_free_one_is_taken(tmp_path):
+    left_by(tmp_path, "g.c.h.1", transactional_ids.STOPPED)
+    other = held_elsewhere(tmp_path, "g.c.h.2")  # a killed worker's slot, but its worker runs again
+    try:
+        assert hold("g.c.h", given=False, directory=tmp_path) == "g.c.h"
+    finally:
+        os.close(other)
+
+
+def test_a_worker_that_stopped_cleanly_marks_its_slot(tmp_path):
+    taken = hold("g.c.h", given=False, directory=tmp_path)
+    (path,) = transactional_ids._HELD
+    assert path.read_bytes() == f"{os.getpid()}\n".encode() and taken == "g.c.h"
+    transactional_ids.stopped_cleanly()
+    assert path.read_bytes() == transactional_ids.STOPPED
+
+
 def test_a_given_id_another_worker_holds_stops_the_start_naming_the_setting(tmp_path):
     other = held_elsewhere(tmp_path, "shared")
     try:
