@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+from decimal import Decimal
 from pathlib import Path
 
 import orjson
@@ -248,3 +249,15 @@ def test_protobuf_message_indexes_travel_in_the_header_when_the_id_does():
 
     schema_id, payload = read_header_id(b"\x01" + uuid.UUID(GUID).bytes + b"\x02\x02\x00", b"message")
     assert (schema_id, bytes(payload)) == (GUID, b"\x02\x02\x00message")
+
+
+def test_avro_decimal_inputs_are_read_as_numbers_as_a_parquet_decimal_is():
+    decimal = {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 4}
+    schema = orjson.dumps({"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "string"}, {"name": "inputs", "type": {"type": "array", "items": decimal}}]}).decode()
+    registry = StandInRegistry()
+    registry.schemas[6] = codecs.reader("avro", "AVRO", schema, 6)
+    value = frame(6, codecs.writer("avro", schema)({"id": "d", "inputs": [Decimal("0.1250"), Decimal("2")]}))
+    decoded = decoder(registry).decode([record(value)], 0.0)
+    assert outcomes(decoded) == [("request", "d")]
+    assert decoded[0][1].item == [0.125, 2.0] and all(type(x) is float for x in decoded[0][1].item)

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from worker.core.errors import ConfigError, SchemaRefused
+from worker.core.table_cells import decimals_as_numbers
 from worker.formats import protobuf
 from worker.formats.registry_client import AVRO, JSON, PROTOBUF
 
@@ -35,7 +36,7 @@ def reader(request_format: str | None, schema_type: str, text: str, schema_id: i
     else:
         check_installed(next(name for name, kind in SCHEMA_TYPES.items() if kind == schema_type))
     if schema_type == AVRO:
-        return _avro_reader(_avro_schema(text, schema_id))
+        return _avro_reader(_avro_schema(text, schema_id), decimals='"decimal"' in text)
     if schema_type == PROTOBUF:
         return protobuf.ProtoSchema(text, references, _named(schema_id)).reader()
     return _json_reader(_json_schema(text, schema_id))
@@ -85,7 +86,10 @@ def _avro_schema(text: str, schema_id: int | str | None) -> Any:
         raise SchemaRefused(f"{_named(schema_id)} is not a usable Avro schema: {type(exc).__name__}: {exc}") from None
 
 
-def _avro_reader(parsed: Any) -> Reader:
+def _avro_reader(parsed: Any, decimals: bool = False) -> Reader:
+    """``decimals``: the schema may hold a ``decimal`` logical type, whose values fastavro reads as Decimal: each
+    read body then has them as numbers, as ``score-file`` reads a Parquet decimal (whatever field holds the
+    inputs: a schema may call it otherwise)."""
     read = _fastavro().schemaless_reader
 
     def read_payload(payload: memoryview) -> Any:
@@ -94,7 +98,7 @@ def _avro_reader(parsed: Any) -> Reader:
         if buffer.tell() != len(payload):
             raise ValueError(f"{len(payload) - buffer.tell()} bytes left over after the record: "
                              "written with another schema?")
-        return body
+        return decimals_as_numbers(body) if decimals else body
 
     return read_payload
 
