@@ -19,6 +19,7 @@ from worker.core.errors import ConfigError, InvalidInput
 from worker.core.sections import BatchingSettings
 from worker.jobs.batch_file import ScoringStopped, check_files, score_file
 from worker.jobs.tables import count_requests
+from worker.models.spec import VectorInputs
 from worker.ports import Outcome
 
 BATCHING = BatchingSettings(max_batch_size=4)
@@ -461,3 +462,22 @@ def test_an_id_column_of_any_string_type_is_taken(tmp_path, ids):
     pq.write_table(pa.table({"id": ids, "inputs": ['"one"', '"two words"']}), source)
     assert [(r["id"], r["outputs"]) for r in score_without_dead_letters(WordCounter(), source, target)] == [
         ("a", 1), ("b", 2)]
+
+
+def test_a_nan_or_infinite_input_cell_is_answered_invalid_inputs_naming_it_null(tmp_path):
+    source, target = tmp_path / "in.parquet", tmp_path / "out.jsonl"
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "inputs": pa.array(
+        [[0.5, 1.5], [0.5, float("nan")], [float("inf"), 1.0]], pa.list_(pa.float64()))}), source)
+
+    class Pairs(WordCounter):
+        def prepare(self, inputs: Any) -> Any:
+            return VectorInputs(2).prepare(inputs)
+
+        def run(self, items: Sequence[Any]) -> list[Outcome]:
+            return [Outcome(sum(item)) for item in items]
+
+    replies = score_without_dead_letters(Pairs(), source, target)
+    assert [(r["id"], r.get("error")) for r in replies] == [
+        ("a", None),
+        ("b", {"code": "invalid_inputs", "message": "inputs[1] must be a number, got null"}),
+        ("c", {"code": "invalid_inputs", "message": "inputs[0] must be a number, got null"})]

@@ -89,3 +89,13 @@ def in_one_line(exc: BaseException) -> str:
     if len(lines) > 1 and re.match(r"^[\w.]+(Error|Exception): ", lines[-1]):
         return lines[-1].removeprefix("builtins.")
     return f"{type(exc).__name__}: {' '.join(lines)}"
+
+
+_JSON_TYPES = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+               dict: "object"}
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a decoded value's type, for messages about a request (``null``, not ``NoneType``: a
+    table's missing cell, or a NaN one, which JSON cannot hold, is read as null); other types by their name."""
+    return _JSON_TYPES.get(type(value), type(value).__name__)

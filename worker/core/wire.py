@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from worker.core.errors import InvalidInput, describe
+from worker.core.errors import InvalidInput, describe, json_type
 from worker.core.messages import Headers, InvalidRecord, RawRecord, Reply, Request, Unprepared
 from worker.core.routes import Prepare, Routes
 
@@ -224,7 +224,7 @@ def decode_request(record: RawRecord, routes: Routes, max_record_bytes: int) -> 
     except orjson.JSONDecodeError as exc:
         return refuse(record, ERR_INVALID_JSON, f"record value is not UTF-8 JSON: {exc}")
     if not isinstance(body, dict):
-        return refuse(record, ERR_INVALID_REQUEST, f"request must be a JSON object, got {type(body).__name__}")
+        return refuse(record, ERR_INVALID_REQUEST, f"request must be a JSON object, got {json_type(body)}")
     return request_from_body(record, body, routes)
 
 

@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 from torch import nn
 from torch.nn import functional as F  # noqa: N812 (torch convention)
 
-from worker.core.errors import InvalidInput, ModelError
+from worker.core.errors import InvalidInput, ModelError, json_type
 from worker.core.samples import random_text, text_inputs
 from worker.core.wire import ERR_INVALID_INPUTS
 
@@ -178,7 +178,7 @@ class MiniLMModel:
     def prepare(self, inputs: Any) -> list[int]:
         """Validate one text and tokenize it: token ids, [CLS] ... [SEP], at most MAX_TOKENS."""
         if not isinstance(inputs, str):
-            raise InvalidInput(ERR_INVALID_INPUTS, f"'inputs' must be a string of text, got {type(inputs).__name__}")
+            raise InvalidInput(ERR_INVALID_INPUTS, f"'inputs' must be a string of text, got {json_type(inputs)}")
         if len(inputs) > MAX_CHARS:
             raise InvalidInput(
                 ERR_INVALID_INPUTS, f"'inputs' is too long: {len(inputs)} characters, at most {MAX_CHARS}",

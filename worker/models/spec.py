@@ -44,7 +44,7 @@ from typing import Annotated, Any, Protocol
 import msgspec
 import torch
 
-from worker.core.errors import InvalidInput, ModelError
+from worker.core.errors import InvalidInput, ModelError, json_type
 from worker.core.routes import PlainReader
 from worker.core.wire import ERR_INVALID_INPUTS, ERR_WRONG_INPUT_LENGTH, MAX_ID_LENGTH
 
@@ -120,7 +120,7 @@ class Inputs(Protocol):
 
 def number(value: Any, where: str) -> float:
     if type(value) is not float and type(value) is not int:
-        raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be a number, got {type(value).__name__}")
+        raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be a number, got {json_type(value)}")
     if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
         raise InvalidInput(ERR_INVALID_INPUTS, f"{where} is out of range: {value!r}")
     return value
@@ -155,7 +155,7 @@ def float_rows(rows: Sequence[list[float]], width: int) -> torch.Tensor:
 
 def integer(value: Any, where: str, high: int | None) -> int:
     if type(value) is not int:
-        raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be an integer, got {type(value).__name__}")
+        raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be an integer, got {json_type(value)}")
     if value < 0 or (high is not None and value >= high) or value > 2**62:
         bound = f"in [0, {high})" if high is not None else "at least 0"
         raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be {bound}, got {value}")
@@ -201,7 +201,7 @@ class VectorInputs:
     def prepare(self, inputs: Any) -> list[float]:
         if not isinstance(inputs, list):
             raise InvalidInput(ERR_INVALID_INPUTS, f"'inputs' must be an array of {self.length} numbers, "
-                               f"got {type(inputs).__name__}")
+                               f"got {json_type(inputs)}")
         if len(inputs) != self.length:
             raise InvalidInput(ERR_WRONG_INPUT_LENGTH, f"'inputs' must have {self.length} numbers, got {len(inputs)}")
         return numbers(inputs, lambda i: f"inputs[{i}]")
@@ -223,7 +223,7 @@ class FieldInputs:
     def prepare(self, inputs: Any) -> list[float]:
         if not isinstance(inputs, dict):
             raise InvalidInput(ERR_INVALID_INPUTS, f"'inputs' must be an object with the fields "
-                               f"{', '.join(self.fields)}; got {type(inputs).__name__}")
+                               f"{', '.join(self.fields)}; got {json_type(inputs)}")
         missing = [name for name in self.fields if name not in inputs]
         if missing:
             raise InvalidInput(ERR_INVALID_INPUTS, f"inputs.{missing[0]} is missing (fields: {', '.join(self.fields)})")
@@ -264,12 +264,12 @@ class TensorSpec:
         if not shape:
             if self.dtype == "bool":
                 if type(value) is not bool:
-                    raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be true or false, got {type(value).__name__}")
+                    raise InvalidInput(ERR_INVALID_INPUTS, f"{where} must be true or false, got {json_type(value)}")
                 return value
             return integer(value, where, self.high) if self.dtype == "int64" else number(value, where)
         if not isinstance(value, list):
             raise InvalidInput(ERR_INVALID_INPUTS,
-                               f"{where} must be an array of {shape[0]}, got {type(value).__name__}")
+                               f"{where} must be an array of {shape[0]}, got {json_type(value)}")
         if len(value) != shape[0]:
             raise InvalidInput(ERR_WRONG_INPUT_LENGTH, f"{where} must have {shape[0]} values, got {len(value)}")
         return [self._read(v, shape[1:], f"{where}[{i}]") for i, v in enumerate(value)]
@@ -302,7 +302,7 @@ class TensorInputs:
         names = [t.name for t in self.tensors]
         if not isinstance(inputs, dict):
             raise InvalidInput(ERR_INVALID_INPUTS, f"'inputs' must be an object with {', '.join(names)}; "
-                               f"got {type(inputs).__name__}")
+                               f"got {json_type(inputs)}")
         for tensor in self.tensors:
             if tensor.name not in inputs:
                 raise InvalidInput(ERR_INVALID_INPUTS, f"inputs.{tensor.name} is missing (inputs: {', '.join(names)})")
