@@ -466,3 +466,18 @@ def test_help_says_what_it_reads_prints_and_gives_examples(capsys):
     for part in ["shadow topic", "--live-topic", "confusion table", "thresholded at 0.5", "examples:",
                  "python -m worker compare --shadow-topic", "exit codes:"]:
         assert part in text, part
+
+
+def test_a_confusion_heatmap_of_one_cell_is_drawn_dark_under_its_white_count():
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from worker.compare.plot import _heatmap
+    from worker.compare.report import LabelField
+
+    figure, axis = plt.subplots()
+    _heatmap(axis, "text", LabelField("label", 7, 7, {"a": {"a": 7}}))
+    red, green, blue, _ = axis.images[0].to_rgba(axis.images[0].get_array())[0][0]
+    assert red + green + blue < 1.0  # the darkest of the scale, not white
+    assert [(t.get_text(), t.get_color()) for t in axis.texts] == [("7", "white")]
+    plt.close(figure)

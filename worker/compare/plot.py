@@ -72,11 +72,13 @@ def _heatmap(axis: Any, model: str, field: LabelField) -> None:
             totals[candidate] = totals.get(candidate, 0) + count
     labels = sorted(totals, key=lambda name: -totals[name])[:MAX_LABELS]
     cells = [[field.confusion.get(live, {}).get(candidate, 0) for candidate in labels] for live in labels]
-    axis.imshow(cells, cmap="Blues")
+    darkest = max(max(values) for values in cells)
+    # A scale from 0, not from the smallest cell: a table of one cell (every pair agreed on one label) would
+    # otherwise be drawn in the scale's palest colour, under white text.
+    axis.imshow(cells, cmap="Blues", vmin=0, vmax=max(darkest, 1))
     axis.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
     axis.set_yticks(range(len(labels)), labels, fontsize=8)
     if len(labels) <= 10:
-        darkest = max(max(values) for values in cells)
         for row, values in enumerate(cells):
             for column, count in enumerate(values):
                 axis.text(column, row, f"{count:,}", ha="center", va="center", fontsize=8,
