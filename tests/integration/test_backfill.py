@@ -187,6 +187,54 @@ def test_an_open_range_ends_at_the_end_when_the_job_first_started_also_after_a_r
     producer.close()
 
 
+@pytest.mark.parametrize("kafka_client", ["kafka-python", "confluent"])
+def test_a_backfill_reads_committed_requests_and_ends_before_a_transaction_still_open(bootstrap, topics, kafka_client):
+    """As the live worker does (isolation.level read_committed by default): an aborted transaction's requests
+    are never handed out, and the span ends at the last stable offset, so a transaction left open holds
+    nothing up: it and what follows it are not in the job."""
+    if kafka_client == "confluent":
+        pytest.importorskip("confluent_kafka")
+    servers = bootstrap.split(",")
+
+    def transactional():
+        producer = KafkaProducer(bootstrap_servers=servers, transactional_id=f"bf-{uuid.uuid4().hex[:8]}")
+        producer.init_transactions()
+        return producer
+
+    def send(producer, keys, end=None):
+        producer.begin_transaction()
+        for key in keys:
+            producer.send(topics.requests, key=key.encode(), value=b"{}", partition=0, timestamp_ms=stamped(1))
+        producer.flush()
+        if end is not None:
+            end()
+
+    committed, aborted, left_open = transactional(), transactional(), transactional()
+    send(committed, [f"a{i}" for i in range(5)], committed.commit_transaction)
+    send(aborted, [f"b{i}" for i in range(3)], aborted.abort_transaction)
+    send(committed, [f"a{i}" for i in range(5, 10)], committed.commit_transaction)
+    send(left_open, [f"c{i}" for i in range(3)])
+    plain = KafkaProducer(bootstrap_servers=servers, acks="all")
+    plain.send(topics.requests, key=b"d0", value=b"{}", partition=0, timestamp_ms=stamped(1))
+    plain.flush()
+    settings = Settings.from_values(kafka_bootstrap_servers=bootstrap, redis_url="memory://",
+                                    requests_topic=topics.requests, group=f"{topics.requests}.tx-{kafka_client}")
+    source = bounded_source(kafka_client, settings, TimeRange(stamped(0)))
+    try:
+        started = time.monotonic()
+        source.start()
+        handed = []
+        while not source.finished() and time.monotonic() - started < 30:
+            handed += source.poll(0.5, 100)
+        assert source.finished(), "the job waits on the open transaction"
+        assert [r.key for r in handed] == [f"a{i}".encode() for i in range(10)]
+    finally:
+        source.close()
+        left_open.abort_transaction()
+        for producer in (committed, aborted, left_open, plain):
+            producer.close()
+
+
 def test_a_backfill_refuses_a_group_whose_offsets_it_did_not_commit(bootstrap, redis_url, topics, tmp_path,
                                                                     kafka_client):
     group = f"{topics.requests}.live"

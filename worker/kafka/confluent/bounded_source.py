@@ -38,13 +38,13 @@ from worker.kafka.metadata import wait_for
 
 
 def reader_config(kafka: KafkaSettings) -> dict[str, Any]:
-    """librdkafka properties of the backfill's consumer: manual commits, no topic creation, EOF events."""
+    """librdkafka properties of the backfill's consumer: manual commits, no topic creation, EOF events, and the
+    live worker's isolation level (read_committed: the end offsets it looks up are the last stable ones, so a
+    span never waits on an open transaction, and aborted requests are skipped)."""
     return group_config(kafka, **{
         "auto.offset.reset": "earliest",  # a resumed offset that retention deleted: go on from the oldest
         "enable.partition.eof": True,
-        # A backfill ends at each partition's end offset, which read_committed would hold back at an open
-        # transaction: it reads everything (docs/interop.md, known limits).
-        "isolation.level": "read_uncommitted",
+        "isolation.level": "read_committed" if kafka.read_committed else "read_uncommitted",
     })
 
 

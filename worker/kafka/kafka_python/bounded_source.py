@@ -32,9 +32,8 @@ class KafkaPartitionReader:
         # A resumed offset that retention deleted: go on from the oldest.
         self._consumer = consumer if consumer is not None else group_consumer(
             kafka, auto_offset_reset="earliest", group_id=group or kafka.group,
-            # A backfill ends at each partition's end offset, which read_committed would hold back at an open
-            # transaction: it reads everything (docs/interop.md, known limits).
-            isolation_level="read_uncommitted")
+            # read_committed: the end offsets looked up are the last stable ones (confluent's reader_config).
+            isolation_level="read_committed" if kafka.read_committed else "read_uncommitted")
 
     def partitions(self, wait_s: float) -> list[int]:
         return wait_for_partitions(self._consumer.partitions_for_topic, {self._topic: 1}, wait_s)[self._topic]
