@@ -4,6 +4,7 @@ the guarantees of tests/integration/test_pipeline.py and test_exactly_once.py, c
 from __future__ import annotations
 
 import pytest
+from kafka.partitioner.default import murmur2
 
 from tests.integration.gated_model import GATE_ENV, HOLD
 from tests.integration.kit import IMPORT_TIMES, TopicReader, imported_packages, start_worker, wait_until
@@ -36,6 +37,8 @@ def test_every_request_gets_one_correct_reply_and_a_duplicated_id_is_scored_once
 
     assert sorted(by_id) == sorted([f"c{i}" for i in range(500)] + ["marker"])
     assert max(len(replies) for replies in by_id.values()) == 1
+    # Each reply on its key's partition as the Java client and kafka-python pick it (murmur2), not librdkafka's.
+    assert all(r.partition == (murmur2(r.key) & 0x7FFFFFFF) % 4 for r in reader.landed.records)  # 4: tests/conftest.py
     runner = TorchRunner(CHURN, "cpu", 64)  # the same model, scored here, offline
     offline = runner.run([runner.prepare(row) for row in inputs])
     for i, outcome in enumerate(offline):

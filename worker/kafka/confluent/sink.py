@@ -38,7 +38,9 @@ class ConfluentSink(LedgerSink[T, DeliveryReport]):
         self._max_block_s = max_block_s
         self._config = {**client_config(bootstrap_servers, security), "client.id": client_id, "acks": "all",
                         "enable.idempotence": True, "linger.ms": linger_ms, "allow.auto.create.topics": False,
-                        **producer_config}
+                        # A key's partition as the Java client and kafka-python pick it (librdkafka's own CRC32
+                        # puts it elsewhere): a reply lands where a reader of its id's partition looks.
+                        "partitioner": "murmur2_random", **producer_config}
         self._producer = producer_class(self._config)
         self._pending: SendLedger[T, DeliveryReport] = SendLedger(_outcome)
 
