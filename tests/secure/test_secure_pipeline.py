@@ -26,6 +26,23 @@ def worker_on(access, topics, tmp_path, *extra, name="worker"):
     return start_worker(access.bootstrap, access.redis_url, topics, tmp_path, *extra, name=name, env=access.env)
 
 
+def answered_ids(bootstrap, security, topics, worker, prefix, count, send_security=None):
+    """Send ``count`` churn requests (ids ``prefix``0, 1, ...; over ``send_security``, default ``security``), read
+    the replies over ``security`` until each id is answered, stop the worker (exit 0); the answered ids, sorted."""
+    producer = Producer(bootstrap, send_security or security)
+    producer.send_requests(topics.requests, prefix, churn_inputs(count))
+    producer.close()
+    reader = TopicReader(bootstrap, topics.replies, security=security)
+    landed = reader.read_until(lambda got: len(got.by_id()) >= count, 120, f"{count} replies", watch=worker)
+    reader.close()
+    assert worker.stop() == 0
+    return sorted(landed.by_id())
+
+
+def ids(prefix, count):
+    return sorted(f"{prefix}{i}" for i in range(count))
+
+
 def test_requests_are_scored_once_and_remembered_in_redis_over_tls(secure, secure_topics, secure_producer,
                                                                   tmp_path):
     topics = secure_topics
@@ -141,14 +158,8 @@ def test_oauthbearer_with_a_token_file(sasl_ssl, tmp_path):
                               KAFKA_SASL_PASSWORD_FILE="", KAFKA_SASL_OAUTH_TOKEN_FILE=str(token))
     topics = _topics(sasl_ssl)
     worker = start_worker(sasl_ssl.bootstrap, sasl_ssl.redis_url, topics, tmp_path, name="oauth", env=oauth)
-    producer = Producer(sasl_ssl.bootstrap, KafkaSecurity.from_sources(None, oauth))
-    producer.send_requests(topics.requests, "o", churn_inputs(20))
-    producer.close()
-    reader = TopicReader(sasl_ssl.bootstrap, topics.replies, security=sasl_ssl.security)
-    landed = reader.read_until(lambda got: len(got.by_id()) >= 20, 120, "20 replies", watch=worker)
-    reader.close()
-    assert worker.stop() == 0
-    assert sorted(landed.by_id()) == sorted(f"o{i}" for i in range(20))
+    assert answered_ids(sasl_ssl.bootstrap, sasl_ssl.security, topics, worker, "o", 20,
+                        send_security=KafkaSecurity.from_sources(None, oauth)) == ids("o", 20)
 
     token.write_text("not-a-jwt")  # a refused token is named as such
     env = {**os.environ, **oauth, "PYTHONPATH": str(REPO)}
@@ -172,14 +183,7 @@ def test_mutual_tls_with_an_encrypted_key_and_its_passphrase_file(mtls, tmp_path
     topics = Topics.create(mtls.bootstrap, security=security)
     worker = start_worker(mtls.bootstrap, mtls.redis_url, topics, tmp_path, "--kafka-client", kafka_client,
                           env=locked)
-    producer = Producer(mtls.bootstrap, security)
-    producer.send_requests(topics.requests, "e", churn_inputs(40))
-    producer.close()
-    reader = TopicReader(mtls.bootstrap, topics.replies, security=security)
-    landed = reader.read_until(lambda got: len(got.by_id()) >= 40, 120, "40 replies", watch=worker)
-    reader.close()
-    assert worker.stop() == 0
-    assert sorted(landed.by_id()) == sorted(f"e{i}" for i in range(40))
+    assert answered_ids(mtls.bootstrap, security, topics, worker, "e", 40) == ids("e", 40)
 
 
 @pytest.fixture
@@ -226,14 +230,7 @@ def test_redis_mutual_tls_with_a_client_certificate_and_its_encrypted_key(mtls, 
     assert "REDIS_CERT_FILE" in refused.log() and "Traceback" not in refused.log()
 
     worker = start_worker(mtls.bootstrap, url, topics, tmp_path, env=both)
-    producer = Producer(mtls.bootstrap, mtls.security)
-    producer.send_requests(topics.requests, "m", churn_inputs(30))
-    producer.close()
-    reader = TopicReader(mtls.bootstrap, topics.replies, security=mtls.security)
-    landed = reader.read_until(lambda got: len(got.by_id()) >= 30, 120, "30 replies", watch=worker)
-    reader.close()
-    assert worker.stop() == 0
-    assert sorted(landed.by_id()) == sorted(f"m{i}" for i in range(30))
+    assert answered_ids(mtls.bootstrap, mtls.security, topics, worker, "m", 30) == ids("m", 30)
     assert connect_redis(url, RedisAccess(ca_file=ca, cert_file=cert, key_file=key)).get(f"{topics.requests}:done:m0")
 
 
@@ -252,17 +249,11 @@ def test_sentinels_over_tls_through_rediss_sentinel(mtls, tmp_path):
         assert "write rediss+sentinel://" in plaintext.log() and "Traceback" not in plaintext.log()
 
         worker = start_worker(mtls.bootstrap, sentinels.url, topics, tmp_path, env=env)
-        producer = Producer(mtls.bootstrap, mtls.security)
-        producer.send_requests(topics.requests, "t", churn_inputs(30))
-        producer.close()
-        reader = TopicReader(mtls.bootstrap, topics.replies, security=mtls.security)
-        landed = reader.read_until(lambda got: len(got.by_id()) >= 30, 120, "30 replies", watch=worker)
-        reader.close()
-        assert worker.stop() == 0
+        answered = answered_ids(mtls.bootstrap, mtls.security, topics, worker, "t", 30)
         assert sentinels.client(sentinels.primary_port()).get(f"{topics.requests}:done:t0")
     finally:
         sentinels.stop()
-    assert sorted(landed.by_id()) == sorted(f"t{i}" for i in range(30))
+    assert answered == ids("t", 30)
 
 
 def test_a_redis_cluster_over_tls_through_rediss_cluster(mtls, tmp_path):
@@ -281,15 +272,9 @@ def test_a_redis_cluster_over_tls_through_rediss_cluster(mtls, tmp_path):
             assert refused.process.wait(timeout=60) == 2
             assert said in refused.log() and "Traceback" not in refused.log(), refused.log()
         worker = start_worker(mtls.bootstrap, cluster.url, topics, tmp_path, env=env)
-        producer = Producer(mtls.bootstrap, mtls.security)
-        producer.send_requests(topics.requests, "c", churn_inputs(60))
-        producer.close()
-        reader = TopicReader(mtls.bootstrap, topics.replies, security=mtls.security)
-        landed = reader.read_until(lambda got: len(got.by_id()) >= 60, 120, "60 replies", watch=worker)
-        reader.close()
-        assert worker.stop() == 0
+        answered = answered_ids(mtls.bootstrap, mtls.security, topics, worker, "c", 60)
         marks = cluster.keys_per_node(f"{topics.requests}:done:*")
     finally:
         cluster.stop()
-    assert sorted(landed.by_id()) == sorted(f"c{i}" for i in range(60))
+    assert answered == ids("c", 60)
     assert sum(marks) == 60 and all(count > 0 for count in marks), marks
