@@ -212,6 +212,19 @@ def test_a_state_dict_given_as_the_model_says_to_use_a_factory(tmp_path):
     ({"inputs": {"kind": "vector", "lenght": 8}}, r"inputs of kind vector take no key 'lenght' \(did you mean "
                                                   r"'length'\?\)"),
     ({"inputs": {"kind": "vector", "length": 8}, "outputs": {"nmaes": ["a"]}}, "outputs take no key 'nmaes'"),
+    ({"inputs": "vector"}, r"inputs must be a table of keys \(\[inputs\] with kind = ...\); got string"),
+    ({"inputs": {"kind": "vector", "length": 8}, "outputs": ["a"]}, "outputs must be a table of keys"),
+    ({"inputs": {"kind": "tensors", "tensors": ["x"]}}, r"inputs.tensors\[0\] must be a table"),
+    ({"inputs": {"kind": "tensors", "tensors": [{"dtype": "int64"}]}}, r"inputs.tensors\[0\].name must be"),
+    ({"inputs": {"kind": "tensors", "tensors": [{"name": "plan", "dtype": "int64", "hgh": 5}]}},
+     r"inputs.tensors' tables take no key 'hgh' \(did you mean 'high'\?\)"),
+    ({"inputs": {"kind": "tensors", "tensors": [{"name": "x"}, {"name": "x"}]}}, "inputs.tensors names 'x' twice"),
+    ({"inputs": {"kind": "fields", "fields": ["a", "a", "b", "c", "d", "e", "f", "g"]}},
+     "inputs.fields names 'a' twice"),
+    ({"inputs": {"kind": "vector", "length": 8}, "outputs": {"labels": ["a", "b"], "softmax": "no"}},
+     "outputs.softmax must be true or false; got 'no'"),
+    ({"inputs": {"kind": "vector", "length": 8}, "outputs": {"names": ["a", "b"], "top_k": 1}},
+     "outputs.top_k applies to labels, and this config declares none"),
 ])
 def test_bad_model_configs_name_the_key(tmp_path, config, message):
     with pytest.raises(ModelError, match=message):
@@ -265,3 +278,84 @@ def test_a_file_torch_did_not_write_is_named_as_such(tmp_path, option):
             load_model(str(junk))
         else:
             load_model("tests.unit.test_model_loading:build", weights=str(junk))
+
+
+class Tokens(torch.nn.Module):
+    """Token ids and their mask, of any length: what a ``sequence`` spec feeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 4)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return (self.embed(ids) * mask.unsqueeze(2)).sum(dim=1)
+
+
+def test_a_pt2_program_of_token_ids_is_served_by_its_declared_sequence_inputs(tmp_path):
+    batch, length = torch.export.Dim("batch", min=1), torch.export.Dim("length", min=1, max=64)
+    program = torch.export.export(Tokens().eval(), (torch.randint(0, 100, (3, 5)), torch.ones(3, 5, dtype=torch.bool)),
+                                  dynamic_shapes=({0: batch, 1: length}, {0: batch, 1: length}))
+    torch.export.save(program, str(tmp_path / "tokens.pt2"))
+    with pytest.raises(ModelError, match="dynamic dimension besides the batch"):
+        load_model(str(tmp_path / "tokens.pt2"))
+    config = write_config(tmp_path / "tokens.json", {"inputs": {"kind": "sequence", "max_length": 64, "high": 100}})
+    with capture_logs() as logs:
+        model = load_model(str(tmp_path / "tokens.pt2"), config)
+    [declared] = [e for e in logs if e["event"] == "inputs_declared_over_signature"]
+    assert "dynamic dimension besides the batch" in declared["signature"]
+    TorchRunner(model, "cpu").warmup(8)
+    assert len(scores(model, [[1, 2, 3], [4]])) == 2
+
+
+def test_a_pt2_program_exported_with_keyword_arguments_is_called_with_them(tmp_path):
+    mixed = Mixed().eval()
+    batch = torch.export.Dim("batch", min=1)
+    program = torch.export.export(mixed, (), kwargs={"numbers": torch.randn(2, 4), "plan": torch.tensor([1, 2])},
+                                  dynamic_shapes={"numbers": {0: batch}, "plan": {0: batch}})
+    torch.export.save(program, str(tmp_path / "keyword.pt2"))
+    model = load_model(str(tmp_path / "keyword.pt2"))
+    assert model.describe()["inputs"]["call"] == "keyword"
+    request = {"numbers": [1.0, 2.0, 3.0, 4.0], "plan": 3}
+    expected = mixed(torch.tensor([request["numbers"]]), torch.tensor([request["plan"]])).squeeze(1).tolist()
+    assert flat(scores(model, [request])) == pytest.approx(expected, abs=1e-6)
+
+
+class DictOut(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> dict:
+        return {"score": x.sum(dim=1)}
+
+
+def build_dict_out() -> torch.nn.Module:
+    return DictOut()
+
+
+def test_a_model_returning_a_dict_fails_warmup_asking_for_a_factory_that_splits_it(tmp_path):
+    config = write_config(tmp_path / "net.json", {"inputs": {"kind": "vector", "length": 8}})
+    runner = TorchRunner(load_model("tests.unit.test_model_loading:build_dict_out", config), "cpu")
+    with pytest.raises(ModelError, match=r"returned dict.*a factory whose Servable splits it"):
+        runner.warmup(64)
+
+
+class SamplesItRefuses:
+    """A Servable whose own sample inputs its prepare refuses."""
+
+    name, version = "refusing", "1"
+    module = torch.nn.Identity()
+
+    def prepare(self, inputs):
+        return inputs["values"]
+
+    def collate(self, items):
+        return torch.tensor(items)
+
+    def split(self, output):
+        return output.tolist()
+
+    def sample_inputs(self, rng):
+        return [rng.random()]
+
+
+def test_a_model_that_cannot_prepare_its_own_sample_inputs_fails_warmup_naming_it():
+    with pytest.raises(ModelError, match=r"model refusing failed to prepare its own sample inputs in warmup: "
+                                         r"TypeError: list indices must be integers"):
+        TorchRunner(SamplesItRefuses(), "cpu").warmup(64)

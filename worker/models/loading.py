@@ -80,18 +80,28 @@ def load_exported(source: ModelSource, config: Mapping[str, Any]) -> Servable:
     except Exception as exc:  # torch raises many kinds for a file that is not a program
         raise ModelError(f"cannot load {path} as a torch.export program: {exc}") from exc
     _spec_keys_only(config, source, "torch.export program")
-    inputs = inputs_of_program(program, path)
-    if "inputs" in config:
-        declared = parse_inputs(config["inputs"], str(source.config))
-        log.info("inputs_declared_over_signature", model=str(path), signature=inputs.describe())
-        inputs = declared
+    if "inputs" in config:  # what the config declares wins, also over a signature that cannot be served as it is
+        inputs = parse_inputs(config["inputs"], str(source.config))
+        try:
+            signature: dict[str, Any] | str = inputs_of_program(program, path).describe()
+        except ModelError as exc:
+            signature = str(exc)
+        log.info("inputs_declared_over_signature", model=str(path), signature=signature)
+    else:
+        inputs = inputs_of_program(program, path)
     return DeclaredModel(program.module(), path.stem, file_version(path, source.config), inputs,
                          parse_outputs(config.get("outputs"), str(source.config)))
 
 
 def inputs_of_program(program: Any, path: Path) -> Inputs:
-    """The user inputs of an exported program, in order; the first dimension of each must be dynamic."""
+    """The user inputs of an exported program, in order, passed as it was exported (positionally, or by keyword
+    when it was exported with kwargs); the first dimension of each must be dynamic."""
     user_inputs = list(program.graph_signature.user_inputs)
+    keywords = _keyword_names(program)
+    if keywords and len(keywords) != len(user_inputs):
+        raise ModelError(f"{path}: the program takes {len(user_inputs) - len(keywords)} inputs by position and "
+                         f"{len(keywords)} by keyword ({', '.join(keywords)}); streamscore passes all of them one "
+                         "way: export it with every input in args, or every one in kwargs")
     placeholders = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
     specs: list[TensorSpec] = []
     for name in user_inputs:
@@ -112,10 +122,23 @@ def inputs_of_program(program: Any, path: Path) -> Inputs:
         dtype = DTYPE_NAMES.get(value.dtype)
         if dtype is None:
             raise ModelError(f"{path}: input {name!r} is {value.dtype}; streamscore feeds float32, int64 or bool")
-        specs.append(TensorSpec(name, dtype, tuple(int(d) for d in rest)))
+        specs.append(TensorSpec(keywords[len(specs)] if keywords else name, dtype, tuple(int(d) for d in rest)))
+    if keywords:
+        return TensorInputs(tuple(specs), keyword=True)
     if len(specs) == 1 and specs[0].dtype == "float32" and len(specs[0].shape) == 1:
         return VectorInputs(specs[0].shape[0])  # one row of numbers: a plain array on the wire
     return TensorInputs(tuple(specs))
+
+
+def _keyword_names(program: Any) -> list[str]:
+    """The names of the inputs an exported program takes by keyword, in order: its call spec is the pytree of
+    (args, kwargs) it was exported with. Empty for one exported with positional inputs only."""
+    try:
+        spec = program.call_spec.in_spec
+        kwargs = spec.child(1) if hasattr(spec, "child") else spec.children_specs[1]  # child(): torch 2.10 on
+        return [str(name) for name in kwargs.context]
+    except (AttributeError, IndexError, TypeError):
+        return []
 
 
 def load_torchscript(source: ModelSource, config: Mapping[str, Any]) -> Servable:

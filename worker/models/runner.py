@@ -35,7 +35,7 @@ from worker.core.settings import check_amp, setting_names
 from worker.core.wire import ERR_MODEL_ERROR, ERR_OUT_OF_MEMORY
 from worker.models.base import Servable, eval_mode
 from worker.models.faults import FaultLog, ModelCodeFailure
-from worker.models.spec import ModelInput, call_module
+from worker.models.spec import ModelInput, OutputWidthError, call_module
 from worker.ports import Outcome
 
 log = structlog.get_logger(__name__)
@@ -249,7 +249,15 @@ class TorchRunner:
         return self.last_warmup
 
     def _grow(self, items: list[Any], size: int, rng: random.Random) -> None:
-        items.extend(self.model.prepare(self.model.sample_inputs(rng)) for _ in range(size - len(items)))
+        """Raises ModelError when the model's own ``prepare`` refuses, or fails on, its own sample inputs."""
+        for _ in range(size - len(items)):
+            try:
+                items.append(self.model.prepare(self.model.sample_inputs(rng)))
+            except Exception as exc:
+                said = exc.message if isinstance(exc, InvalidInput) else in_one_line(exc)
+                raise ModelError(f"model {self.name} failed to prepare its own sample inputs in warmup: "
+                                 f"{said[:MESSAGE_CHARS]}. Its sample_inputs must make inputs its prepare "
+                                 "takes") from exc
 
     def _input_bytes(self, items: Sequence[Any]) -> int:
         """Bytes per item of a collated batch of ``items`` (at least 1). Raises ModelCodeFailure."""
@@ -275,10 +283,16 @@ class TorchRunner:
         described = getattr(self.model, "describe", None)
         declared = described().get(side) if described else None
         spec = f" ({side[:-1]} spec {declared})" if declared is not None else ""
-        really = "really returns" if side == "outputs" else "really takes"
+        if side == "outputs" and not isinstance(failure.cause, OutputWidthError):  # no output spec reads it
+            advice = ("A declared output spec reads one tensor, a row an item ([outputs] names or labels, or "
+                      "none); a model that returns anything else needs a factory whose Servable splits it "
+                      "(docs/models.md)")
+        else:
+            really = "really returns" if side == "outputs" else "really takes"
+            advice = (f"Declare the {side} the model {really} in --model-config (`python -m worker "
+                      "inspect-model` shows what is read now)")
         return (f"model {self.name} failed on its warmup batch{spec}, given forward({', '.join(shapes)}): "
-                f"{in_one_line(failure.cause)[:MESSAGE_CHARS]}. Declare the {side} the model {really} in "
-                "--model-config (`python -m worker inspect-model` shows what is read now)")
+                f"{in_one_line(failure.cause)[:MESSAGE_CHARS]}. {advice}")
 
     def _fit_in_memory(self, items: Sequence[Any]) -> None:
         """Keep a batch's peak memory under MEMORY_SHARE of what this process could still get.

@@ -20,7 +20,8 @@ signature):
   bool ``[n, longest]``, the mask True at real positions.
 
 Under ``outputs``, optionally: ``{"names": ["churn_probability"]}`` names the
-last dimension of each output row (``{"churn_probability": 0.8}``);
+values of each output row, in order (``{"churn_probability": 0.8}``; a row of
+more than one dimension is read flattened);
 ``{"labels": ["invoice", "letter"], "softmax": true, "top_k": 2}`` makes a
 classifier's reply ``{"label": "invoice", "scores": {"invoice": 0.9, ...}}``.
 Without it, the reply's ``outputs`` is the model's output row as a list.
@@ -360,6 +361,10 @@ class SequenceInputs:
         return described
 
 
+class OutputWidthError(ModelError):
+    """A model's output rows hold another number of values than its declared output spec names: a spec to fix."""
+
+
 @dataclass(frozen=True)
 class Outputs:
     """How an output row becomes a reply's ``outputs``: as it is, named, or labelled.
@@ -369,8 +374,8 @@ class Outputs:
     its output row as a list.
 
     Attributes:
-        names: Names for the last dimension of each row: ``("churn_probability",)`` makes
-            ``{"churn_probability": 0.8}``.
+        names: Names for the values of each row, in order (a row of more than one dimension flattened):
+            ``("churn_probability",)`` makes ``{"churn_probability": 0.8}``.
         labels: Class labels, one per value of a row: the reply is ``{"label": ..., "scores": {label: score}}``,
             ``label`` the one with the highest score, ``scores`` highest first.
         softmax: With ``labels``, turn each row of logits into probabilities first.
@@ -418,7 +423,7 @@ class Outputs:
     @staticmethod
     def _check_width(rows: torch.Tensor, wanted: int, key: str) -> None:
         if rows.shape[1] != wanted:
-            raise ModelError(f"the model's output has {rows.shape[1]} values per item, but outputs.{key} "
+            raise OutputWidthError(f"the model's output has {rows.shape[1]} values per item, but outputs.{key} "
                              f"declares {wanted}")
 
     def describe(self) -> dict[str, Any]:
@@ -436,10 +441,14 @@ class Outputs:
 _INPUT_KEYS = {"vector": ("length",), "fields": ("fields",), "tensors": ("tensors", "call"),
                "sequence": ("max_length", "high", "pad_value")}
 _OUTPUT_KEYS = ("names", "labels", "softmax", "top_k")
+_TENSOR_KEYS = ("name", "dtype", "shape", "high")
 
 
 def parse_inputs(declared: Mapping[str, Any], where: str) -> Inputs:
     """The Inputs a config declares; raises ModelError naming the bad key (``where`` names the file)."""
+    if not isinstance(declared, Mapping):
+        raise ModelError(f"{where}: inputs must be a table of keys ([inputs] with kind = ...); got "
+                         f"{json_type(declared)}")
     kind = declared.get("kind")
     if kind in _INPUT_KEYS:
         _refuse_unknown(declared, ("kind", *_INPUT_KEYS[kind]), f"{where}: inputs of kind {kind}")
@@ -450,6 +459,7 @@ def parse_inputs(declared: Mapping[str, Any], where: str) -> Inputs:
             fields = declared.get("fields")
             if not isinstance(fields, list) or not fields or not all(isinstance(f, str) for f in fields):
                 raise ModelError(f"{where}: inputs.fields must be a non-empty list of names")
+            _refuse_repeated(fields, f"{where}: inputs.fields")
             return FieldInputs(tuple(fields))
         if kind == "tensors":
             return _parse_tensors(declared, where)
@@ -464,6 +474,9 @@ def parse_inputs(declared: Mapping[str, Any], where: str) -> Inputs:
 def parse_outputs(declared: Mapping[str, Any] | None, where: str) -> Outputs:
     if not declared:
         return Outputs()
+    if not isinstance(declared, Mapping):
+        raise ModelError(f"{where}: outputs must be a table of keys ([outputs] with names = ... or labels = ...); "
+                         f"got {json_type(declared)}")
     _refuse_unknown(declared, _OUTPUT_KEYS, f"{where}: outputs")
     names, labels = declared.get("names", []), declared.get("labels", [])
     if names and labels:
@@ -471,8 +484,24 @@ def parse_outputs(declared: Mapping[str, Any] | None, where: str) -> Outputs:
     for key, value in (("names", names), ("labels", labels)):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ModelError(f"{where}: outputs.{key} must be a list of strings")
+        _refuse_repeated(value, f"{where}: outputs.{key}")
+    for key in ("softmax", "top_k"):
+        if key in declared and not labels:
+            raise ModelError(f"{where}: outputs.{key} applies to labels, and this config declares none")
+    softmax = declared.get("softmax", False)
+    if type(softmax) is not bool:
+        raise ModelError(f"{where}: outputs.softmax must be true or false; got {softmax!r}")
     top_k = _optional_positive(declared, "top_k", where, "outputs")
-    return Outputs(tuple(names), tuple(labels), bool(declared.get("softmax", False)), top_k)
+    return Outputs(tuple(names), tuple(labels), softmax, top_k)
+
+
+def _refuse_repeated(names: list[str], where: str) -> None:
+    """Raises ModelError naming the first name given twice."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ModelError(f"{where} names {name!r} twice; each name once")
+        seen.add(name)
 
 
 def _refuse_unknown(declared: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
@@ -494,6 +523,13 @@ def _parse_tensors(declared: Mapping[str, Any], where: str) -> TensorInputs:
         raise ModelError(f"{where}: inputs.tensors must be a non-empty list of {{name, dtype, shape}}")
     specs = []
     for i, tensor in enumerate(tensors):
+        if not isinstance(tensor, Mapping):
+            raise ModelError(f"{where}: inputs.tensors[{i}] must be a table {{name, dtype, shape}}; got "
+                             f"{json_type(tensor)}")
+        _refuse_unknown(tensor, _TENSOR_KEYS, f"{where}: inputs.tensors' tables")
+        if not isinstance(tensor.get("name"), str) or not tensor["name"]:
+            raise ModelError(f"{where}: inputs.tensors[{i}].name must be the name of the model's argument; got "
+                             f"{tensor.get('name')!r}")
         dtype = tensor.get("dtype", "float32")
         if dtype not in DTYPES:
             raise ModelError(f"{where}: inputs.tensors[{i}].dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
@@ -502,6 +538,7 @@ def _parse_tensors(declared: Mapping[str, Any], where: str) -> TensorInputs:
             raise ModelError(f"{where}: inputs.tensors[{i}].shape must be a list of positive sizes (no batch "
                              f"dimension); got {shape!r}")
         specs.append(TensorSpec(str(tensor["name"]), dtype, tuple(shape), _optional_positive(tensor, "high", where)))
+    _refuse_repeated([spec.name for spec in specs], f"{where}: inputs.tensors")
     call = declared.get("call", "positional")
     if call not in ("positional", "keyword"):
         raise ModelError(f"{where}: inputs.call must be positional or keyword; got {call!r}")
