@@ -159,3 +159,29 @@ def test_the_consumer_group_protocol_takes_the_assignor_and_session_timeout_from
     assert Settings.from_sources(parse(consumer), {}).kafka.kafka_group_protocol == "consumer"
     with pytest.raises(ConfigError, match=named):
         Settings.from_sources(parse([*consumer, *flags]), {})
+
+
+# What Kubernetes sets in every pod for the Services of its namespace named streamscore, streamscore-worker and
+# schema-registry (enableServiceLinks), IPv4 and IPv6.
+SERVICE_LINKS = {
+    "STREAMSCORE_SERVICE_HOST": "10.96.0.10", "STREAMSCORE_SERVICE_PORT": "8080",
+    "STREAMSCORE_SERVICE_PORT_HTTP": "8080", "STREAMSCORE_PORT": "tcp://10.96.0.10:8080",
+    "STREAMSCORE_PORT_8080_TCP": "tcp://10.96.0.10:8080", "STREAMSCORE_PORT_8080_TCP_PROTO": "tcp",
+    "STREAMSCORE_PORT_8080_TCP_PORT": "8080", "STREAMSCORE_PORT_8080_TCP_ADDR": "10.96.0.10",
+    "STREAMSCORE_WORKER_PORT": "tcp://[fd00::a]:8080", "STREAMSCORE_WORKER_SERVICE_HOST": "fd00::a",
+    "SCHEMA_REGISTRY_PORT": "tcp://10.96.0.11:8081", "SCHEMA_REGISTRY_SERVICE_HOST": "10.96.0.11",
+}
+
+
+def test_the_variables_kubernetes_sets_for_services_are_not_refused_as_settings():
+    settings = Settings.from_sources(None, {**SERVICE_LINKS, "STREAMSCORE_MAX_BATCH_SIZE": "32"})
+    assert settings.batching.max_batch_size == 32
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"STREAMSCORE_HTP_PORT": "8080"}, "unknown setting STREAMSCORE_HTP_PORT; did you mean STREAMSCORE_HTTP_PORT?"),
+    ({"STREAMSCORE_WORKER_PORT": "8080"}, "unknown setting STREAMSCORE_WORKER_PORT"),  # not a link's value
+])
+def test_a_misspelt_setting_shaped_like_a_service_link_is_still_refused(env, named):
+    with pytest.raises(ConfigError, match=named):
+        Settings.from_sources(None, env)

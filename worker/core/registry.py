@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -190,10 +191,30 @@ def refuse_unknown(environ: Mapping[str, str], settings: Iterable[Setting], also
     owned = tuple({*prefixes, *(prefix for s in settings for prefix in s.group.owns)})
     known = sorted({s.env for s in settings} | set(also_known))
     for name in sorted(environ):
-        if name.startswith(owned) and name not in known:
+        if name.startswith(owned) and name not in known and not kubernetes_service_link(name, environ[name]):
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]}?" if close else "see `python -m worker run --help` for the valid ones"
             raise ConfigError(f"unknown setting {name}; {hint}")
+
+
+# The variables Kubernetes gives every pod for each Service of its namespace (enableServiceLinks, on by default),
+# by their name's end and the shape of their value: a Service named streamscore-worker or schema-registry makes
+# STREAMSCORE_WORKER_PORT=tcp://10.96.0.10:8080, SCHEMA_REGISTRY_SERVICE_HOST=10.96.0.11, and so on.
+_LINK_ADDRESS = r"[0-9A-Fa-f.:\[\]]+"
+_SERVICE_LINKS = tuple((re.compile(name), re.compile(value)) for name, value in (
+    (r"[A-Z0-9_]+_SERVICE_HOST", _LINK_ADDRESS),
+    (r"[A-Z0-9_]+_SERVICE_PORT(_[A-Z0-9_]+)?", r"\d+"),
+    (r"[A-Z0-9_]+_PORT(_\d+_(TCP|UDP|SCTP))?", rf"(tcp|udp|sctp)://{_LINK_ADDRESS}:\d+"),
+    (r"[A-Z0-9_]+_PORT_\d+_(TCP|UDP|SCTP)_PROTO", r"tcp|udp|sctp"),
+    (r"[A-Z0-9_]+_PORT_\d+_(TCP|UDP|SCTP)_PORT", r"\d+"),
+    (r"[A-Z0-9_]+_PORT_\d+_(TCP|UDP|SCTP)_ADDR", _LINK_ADDRESS),
+))
+
+
+def kubernetes_service_link(name: str, value: str) -> bool:
+    """Whether a variable is one Kubernetes sets for a Service (its name's end and its value both fit): not a
+    setting, whatever prefix it starts with, so it is left alone rather than refused as a misspelt one."""
+    return any(pattern.fullmatch(name) and shape.fullmatch(value) for pattern, shape in _SERVICE_LINKS)
 
 
 def by_group(settings: Iterable[Setting], values: Mapping[str, Any]) -> dict[type, dict[str, Any]]:
