@@ -1,10 +1,12 @@
 """The command line as a user meets it: bad settings stop the worker at start, naming the setting."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import orjson
 import pyarrow as pa
@@ -239,3 +241,23 @@ def test_a_sighup_while_the_command_still_imports_does_not_end_it():
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
     assert "churn" in out
+
+
+def test_a_sigterm_while_the_command_still_imports_ends_it_also_as_pid_1():
+    """In a container without an init the worker is PID 1, which the kernel spares the signals it has no handler
+    for: a SIGTERM before the worker's own handler (torch still importing) was lost, and the pod waited out its
+    grace period for the kubelet's SIGKILL."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                                                          capture_output=True).returncode != 0:
+        pytest.skip("no PID namespace here (unshare needs root)")
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMSCORE_")}
+    process = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "worker",
+                                "inspect-model"], cwd=REPO, env={**full_env, "PYTHONPATH": str(REPO)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # the interpreter is up, torch not imported yet
+    [worker] = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    assert "\t1\n" in next(line for line in Path(f"/proc/{worker}/status").read_text().splitlines(keepends=True)
+                           if line.startswith("NSpid"))
+    os.kill(int(worker), signal.SIGTERM)
+    out, _err = process.communicate(timeout=60)
+    assert (process.returncode, out) == (143, "")
