@@ -153,3 +153,21 @@ def test_a_worker_whose_log_reader_went_away_before_it_started_answers_and_stops
     finally:
         if worker.poll() is None:
             worker.kill()
+
+
+@pytest.mark.parametrize("kafka_client", ["kafka-python", "confluent"])
+def test_a_worker_of_another_assignor_than_its_group_stops_at_once_naming_the_setting(bootstrap, redis_url, topics,
+                                                                                      producer, tmp_path, kafka_client):
+    if kafka_client == "confluent":
+        pytest.importorskip("confluent_kafka")
+    first = start_worker(bootstrap, redis_url, topics, tmp_path, "--assignor", "range", name="range")
+    reader = TopicReader(bootstrap, topics.replies)
+    producer.send_requests(topics.requests, "g", churn_inputs(4))
+    reader.read_until(lambda got: len(got.by_id()) >= 4, 90, "4 replies", watch=first)
+    second = start_worker(bootstrap, redis_url, topics, tmp_path, "--assignor", "cooperative-sticky",
+                          "--kafka-client", kafka_client, name="sticky")
+    assert second.process.wait(timeout=90) == 2
+    [failed] = [e for e in second.events() if e.get("event") == "worker_failed"]
+    assert "--assignor, STREAMSCORE_ASSIGNOR" in failed["error"] and "Traceback" not in second.log()
+    assert first.stop() == 0
+    reader.close()

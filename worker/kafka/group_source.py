@@ -13,6 +13,7 @@ from typing import ClassVar
 import structlog
 
 from worker.core.clock import Clock
+from worker.core.errors import ConfigError
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
 from worker.kafka.metadata import missing_requests_topic, wait_for
@@ -32,12 +33,22 @@ class GroupSource(ABC):
     def __init__(self, kafka: KafkaSettings, clock: Clock, metadata_s: float, model_topics: tuple[str, ...]) -> None:
         """``metadata_s``: the longest a metadata request may block (worker/core/bounds.py)."""
         self._clock = clock
+        self._group, self._assignor = kafka.group, kafka.assignor
         self._topics = [kafka.requests_topic, *model_topics]
         self._reset_to_earliest = kafka.auto_offset_reset == "earliest"
         self._metadata_s = metadata_s
         self._undecodable: dict[TP, str] = {}  # partitions stopped at a batch we cannot decode, and its codec
         self._rewind_owed = False  # a rewind could not read the committed offsets: nothing is consumed until it can
         self._known: dict[TP, int] = {}  # the offsets the last rewind was given
+
+    def refused_by_group(self) -> ConfigError:
+        """What to say when the group refuses this worker's join (INCONSISTENT_GROUP_PROTOCOL): it stops."""
+        return ConfigError(
+            f"the group {self._group} refused this worker: its members use another partition assignor than "
+            f"assignor={self._assignor} (--assignor, STREAMSCORE_ASSIGNOR), or another group protocol. Every "
+            "member of a group must use the same one: to change it, stop every worker of the group and start them "
+            "all with the new one, or start the new ones in a group of their own (--group: a new group starts "
+            "from --auto-offset-reset, not from the old group's offsets)")
 
     def start(self, wait_s: float = 10.0) -> None:
         """Wait up to ``wait_s`` for each topic in the broker's metadata (one created a moment ago may not be

@@ -71,6 +71,13 @@ def undecodable(message: Message) -> bool:
     return error is not None and error.code() in UNDECODABLE
 
 
+def join_refused(message: Message) -> bool:
+    """Whether a message that carries an error says the group refused the member's join: its members use
+    another assignor or protocol (librdkafka retries the join for ever)."""
+    error = message.error()
+    return error is not None and error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL
+
+
 def at_end(message: Message) -> bool:
     """Whether a message that carries an error is an end-of-partition event. Raises KafkaException for a fatal
     error; logs the others (librdkafka retries them itself)."""

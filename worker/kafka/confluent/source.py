@@ -47,6 +47,7 @@ from worker.kafka.confluent.consumer import (
     at_end,
     fetch,
     group_config,
+    join_refused,
     partitions_of,
     positions,
     raw_record,
@@ -156,6 +157,8 @@ class ConfluentSource(GroupSource):
                 records.append(m)
             elif undecodable(m):
                 self._stop_undecodable(m)
+            elif join_refused(m):  # librdkafka would try to join for ever
+                raise self.refused_by_group()
             else:
                 at_end(m)  # raises a fatal error, logs any other but the end of a partition
         return records

@@ -22,6 +22,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import (
     CommitFailedError,
+    InconsistentGroupProtocolError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -103,6 +104,8 @@ class KafkaSource(GroupSource):
         except UnsupportedCodecError as exc:
             self._stop_undecodable(exc)
             return []
+        except InconsistentGroupProtocolError as exc:
+            raise self.refused_by_group() from exc
         except KafkaError as exc:
             if not exc.retriable:
                 raise
