@@ -87,3 +87,23 @@ def test_close_releases_the_port():
     again = HttpSurface(port, WorkerStats(), FakeClock(), 60.0, host="127.0.0.1")
     again.start()
     again.close()
+
+
+def test_by_default_the_probes_answer_on_ipv6_and_ipv4_alike():
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    surface = HttpSurface(0, WorkerStats(), FakeClock(), 60.0)
+    surface.start()
+    try:
+        for host in ("[::1]", "127.0.0.1"):
+            with urllib.request.urlopen(f"http://{host}:{surface.port}/healthz", timeout=10) as response:
+                assert response.status == 200
+    finally:
+        surface.close()
+
+
+def test_head_answers_what_get_would_without_a_body(served):
+    request = urllib.request.Request(f"http://127.0.0.1:{served[0].port}/healthz", method="HEAD")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert (response.status, response.headers["Content-Type"], response.read()) == (200, "application/json", b"")
+        assert int(response.headers["Content-Length"]) > 0

@@ -299,9 +299,9 @@ class OperationsSettings:
                           "exported as the standard OTEL_* variables say (OTLP/HTTP by default); also on when "
                           "OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set, off with "
                           "OTEL_TRACES_EXPORTER=none")
-    http_port: int = setting(0, "serve /metrics (Prometheus), /healthz and /readyz over HTTP on 0.0.0.0 at this "
-                              "port; 0 serves nothing. With --processes N, child i serves on this port + i "
-                              "(0 .. N-1), the supervisor on none")
+    http_port: int = setting(0, "serve /metrics (Prometheus), /healthz and /readyz over HTTP at this port on every "
+                              "address, IPv6 and IPv4; 0 serves nothing. With --processes N, child i serves on this "
+                              "port + i (0 .. N-1), the supervisor on none")
     liveness_timeout_s: float = setting(
         60.0, "/healthz answers 503 once the loop has not polled for this long, or has held records without "
         "finishing any for this long. Each blocking call of a step gets at most a quarter of it (worker/core/"

@@ -10,6 +10,8 @@ load while ``/readyz`` says not ready until the worker is warm and in its group.
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,14 +29,18 @@ from worker.surface.probes import Verdict, liveness, readiness
 
 log = structlog.get_logger(__name__)
 
+ANY_HOST = ""  # every address of the machine: see HttpSurface
+
 
 class HttpSurface:
     """Serves the worker's metrics and probes from a thread of its own; see the module docstring."""
 
     def __init__(self, port: int, stats: WorkerStats, clock: Clock, liveness_timeout_s: float,
-                 stopping: Callable[[], bool] = lambda: False, host: str = "0.0.0.0") -> None:
+                 stopping: Callable[[], bool] = lambda: False, host: str = ANY_HOST) -> None:
         """``port`` 0 picks a free one (see ``port`` once started); ``stopping()`` says whether a stop was
-        asked for (then not ready); it is called from the serving threads."""
+        asked for (then not ready); it is called from the serving threads. ``host`` ANY_HOST: every address
+        of the machine, IPv6 and IPv4 (IPv4 alone where the machine has no IPv6: a probe or a scrape of a pod on
+        an IPv6 cluster reaches it either way)."""
         self._address = (host, port)
         self._stats = stats
         self._clock = clock
@@ -51,11 +57,20 @@ class HttpSurface:
 
     def start(self) -> None:
         """Bind and start serving; returns at once. Raises ConfigError when the port cannot be bound."""
+        host, port = self._address
         try:
-            self._server = _Server(self._address, _Handler, self)
+            if host == ANY_HOST:
+                try:
+                    self._server = _Server(("::", port), _Handler, self, socket.AF_INET6)
+                except OSError as exc:
+                    if exc.errno == errno.EADDRINUSE or socket.has_ipv6 and _ipv6_works():
+                        raise
+                    self._server = _Server(("0.0.0.0", port), _Handler, self)  # no IPv6 here
+            else:
+                self._server = _Server(self._address, _Handler, self)
         except OSError as exc:
-            raise ConfigError(f"cannot serve HTTP on {self._address[0]}:{self._address[1]} ({exc}): "
-                              "choose another --http-port (STREAMSCORE_HTTP_PORT)") from exc
+            raise ConfigError(f"cannot serve HTTP on port {port} ({exc}): choose another --http-port "
+                              "(STREAMSCORE_HTTP_PORT)") from exc
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="streamscore-http", daemon=True)
         self._thread.start()
@@ -80,16 +95,37 @@ class HttpSurface:
         return readiness(self._stats, self._clock.monotonic(), self._timeout_s, self._stopping())
 
 
+def _ipv6_works() -> bool:
+    """Whether this machine can open an IPv6 socket at all (a kernel or container may have IPv6 off)."""
+    try:
+        socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()
+    except OSError:
+        return False
+    return True
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], surface: HttpSurface) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], surface: HttpSurface,
+                 family: socket.AddressFamily = socket.AF_INET) -> None:
         self.surface = surface
+        self.address_family = family
         super().__init__(address, handler)
+
+    def server_bind(self) -> None:
+        if self.address_family == socket.AF_INET6:  # IPv4 too, as mapped addresses, whatever the system default
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+
+    def do_HEAD(self) -> None:  # noqa: N802 (the name http.server calls)
+        """What GET answers, without its body (a load balancer's or uptime checker's probe)."""
+        self._head_only = True
+        self.do_GET()
 
     def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
         path = self.path.split("?", 1)[0]
@@ -109,7 +145,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if not getattr(self, "_head_only", False):
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # a probe every few seconds is not news; failures show in the worker's own events
