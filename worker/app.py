@@ -77,7 +77,7 @@ from worker.stream.loop import Worker
 from worker.stream.parts import Extras, assemble
 from worker.stream.reloads import Reloads
 from worker.stream.residency import ModelLoads
-from worker.stream.scoring import InlineScorer, ThreadScorer
+from worker.stream.scoring import InlineScorer, InlineThenThreadScorer, ThreadScorer
 from worker.stream.served import LoadedEntry, ServedModels
 from worker.stream.shadow import Candidate, Shadow
 from worker.stream.topic_formats import TopicDecoders
@@ -252,13 +252,15 @@ def check_poll_interval(settings: Settings, batching: BatchingSettings, batch_s:
 def build_scorer(settings: Settings, runners: Mapping[str, ModelRunner], clock: SystemClock) -> Scorer:
     """The models on a thread of their own when asked, or by default when one is on a GPU (loaded now, or to be
     loaded on first use): there its compute leaves the CPU to the loop. On shared CPU cores the thread measured
-    slower (bench/profile_worker.py)."""
+    slower (bench/profile_worker.py): by default they run inline there, until a batch outlives the group's poll
+    interval (InlineThenThreadScorer)."""
     model = settings.model
     on_gpu = any(isinstance(runner, TorchRunner) and runner.device.type == "cuda" for runner in runners.values())
     later = [entry.model_settings(model).device for entry in settings.models.entries] if on_first_use(settings) else []
     on_gpu = on_gpu or any(pick_device(device).type == "cuda" for device in later)
-    on = model.model_thread == "on" or (model.model_thread == "auto" and on_gpu)
-    return ThreadScorer(runners, clock) if on else InlineScorer(runners, clock)
+    if model.model_thread == "on" or (model.model_thread == "auto" and on_gpu):
+        return ThreadScorer(runners, clock)
+    return InlineScorer(runners, clock) if model.model_thread == "off" else InlineThenThreadScorer(runners, clock)
 
 
 def build_decoder(settings: Settings, routes: Routes) -> RequestDecoder:

@@ -395,6 +395,11 @@ class Scorer(Protocol):
     @property
     def takes_more(self) -> bool:
         """Another batch may be submitted before those in hand are taken back (they finished, in little time)."""
+    @property
+    def inline(self) -> bool:
+        """Batches run in the loop's own thread (the loop waits for each)."""
+    def move_to_thread(self) -> bool:
+        """Run the next batches on a thread of their own, where this scorer can: True when it moved now."""
     def submit(self, entry: str, batch: list[Request]) -> None:
         """Start scoring ``batch`` with model ``entry``; only when not busy, or when it takes more."""
     def wait(self, timeout_s: float) -> None:

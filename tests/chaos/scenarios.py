@@ -156,7 +156,10 @@ SCENARIOS = {
                   rebalances_allowed=False),
     "e": Scenario("e", "batch > max.poll.interval", "no loss, no duplicate from the late batch or commit",
                   stall_a_batch, worker_args=(*SESSION, "--max-poll-interval-ms", str(SESSION_TIMEOUT_MS),
-                                              "--model", "tests.chaos.slow_model:stalling_linear")),
+                                              "--model", "tests.chaos.slow_model:stalling_linear",
+                                              # inline for good: auto would move the model to a thread after the
+                                              # first stall, and the later ones would not outlive the interval
+                                              "--model-thread", "off")),
     "h": Scenario("h", "scale 1 -> 4 -> 8 -> 2 -> 1", "no loss, no duplicate, every step's longest gap bounded",
                   scale_through_steps, workers=1, partitions=8, worker_args=(*SESSION,),
                   step_gap_bound_s=STEP_GAP_BOUND_S),

@@ -250,6 +250,10 @@ class SlowScorer:
         return self.running is not None
 
     takes_more = False  # one batch at a time, as ThreadScorer
+    inline = False
+
+    def move_to_thread(self) -> bool:
+        return False
 
     def submit(self, entry, batch) -> None:
         self.running = (entry, batch)

@@ -2,10 +2,12 @@
 
 import threading
 
+from structlog.testing import capture_logs
+
 from tests.component.harness import INPUTS, Harness
 from worker.models import load_model
 from worker.models.runner import TorchRunner
-from worker.stream.scoring import ThreadScorer
+from worker.stream.scoring import InlineThenThreadScorer, ThreadScorer
 
 
 class GatedRunner(TorchRunner):
@@ -74,3 +76,53 @@ def test_by_default_requests_that_arrive_while_the_model_is_busy_form_the_next_b
             break
     assert h.reply_ids() == ["busy0", "busy1", "busy2", "first"]
     assert h.worker.stats.batch_sizes == {1: 1, 3: 1}
+
+
+def test_by_default_on_cpu_a_batch_that_outlived_the_poll_interval_moves_the_model_to_a_thread():
+    """Inline, a batch longer than max.poll.interval.ms holds the loop: the group drops the worker, and the same
+    records come back to be scored as slowly again, for ever. Moved to a thread, the loop polls on meanwhile."""
+    h = Harness(scorer=InlineThenThreadScorer, max_batch_size=2, max_wait_ms=1000)
+    interval_s = h.settings.kafka.max_poll_interval_ms / 1000
+    run = h.runner.run
+
+    def outlives_the_interval_and_gets_dropped_from_the_group(items):
+        h.clock.advance(interval_s + 1)
+        h.source.group_generation = -1
+        h.source.revoked = {("requests", 1)}
+        return run(items)
+
+    h.runner.run = outlives_the_interval_and_gets_dropped_from_the_group
+    h.source.produce({"id": "p0", "inputs": INPUTS}, partition=0)
+    h.source.produce({"id": "p1", "inputs": INPUTS}, partition=1)
+    assert h.worker._scorer.inline
+    with capture_logs() as logs:
+        h.steps(2)
+    assert [r["id"] for r in h.replies()] == ["p0"]  # p1's partition left while the batch ran
+    [moved] = [e for e in logs if e["event"] == "model_thread_started"]
+    assert moved["batch"] == 2 and moved["compute_s"] > interval_s
+    assert not h.worker._scorer.inline
+    h.runner.run = run
+    h.source.group_generation = 2
+    h.source.produce({"id": "p2", "inputs": INPUTS}, partition=0)
+    for _ in range(50):
+        h.worker.step()
+        if "p2" in [r["id"] for r in h.replies()]:
+            break
+    h.worker.stop()
+    h.worker.run()
+    assert [r["id"] for r in h.replies()] == ["p0", "p2"]
+
+
+def test_a_batch_that_lost_the_group_quickly_leaves_the_model_inline():
+    h = Harness(scorer=InlineThenThreadScorer, max_batch_size=2, max_wait_ms=1000)
+    run = h.runner.run
+
+    def dropped_from_the_group(items):
+        h.source.group_generation = -1  # a broker away, say: not the batch's fault
+        return run(items)
+
+    h.runner.run = dropped_from_the_group
+    h.source.produce({"id": "p0", "inputs": INPUTS}, partition=0)
+    h.source.produce({"id": "p1", "inputs": INPUTS}, partition=1)
+    h.steps(2)
+    assert h.worker._scorer.inline

@@ -153,3 +153,5 @@ def test_a_batch_that_outlives_max_poll_interval_sends_no_reply_for_the_partitio
     assert sorted(by_id) == [f"h{i}" for i in range(8)]
     assert max(len(replies) for replies in by_id.values()) == 1
     assert any(e.get("event") == "membership_lost_during_batch" for e in worker.events()), worker.log()
+    # By default on CPU, such a batch moves the model to a thread of its own: the loop polls on while it runs.
+    assert [e["batch"] for e in worker.events() if e.get("event") == "model_thread_started"] == [8], worker.log()

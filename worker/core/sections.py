@@ -194,7 +194,8 @@ class ModelSettings:
                         "replies stay float32", per_model=True)
     model_thread: ModelThread = setting("auto", "on: the model runs on a thread of its own, so polling, sending, "
                                          "Redis and commits overlap its compute; off: one thread does everything; "
-                                         "auto: on for CUDA devices (on shared CPU cores it measured slower)")
+                                         "auto: on for CUDA devices; on CPU (where it measured slower) off "
+                                         "until a batch outlives max_poll_interval_ms, then on")
     torch_threads: int = setting(0, "torch intra-op threads; 0 leaves torch's default")
     shadow_queue: int = setting(1000, "with a model's shadow: how many sampled requests may wait for the "
                                  "candidate; more are dropped and counted, never delaying a live reply")
@@ -289,9 +290,9 @@ class OperationsSettings:
     processes: int = setting(1, "worker processes in this group on this host (one per GPU or core)")
     shutdown_timeout_s: float = setting(
         30.0, "after SIGTERM, the whole drain (the batch in hand, the replies' acknowledgements, the commit, the "
-        "close) ends within this many seconds; what is unfinished then is left uncommitted and consumed again. "
-        "It must fit below Kubernetes' terminationGracePeriodSeconds, with a few seconds to spare for process "
-        "teardown")
+        "close) ends within this many seconds; what is unfinished then is left uncommitted and consumed again "
+        "(a batch the model runs in the loop's thread, the CPU default, ends first: --model-thread on). It must "
+        "fit below Kubernetes' terminationGracePeriodSeconds, with a few seconds to spare for process teardown")
     log_format: LogFormat = setting("auto", "auto (console on a terminal, else json), json or console")
     log_level: LogLevel = setting("info", "debug, info, warning or error")
     stats_interval_s: float = setting(10.0, "seconds between worker_stats log lines; 0 turns them off")

@@ -34,6 +34,7 @@ from worker.core.messages import Request
 from worker.core.sections import BatchingSettings, KafkaSettings, OperationsSettings
 from worker.core.shutdown import StopRequest
 from worker.core.stats import WorkerStats
+from worker.ports import Scored
 from worker.stream.drain import Drain
 from worker.stream.membership import SETTLE_S
 from worker.stream.parts import LoopParts
@@ -112,7 +113,7 @@ class Worker:
         self.stats.record_rebalancing(self._source.rebalancing(), self._last_poll)
         if self._membership.polled():
             records = []  # an aborted transaction: the source gives these again from the committed offsets
-        ahead = backlog and self._parts.claims_ahead  # claimed while the poll before is scored (step 2)
+        ahead = backlog and self._scorer.inline  # claimed while the poll before is scored (step 2)
         self._admission.admit(records, claim_now=not ahead)
         if self._scorer.busy and (not records or self._batchers.ready(self._clock.monotonic(), self._send_now)):
             # Nothing came in, or the next batch is ready already: wait on the model, not the network.
@@ -210,13 +211,23 @@ class Worker:
     def answer_scored(self, settle_s: float = SETTLE_S) -> None:
         """Answer the scorer's finished batches, in order: the loop's own step, and a LoopSteps step for the drain
         (as submit_batch and settle are)."""
+        outlived: Scored | None = None
         while (scored := self._scorer.take()) is not None:
             self._scoring, submitted_ms = None, self._submitted_ms.popleft()  # each batch's, taken with it
             self._batchers.observe(scored.entry, len(scored.batch), scored.compute_s)
             left = self._membership.left_while_scoring(len(scored.batch), settle_s)
+            if left and scored.compute_s * 1000 >= self._kafka.max_poll_interval_ms / 2:
+                outlived = scored  # the group dropped the worker while this batch ran, and it ran long
             self._responder.answer_scored(scored, submitted_ms, left)
             if self._parts.shadow is not None:
                 self._parts.shadow.offer(scored)
+        if outlived is not None and self._scorer.move_to_thread():
+            log.warning("model_thread_started", batch=len(outlived.batch), compute_s=round(outlived.compute_s, 3),
+                        max_poll_interval_ms=self._kafka.max_poll_interval_ms,
+                        reason="a batch scored in the loop's thread outlived the group's poll interval, which cost "
+                               "the worker its membership and the batch's replies: from now on the model runs on "
+                               "a thread of its own and the loop polls on meanwhile (--model-thread on from the "
+                               "start; off keeps it inline)")
 
     def settle(self, force_commit: bool = False, timeout_s: float | None = None) -> None:
         """Waits up to ``timeout_s`` (default: the step's settle bound) for the step's acknowledgements."""

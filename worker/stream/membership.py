@@ -107,5 +107,8 @@ class Membership:
         self._stats.record_generation(self._generation)
         lost = self.drop(self._source.take_revoked())
         log.warning("membership_lost_during_batch", batch=batch_size, partitions_lost=sorted(lost),
-                    advice="a batch outlived max_poll_interval_ms: lower max_batch_size or raise the interval")
+                    advice="a batch outlived max_poll_interval_ms: lower max_batch_size, raise the interval, or "
+                           "run the model on a thread of its own (--model-thread on; auto moves it there after "
+                           "such a batch): a single request slower than the interval is otherwise scored again "
+                           "and again")
         return left | lost

@@ -60,7 +60,6 @@ class LoopParts:
     membership: Membership
     upkeep: Upkeep
     transactional: bool
-    claims_ahead: bool  # under a backlog, claim a poll's ids while scoring the poll before (the inline scorer)
     residency: Residency | None = None
     reloads: Reloads | None = None
     shadow: Shadow | None = None
@@ -107,5 +106,5 @@ def assemble(source: Source, sink: Sink[Tag], dedup: DedupStore, models: ServedM
     membership = Membership(source, models.batchers, gate, offsets, scorer, commits, stats, drop_held)
     upkeep = Upkeep(source, stats, clock, kafka, operations)
     return LoopParts(source, sink, dedup, scorer, models, gate, offsets, responder, admission, commits, membership,
-                     upkeep, extras.transactions is not None, isinstance(scorer, InlineScorer), residency,
+                     upkeep, extras.transactions is not None, residency,
                      extras.reloads, extras.shadow, extras.tracer)

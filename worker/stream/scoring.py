@@ -5,6 +5,8 @@ The loop hands batches to a Scorer and takes the finished ones back, in order.
 more batches before the finished ones are answered while they and one more
 like the last fit RUN_S: batches ready together are scored back to back, then
 answered.
+``InlineThenThreadScorer`` (the default on CPU) scores inline until a batch
+outlives the group's poll interval, then on a thread.
 ``ThreadScorer`` scores on one background thread, so the loop keeps polling,
 decoding, claiming, sending and committing while the model runs: torch
 releases the GIL inside its kernels, so a heavy model's compute overlaps the
@@ -37,10 +39,15 @@ class InlineScorer:
     (churn's pass cost 3.5 µs an item cold against 1.2 warm; docs/benchmarks.md, "Batches back to back"). A
     model whose batch takes RUN_S / 2 or more is answered a batch at a time, as before."""
 
+    inline = True
+
     def __init__(self, runners: Mapping[str, ModelRunner], clock: Clock) -> None:
         self._runners = runners
         self._clock = clock
         self._done: deque[Scored] = deque()
+
+    def move_to_thread(self) -> bool:
+        return False  # --model-thread off: inline it stays
 
     @property
     def busy(self) -> bool:
@@ -79,6 +86,10 @@ class ThreadScorer:
         return self._running is not None
 
     takes_more = False  # one batch at a time: the next goes once the last was taken back
+    inline = False
+
+    def move_to_thread(self) -> bool:
+        return False  # there already
 
     def submit(self, entry: str, batch: list[Request]) -> None:
         assert self._running is None, "one batch at a time"
@@ -110,3 +121,47 @@ class ThreadScorer:
         if self._running is not None:
             with contextlib.suppress(FutureTimeout, CancelledError):
                 self._running[2].exception(timeout=timeout_s)
+
+
+class InlineThenThreadScorer:
+    """Inline until a batch outlives the group's poll interval, then on a thread of its own for good: where
+    batches run on CPU by default (``--model-thread auto``). Inline (measured faster on shared CPU cores), a
+    batch holds the loop, which cannot poll while it runs: one longer than max.poll.interval.ms costs the worker
+    its membership and the batch's replies, and the same records come back to be scored as slowly again, for
+    ever. On a thread the loop polls on, and the group keeps the member while a slow batch runs. The loop calls
+    ``move_to_thread`` when a batch that lost the membership took that long."""
+
+    def __init__(self, runners: Mapping[str, ModelRunner], clock: Clock) -> None:
+        self._runners, self._clock = runners, clock
+        self._current: InlineScorer | ThreadScorer = InlineScorer(runners, clock)
+
+    @property
+    def inline(self) -> bool:
+        return self._current.inline
+
+    def move_to_thread(self) -> bool:
+        """From the next batch on, score on a thread (only with nothing in hand); True when it moved now."""
+        if not self._current.inline or self._current.busy:
+            return False
+        self._current = ThreadScorer(self._runners, self._clock)
+        return True
+
+    @property
+    def busy(self) -> bool:
+        return self._current.busy
+
+    @property
+    def takes_more(self) -> bool:
+        return self._current.takes_more
+
+    def submit(self, entry: str, batch: list[Request]) -> None:
+        self._current.submit(entry, batch)
+
+    def wait(self, timeout_s: float) -> None:
+        self._current.wait(timeout_s)
+
+    def take(self) -> Scored | None:
+        return self._current.take()
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        self._current.close(timeout_s)
