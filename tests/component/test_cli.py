@@ -51,17 +51,21 @@ def test_bad_setting_stops_the_worker_with_a_message_naming_it(args, env, named)
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--max-batch-sise", "8"], "unrecognized arguments: --max-batch-sise 8 (did you mean --max-batch-size?)"),
-    (["inspect-model", "--jsn"], "unrecognized arguments: --jsn (did you mean --json?)"),
-    (["--max-batch-size", "abc"], "python -m worker run: error: argument --max-batch-size: invalid int value: 'abc'"),
+@pytest.mark.parametrize("args, said, listed", [
+    (["--max-batch-sise", "8"], "unrecognized arguments: --max-batch-sise 8 (did you mean --max-batch-size?)",
+     "python -m worker run"),
+    (["run", "--max-batch-sise", "8"], "(did you mean --max-batch-size?)", "python -m worker run"),
+    (["inspect-model", "--jsn"], "unrecognized arguments: --jsn (did you mean --json?)",
+     "python -m worker inspect-model"),
+    (["--max-batch-size", "abc"], "python -m worker run: error: argument --max-batch-size: invalid int value: 'abc'",
+     "python -m worker run"),
 ])
-def test_a_flag_argparse_refuses_is_answered_in_two_lines_with_the_flag_meant(args, said):
+def test_a_flag_argparse_refuses_is_answered_in_two_lines_with_the_flag_meant(args, said, listed):
     result = run_worker(*args)
     assert result.returncode == 2
     first, second = result.stderr.splitlines()  # not the hundred-flag usage
     assert said in first
-    assert second.endswith("--help` lists every flag")
+    assert second == f"`{listed} --help` lists every flag"  # the help that lists the flag meant
 
 
 def test_help_explains_the_settings_and_their_variables():

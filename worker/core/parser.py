@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
+from collections.abc import Sequence
 from typing import NoReturn
 
 
@@ -12,18 +14,27 @@ class Parser(argparse.ArgumentParser):
     hundred flags): what is wrong, with the flag a misspelled one is closest to, and where every flag is listed.
     Its subcommands' parsers are of its class too (argparse's default)."""
 
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(sys.argv[1:] if args is None else args)  # which subcommand an error is about
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         unknown = ([word.split("=")[0] for word in message.removeprefix("unrecognized arguments: ").split()
                     if word.startswith("--")] if message.startswith("unrecognized arguments: ") else [])
-        close = [match for word in unknown for match in difflib.get_close_matches(word, self._all_flags(), n=1)]
+        command = self._command_given()  # a subcommand's flag that argparse refuses is reported up here
+        flags = _long_flags(command or self)
+        close = [match for word in unknown for match in difflib.get_close_matches(word, flags, n=1)]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        self.exit(2, f"{self.prog}: error: {message}{hint}\n`{self.prog} --help` lists every flag\n")
+        listed = (command or self).prog  # the help that lists the command's flags
+        self.exit(2, f"{self.prog}: error: {message}{hint}\n`{listed} --help` lists every flag\n")
 
-    def _all_flags(self) -> list[str]:
-        """The long flags of this parser and of its subcommands."""
-        flags = [flag for action in self._actions for flag in action.option_strings if flag.startswith("--")]
-        for action in self._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for sub in action.choices.values():
-                    flags += [flag for a in sub._actions for flag in a.option_strings if flag.startswith("--")]
-        return flags
+    def _command_given(self) -> argparse.ArgumentParser | None:
+        """The parser of the subcommand named in the arguments, if any."""
+        commands = {name: sub for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                    for name, sub in action.choices.items()}
+        return next((commands[word] for word in getattr(self, "_given", []) if word in commands), None)
+
+
+def _long_flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")]
