@@ -71,6 +71,8 @@ def test_reply_to_header_is_used_when_body_has_none():
     ({"id": "a", "inputs": [True] * 16}, None, "invalid_inputs", True),
     ({"id": "a", "inputs": [1e300] * 16}, None, "invalid_inputs", True),
     ({"id": "a", "inputs": GOOD_INPUTS, "reply_to": "bad topic!"}, None, "invalid_reply_to", True),
+    *[({"id": "a", "inputs": GOOD_INPUTS, "reply_to": name}, None, "invalid_reply_to", True)
+      for name in (".", "..", "replies\n", "x" * 250)],  # names Kafka refuses too
     ({"id": "a", "inputs": GOOD_INPUTS, "deadline_ms": "soon"}, None, "invalid_deadline", True),
 ])
 def test_bad_records_get_a_code_and_keep_their_bytes(value, key, code, has_id):
