@@ -263,5 +263,6 @@ def test_a_sigterm_while_the_command_still_imports_ends_it_also_as_pid_1():
     assert "\t1\n" in next(line for line in Path(f"/proc/{worker}/status").read_text().splitlines(keepends=True)
                            if line.startswith("NSpid"))
     os.kill(int(worker), signal.SIGTERM)
-    out, _err = process.communicate(timeout=60)
+    out, err = process.communicate(timeout=60)
     assert (process.returncode, out) == (143, "")
+    assert orjson.loads(err)["event"] == "stopped_while_starting"  # stderr is no terminal: a JSON line
