@@ -202,3 +202,14 @@ def to_json(value):  # the stdlib writes what orjson refuses (integers past 64 b
 def test_decoder_never_raises_and_always_classifies(value, key):
     result = decode_request(RawRecord(POS, key, value, [], 0, 0.0), PREPARE, 1 << 20)
     assert isinstance(result, (Request, InvalidRecord))
+
+
+@pytest.mark.parametrize("named, said", [
+    ({"model_version": "v9"}, "this worker does not serve version 'v9' of this topic's model; served: "),
+    ({"model": "text"}, "this worker does not serve model 'text'; served: "),
+    ({"model": "churn", "model_version": "v9"}, "this worker does not serve model 'churn' version 'v9'; served: "),
+])
+def test_an_unknown_model_or_version_is_named_as_the_request_asked_for_it(named, said):
+    result = decode({"id": "a", "inputs": GOOD_INPUTS, **named})
+    assert isinstance(result, InvalidRecord) and result.code == "unknown_model"
+    assert result.message.startswith(said)

@@ -271,8 +271,9 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
                                f"characters; served: {routes.served()}", request_id, reply_to)
     route = routes.pick(record.position.topic, model, version, request_id)
     if route is None:
-        asked = repr(model) if version is None else f"{model!r} version {version!r}"
-        return invalid(ERR_UNKNOWN_MODEL, f"this worker does not serve model {asked}; served: {routes.served()}",
+        asked = (f"model {model!r}" if version is None else f"model {model!r} version {version!r}"
+                 if model is not None else f"version {version!r} of this topic's model")
+        return invalid(ERR_UNKNOWN_MODEL, f"this worker does not serve {asked}; served: {routes.served()}",
                        request_id, reply_to)
     try:
         item = prepared(route.prepare, body["inputs"]) if route.loaded else Unprepared(body["inputs"], version)
