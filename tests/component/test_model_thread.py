@@ -118,11 +118,13 @@ def test_a_batch_that_lost_the_group_quickly_leaves_the_model_inline():
     run = h.runner.run
 
     def dropped_from_the_group(items):
-        h.source.group_generation = -1  # a broker away, say: not the batch's fault
+        h.source.group_generation = -1  # a broker away, say: not the batch's fault (it took no time)
+        h.source.revoked = {("requests", 1)}
         return run(items)
 
     h.runner.run = dropped_from_the_group
     h.source.produce({"id": "p0", "inputs": INPUTS}, partition=0)
     h.source.produce({"id": "p1", "inputs": INPUTS}, partition=1)
     h.steps(2)
+    assert [r["id"] for r in h.replies()] == ["p0"]  # the membership was lost, as in the test above
     assert h.worker._scorer.inline

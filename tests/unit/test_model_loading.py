@@ -359,3 +359,9 @@ def test_a_model_that_cannot_prepare_its_own_sample_inputs_fails_warmup_naming_i
     with pytest.raises(ModelError, match=r"model refusing failed to prepare its own sample inputs in warmup: "
                                          r"TypeError: list indices must be integers"):
         TorchRunner(SamplesItRefuses(), "cpu").warmup(64)
+
+
+def test_softmax_false_beside_names_is_taken_as_it_changes_nothing(tmp_path):
+    config = write_config(tmp_path / "net.json", {"inputs": {"kind": "vector", "length": 8},
+                                                  "outputs": {"names": ["a", "b"], "softmax": False}})
+    assert load_model("tests.unit.test_model_loading:build", config).describe()["outputs"] == {"names": ["a", "b"]}

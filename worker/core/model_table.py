@@ -49,6 +49,7 @@ from worker.core import registry
 from worker.core.errors import ConfigError
 from worker.core.kafka_properties import KafkaProperties
 from worker.core.sections import SETTINGS, BatchingSettings, ModelSettings, per_model
+from worker.core.wire import is_topic_name
 
 S = TypeVar("S", ModelSettings, BatchingSettings)
 ENTRY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -259,7 +260,7 @@ def _entry(path: str, where: Path, name: str, table: Any) -> ModelEntry:
     weight, fraction = table.get("canary_weight", 0.0), table.get("shadow_fraction", 0.0)
     if not all(isinstance(text, str) for text in (version, canary, shadow, topic)):
         raise ConfigError(f"{path}: [models.{name}] version, topic, canary and shadow must be strings")
-    if topic and not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", topic):
+    if topic and not is_topic_name(topic):
         raise ConfigError(f"{path}: [models.{name}] topic {topic!r} is not a Kafka topic name")
     for key, number in (("canary_weight", weight), ("shadow_fraction", fraction)):
         if isinstance(number, bool) or not isinstance(number, int | float):

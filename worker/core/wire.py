@@ -48,6 +48,12 @@ RECORD_OVERHEAD_BYTES = 64  # per record, and per header: Kafka's record framing
 MAX_TRACEPARENT_BYTES = 512  # W3C's is 55 characters; a longer one is not passed through
 MAX_MODEL_NAME_LENGTH = 128  # a request's model and model_version
 _TOPIC_NAME = re.compile(r"(?!\.\.?\Z)[a-zA-Z0-9._-]{1,249}")  # fullmatch: Kafka refuses "." and ".." too
+
+
+def is_topic_name(text: str) -> bool:
+    """Whether Kafka takes ``text`` as a topic's name: 1-249 letters, digits, ``.``, ``_``, ``-``, not ``.``
+    or ``..``."""
+    return _TOPIC_NAME.fullmatch(text) is not None
 # The broker's own topics: a record sent there is refused (INVALID_TOPIC_EXCEPTION), or not sent at all
 # (kafka-python finds no partition to put it in), so no reply_to may name one.
 KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
@@ -251,7 +257,7 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
         return invalid(ERR_MISSING_ID, f"no request id: set 'id' in the value or the record key{unusable}", None)
 
     reply_to = body.get("reply_to", _reply_to_header(headers.get(H_REPLY_TO)))
-    if reply_to is not None and not (isinstance(reply_to, str) and _TOPIC_NAME.fullmatch(reply_to)):
+    if reply_to is not None and not (isinstance(reply_to, str) and is_topic_name(reply_to)):
         return invalid(ERR_INVALID_REPLY_TO, f"'reply_to' must be a Kafka topic name, got {reply_to!r}",
                        request_id)
     deadline_ms = body.get("deadline_ms")

@@ -485,12 +485,12 @@ def parse_outputs(declared: Mapping[str, Any] | None, where: str) -> Outputs:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ModelError(f"{where}: outputs.{key} must be a list of strings")
         _refuse_repeated(value, f"{where}: outputs.{key}")
-    for key in ("softmax", "top_k"):
-        if key in declared and not labels:
-            raise ModelError(f"{where}: outputs.{key} applies to labels, and this config declares none")
     softmax = declared.get("softmax", False)
     if type(softmax) is not bool:
         raise ModelError(f"{where}: outputs.softmax must be true or false; got {softmax!r}")
+    for key, asked in (("softmax", softmax), ("top_k", "top_k" in declared)):
+        if asked and not labels:
+            raise ModelError(f"{where}: outputs.{key} applies to labels, and this config declares none")
     top_k = _optional_positive(declared, "top_k", where, "outputs")
     return Outputs(tuple(names), tuple(labels), softmax, top_k)
 

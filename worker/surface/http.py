@@ -121,6 +121,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    _head_only = False  # answering HEAD: the headers of GET's answer, no body
 
     def do_HEAD(self) -> None:  # noqa: N802 (the name http.server calls)
         """What GET answers, without its body (a load balancer's or uptime checker's probe)."""
@@ -145,7 +146,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if not getattr(self, "_head_only", False):
+        if not self._head_only:
             self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
