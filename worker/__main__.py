@@ -29,4 +29,12 @@ signal.signal(signal.SIGTERM, _stopped_while_importing)
 
 from worker.cli import main  # noqa: E402
 
+
+def _stopped(signum: int, _frame: object) -> None:
+    """Once imported, until a command installs its own: SIGTERM ends it as the default action would, with the
+    finally blocks run (a consumer closed, Ray shut down), also as PID 1."""
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _stopped)
 sys.exit(main())

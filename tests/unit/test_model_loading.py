@@ -365,3 +365,21 @@ def test_softmax_false_beside_names_is_taken_as_it_changes_nothing(tmp_path):
     config = write_config(tmp_path / "net.json", {"inputs": {"kind": "vector", "length": 8},
                                                   "outputs": {"names": ["a", "b"], "softmax": False}})
     assert load_model("tests.unit.test_model_loading:build", config).describe()["outputs"] == {"names": ["a", "b"]}
+
+
+def test_declared_inputs_of_a_pt2_exported_with_kwargs_are_passed_by_keyword_or_refused(tmp_path):
+    mixed = Mixed().eval()
+    batch = torch.export.Dim("batch", min=1)
+    program = torch.export.export(mixed, (), kwargs={"numbers": torch.randn(2, 4), "plan": torch.tensor([1, 2])},
+                                  dynamic_shapes={"numbers": {0: batch}, "plan": {0: batch}})
+    torch.export.save(program, str(tmp_path / "keyword.pt2"))
+    tensors = {"kind": "tensors", "tensors": [{"name": "numbers", "shape": [4]},
+                                              {"name": "plan", "dtype": "int64", "high": 5}]}
+    model = load_model(str(tmp_path / "keyword.pt2"), write_config(tmp_path / "t.json", {"inputs": tensors}))
+    assert model.describe()["inputs"]["call"] == "keyword"
+    request = {"numbers": [1.0, 2.0, 3.0, 4.0], "plan": 3}
+    expected = mixed(torch.tensor([request["numbers"]]), torch.tensor([request["plan"]])).squeeze(1).tolist()
+    assert flat(scores(model, [request])) == pytest.approx(expected, abs=1e-6)
+    positional = write_config(tmp_path / "p.json", {"inputs": {**tensors, "call": "positional"}})
+    with pytest.raises(ModelError, match=r"takes its inputs by keyword \(numbers, plan\).*call = \"keyword\""):
+        load_model(str(tmp_path / "keyword.pt2"), positional)

@@ -178,6 +178,13 @@ def test_the_variables_kubernetes_sets_for_services_are_not_refused_as_settings(
     assert settings.batching.max_batch_size == 32
 
 
+def test_a_service_link_named_as_a_setting_is_not_read_as_it():
+    """A Service named streamscore-http makes STREAMSCORE_HTTP_PORT=tcp://...: not the port to serve on."""
+    links = {"STREAMSCORE_HTTP_PORT": "tcp://10.96.0.12:9100", "STREAMSCORE_HTTP_SERVICE_HOST": "10.96.0.12"}
+    assert Settings.from_sources(None, links).operations.http_port == 0
+    assert Settings.from_sources(None, {"STREAMSCORE_HTTP_PORT": "9100"}).operations.http_port == 9100
+
+
 @pytest.mark.parametrize("env, named", [
     ({"STREAMSCORE_HTP_PORT": "8080"}, "unknown setting STREAMSCORE_HTP_PORT; did you mean STREAMSCORE_HTTP_PORT?"),
     ({"STREAMSCORE_WORKER_PORT": "8080"}, "unknown setting STREAMSCORE_WORKER_PORT"),  # not a link's value

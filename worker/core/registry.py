@@ -171,7 +171,8 @@ def from_arguments(settings: Iterable[Setting], args: argparse.Namespace | None)
 
 def from_environment(settings: Iterable[Setting], environ: Mapping[str, str]) -> dict[str, Any]:
     """The settings given as variables, by key; an empty variable is unset."""
-    return {s.key: s.from_text(environ[s.env], s.env) for s in settings if environ.get(s.env)}
+    return {s.key: s.from_text(environ[s.env], s.env) for s in settings
+            if environ.get(s.env) and not kubernetes_service_link(s.env, environ[s.env])}
 
 
 def from_file(settings: Iterable[Setting], table: Mapping[str, Any], source: str, where: Path | None,
@@ -200,11 +201,11 @@ def refuse_unknown(environ: Mapping[str, str], settings: Iterable[Setting], also
 # The variables Kubernetes gives every pod for each Service of its namespace (enableServiceLinks, on by default),
 # by their name's end and the shape of their value: a Service named streamscore-worker or schema-registry makes
 # STREAMSCORE_WORKER_PORT=tcp://10.96.0.10:8080, SCHEMA_REGISTRY_SERVICE_HOST=10.96.0.11, and so on.
-_LINK_ADDRESS = r"[0-9A-Fa-f.:\[\]]+"
+_LINK_ADDRESS = r"\d{1,3}(\.\d{1,3}){3}|\[?[0-9A-Fa-f]*:[0-9A-Fa-f:.]*\]?"  # IPv4, or IPv6 (bracketed in a URL)
 _SERVICE_LINKS = tuple((re.compile(name), re.compile(value)) for name, value in (
     (r"[A-Z0-9_]+_SERVICE_HOST", _LINK_ADDRESS),
     (r"[A-Z0-9_]+_SERVICE_PORT(_[A-Z0-9_]+)?", r"\d+"),
-    (r"[A-Z0-9_]+_PORT(_\d+_(TCP|UDP|SCTP))?", rf"(tcp|udp|sctp)://{_LINK_ADDRESS}:\d+"),
+    (r"[A-Z0-9_]+_PORT(_\d+_(TCP|UDP|SCTP))?", rf"(tcp|udp|sctp)://({_LINK_ADDRESS}):\d+"),
     (r"[A-Z0-9_]+_PORT_\d+_(TCP|UDP|SCTP)_PROTO", r"tcp|udp|sctp"),
     (r"[A-Z0-9_]+_PORT_\d+_(TCP|UDP|SCTP)_PORT", r"\d+"),
     (r"[A-Z0-9_]+_PORT_\d+_(TCP|UDP|SCTP)_ADDR", _LINK_ADDRESS),
@@ -213,7 +214,8 @@ _SERVICE_LINKS = tuple((re.compile(name), re.compile(value)) for name, value in 
 
 def kubernetes_service_link(name: str, value: str) -> bool:
     """Whether a variable is one Kubernetes sets for a Service (its name's end and its value both fit): not a
-    setting, whatever prefix it starts with, so it is left alone rather than refused as a misspelt one."""
+    setting, whatever prefix it starts with, so it is left alone rather than refused as a misspelt one, or read
+    as a setting of the same name (a Service named streamscore-http makes STREAMSCORE_HTTP_PORT=tcp://...)."""
     return any(pattern.fullmatch(name) and shape.fullmatch(value) for pattern, shape in _SERVICE_LINKS)
 
 

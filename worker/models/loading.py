@@ -17,7 +17,7 @@ import tomllib
 import warnings
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,8 @@ def load_exported(source: ModelSource, config: Mapping[str, Any]) -> Servable:
         raise ModelError(f"cannot load {path} as a torch.export program: {exc}") from exc
     _spec_keys_only(config, source, "torch.export program")
     if "inputs" in config:  # what the config declares wins, also over a signature that cannot be served as it is
-        inputs = parse_inputs(config["inputs"], str(source.config))
+        inputs = _called_as_exported(parse_inputs(config["inputs"], str(source.config)), config["inputs"],
+                                     _keyword_names(program), path)
         try:
             signature: dict[str, Any] | str = inputs_of_program(program, path).describe()
         except ModelError as exc:
@@ -128,6 +129,20 @@ def inputs_of_program(program: Any, path: Path) -> Inputs:
     if len(specs) == 1 and specs[0].dtype == "float32" and len(specs[0].shape) == 1:
         return VectorInputs(specs[0].shape[0])  # one row of numbers: a plain array on the wire
     return TensorInputs(tuple(specs))
+
+
+def _called_as_exported(inputs: Inputs, declared: Mapping[str, Any], keywords: list[str], path: Path) -> Inputs:
+    """Declared inputs passed as the program was exported: by keyword when it takes ``keywords`` (the tensors
+    kind, unless its ``call`` says otherwise); a kind that passes its inputs by position is refused then."""
+    if not keywords:
+        return inputs
+    if isinstance(inputs, TensorInputs) and "call" not in declared:
+        return replace(inputs, keyword=True)
+    if isinstance(inputs, TensorInputs) and inputs.keyword:
+        return inputs
+    raise ModelError(f"{path}: the program takes its inputs by keyword ({', '.join(keywords)}), and inputs of kind "
+                     f"{declared.get('kind')} are passed by position: export it with them in args, or declare "
+                     "kind = \"tensors\" with call = \"keyword\"")
 
 
 def _keyword_names(program: Any) -> list[str]:

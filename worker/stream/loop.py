@@ -221,7 +221,7 @@ class Worker:
             self._responder.answer_scored(scored, submitted_ms, left)
             if self._parts.shadow is not None:
                 self._parts.shadow.offer(scored)
-        if outlived is not None and self._scorer.move_to_thread():
+        if outlived is not None and not self._stop_requested.is_set() and self._scorer.move_to_thread():
             log.warning("model_thread_started", batch=len(outlived.batch), compute_s=round(outlived.compute_s, 3),
                         max_poll_interval_ms=self._kafka.max_poll_interval_ms,
                         reason="a batch scored in the loop's thread outlived the group's poll interval, which cost "
