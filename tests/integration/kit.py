@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -204,3 +205,25 @@ class TopicReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def stop_while_sending(worker: WorkerProcess, producer: Producer, topic: str, prefix: str, rows: list,
+                       first: int, chunk: int = 50, pause_s: float = 0.05) -> int:
+    """SIGTERM ``worker`` while ``rows`` still arrive (ids ``<prefix><first + n>``, in paced chunks sent from a
+    thread, the signal once the first is out), and return its exit code: the stop comes mid-stream however fast
+    the worker (rows sent at once could all be polled before the signal)."""
+    first_sent = threading.Event()
+
+    def send() -> None:
+        for start in range(0, len(rows), chunk):
+            producer.send_requests(topic, prefix, rows[start:start + chunk], first + start)
+            first_sent.set()
+            time.sleep(pause_s)
+
+    sender = threading.Thread(target=send, name="paced-sender")
+    sender.start()
+    try:
+        assert first_sent.wait(30), "the first chunk was not sent"
+        return worker.stop()
+    finally:
+        sender.join(60)

@@ -7,7 +7,14 @@ import pytest
 from kafka.partitioner.default import murmur2
 
 from tests.integration.gated_model import GATE_ENV, HOLD
-from tests.integration.kit import IMPORT_TIMES, TopicReader, imported_packages, start_worker, wait_until
+from tests.integration.kit import (
+    IMPORT_TIMES,
+    TopicReader,
+    imported_packages,
+    start_worker,
+    stop_while_sending,
+    wait_until,
+)
 from tests.integration.test_pipeline import CHURN, churn_inputs
 from worker.models.runner import TorchRunner
 
@@ -60,8 +67,8 @@ def test_sigterm_mid_stream_loses_nothing_and_repeats_nothing(bootstrap, redis_u
     reader = TopicReader(bootstrap, topics.replies)
     producer.send_requests(topics.requests, "s", inputs[:total // 2])
     reader.read_until(lambda got: len(got.records) >= 200, 60, "the worker to be mid-stream", watch=worker)
-    producer.send_requests(topics.requests, "s", inputs[total // 2:], total // 2)
-    assert worker.stop() == 0, worker.log()
+    code = stop_while_sending(worker, producer, topics.requests, "s", inputs[total // 2:], total // 2)
+    assert code == 0, worker.log()
     answered_by_first = len(reader.read(0.5).by_id())
     assert answered_by_first < total, "the first worker finished everything: SIGTERM was not mid-stream"
 

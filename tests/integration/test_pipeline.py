@@ -8,7 +8,7 @@ import orjson
 import pytest
 import redis
 
-from tests.integration.kit import REPO, TopicReader, start_worker, wait_until
+from tests.integration.kit import REPO, TopicReader, start_worker, stop_while_sending, wait_until
 from worker.models import load_model
 
 CHURN = load_model("churn")
@@ -154,8 +154,8 @@ def test_sigterm_mid_stream_loses_nothing_and_repeats_nothing(bootstrap, redis_u
     reader = TopicReader(bootstrap, topics.replies)
     producer.send_requests(topics.requests, "s", inputs[:total // 2])
     reader.read_until(lambda got: len(got.records) >= 200, 60, "the worker to be mid-stream", watch=worker)
-    producer.send_requests(topics.requests, "s", inputs[total // 2:total], total // 2)
-    assert worker.stop() == 0, worker.log()
+    code = stop_while_sending(worker, producer, topics.requests, "s", inputs[total // 2:total], total // 2)
+    assert code == 0, worker.log()
     answered_by_first = len(reader.read(0.5).by_id())
     assert answered_by_first < total, "the first worker finished everything: SIGTERM was not mid-stream"
 
