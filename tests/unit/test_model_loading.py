@@ -307,12 +307,18 @@ def test_a_pt2_program_of_token_ids_is_served_by_its_declared_sequence_inputs(tm
     assert len(scores(model, [[1, 2, 3], [4]])) == 2
 
 
-def test_a_pt2_program_exported_with_keyword_arguments_is_called_with_them(tmp_path):
+def export_by_keyword(path) -> torch.nn.Module:
+    """Save Mixed, exported with its two inputs as keyword arguments, at ``path``; returns the module."""
     mixed = Mixed().eval()
     batch = torch.export.Dim("batch", min=1)
     program = torch.export.export(mixed, (), kwargs={"numbers": torch.randn(2, 4), "plan": torch.tensor([1, 2])},
                                   dynamic_shapes={"numbers": {0: batch}, "plan": {0: batch}})
-    torch.export.save(program, str(tmp_path / "keyword.pt2"))
+    torch.export.save(program, str(path))
+    return mixed
+
+
+def test_a_pt2_program_exported_with_keyword_arguments_is_called_with_them(tmp_path):
+    mixed = export_by_keyword(tmp_path / "keyword.pt2")
     model = load_model(str(tmp_path / "keyword.pt2"))
     assert model.describe()["inputs"]["call"] == "keyword"
     request = {"numbers": [1.0, 2.0, 3.0, 4.0], "plan": 3}
@@ -368,11 +374,7 @@ def test_softmax_false_beside_names_is_taken_as_it_changes_nothing(tmp_path):
 
 
 def test_declared_inputs_of_a_pt2_exported_with_kwargs_are_passed_by_keyword_or_refused(tmp_path):
-    mixed = Mixed().eval()
-    batch = torch.export.Dim("batch", min=1)
-    program = torch.export.export(mixed, (), kwargs={"numbers": torch.randn(2, 4), "plan": torch.tensor([1, 2])},
-                                  dynamic_shapes={"numbers": {0: batch}, "plan": {0: batch}})
-    torch.export.save(program, str(tmp_path / "keyword.pt2"))
+    mixed = export_by_keyword(tmp_path / "keyword.pt2")
     tensors = {"kind": "tensors", "tensors": [{"name": "numbers", "shape": [4]},
                                               {"name": "plan", "dtype": "int64", "high": 5}]}
     model = load_model(str(tmp_path / "keyword.pt2"), write_config(tmp_path / "t.json", {"inputs": tensors}))
