@@ -372,11 +372,15 @@ def build_kafka(settings: Settings, clock: SystemClock) -> tuple[Source, Sink[Ta
     """
     kafka, delivery = settings.kafka, settings.delivery
     if delivery.exactly_once:
-        given = settings.given_transactional_id
-        delivery = replace(delivery, transactional_id=hold_transactional_id(delivery.transactional_id,
-                                                                            given=bool(given)))
+        delivery = replace(delivery, transactional_id=held_transactional_id(settings))
     return _transport(kafka).stream(kafka, delivery, step_bounds(kafka, settings.operations), clock,
                                     tuple(settings.models.topics()))
+
+
+def held_transactional_id(settings: Settings) -> str:
+    """The exactly-once worker's transactional id, held while its process runs: one the user gave as it is
+    (ConfigError when another worker on this host holds it), else the default's first free slot."""
+    return hold_transactional_id(settings.transactional_id, given=bool(settings.delivery.transactional_id))
 
 
 def build_bounded_source(kafka: KafkaSettings, clock: SystemClock, time_range: TimeRange, *,

@@ -222,7 +222,7 @@ def _run_processes(settings: Settings, argv: list[str]) -> int:
     operations, device = settings.operations, settings.model.device
     pick_device(device)  # one clear message here rather than a child failing again and again
     commands = child_commands(argv, operations.processes, settings.kafka.client_id, device,
-                              torch.cuda.device_count(), settings.given_transactional_id, operations.http_port,
+                              torch.cuda.device_count(), settings.delivery.transactional_id, operations.http_port,
                               settings.kafka.group_instance_id)
     return supervise(commands)
 

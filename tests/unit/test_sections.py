@@ -133,7 +133,7 @@ def test_derived_defaults_span_sections_as_before():
                                    client_id="w3").with_derived_defaults()
     assert (derived.kafka.reply_topic, derived.kafka.dead_letter_topic, derived.kafka.group) == (
         "req.replies", "req.dlq", "streamscore-pkg.mod.make")
-    assert derived.delivery.transactional_id == f"streamscore-pkg.mod.make.w3.{socket.gethostname()}"
+    assert derived.transactional_id == f"streamscore-pkg.mod.make.w3.{socket.gethostname()}"
 
 
 def test_the_redis_password_never_shows_in_a_repr():

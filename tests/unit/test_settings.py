@@ -126,10 +126,10 @@ def test_a_poll_worth_of_batches_must_fit_in_max_poll_interval():
 
 def test_exactly_once_derives_a_transactional_id_per_worker():
     env = {"STREAMSCORE_REQUESTS_TOPIC": "req", "STREAMSCORE_DELIVERY": "exactly-once"}
-    derived = Settings.from_sources(parse(["--client-id", "w7"]), env).delivery.transactional_id
+    derived = Settings.from_sources(parse(["--client-id", "w7"]), env).transactional_id
     assert derived == f"streamscore-churn.w7.{socket.gethostname()}"
-    assert Settings.from_sources(parse(["--transactional-id", "mine"]), env).delivery.transactional_id == "mine"
-    assert Settings.from_sources(None, {"STREAMSCORE_REQUESTS_TOPIC": "req"}).delivery.transactional_id == ""
+    assert Settings.from_sources(parse(["--transactional-id", "mine"]), env).transactional_id == "mine"
+    assert Settings.from_sources(None, {"STREAMSCORE_REQUESTS_TOPIC": "req"}).transactional_id == ""
 
 
 def test_the_confluent_client_without_its_package_says_to_install_the_extra(monkeypatch):

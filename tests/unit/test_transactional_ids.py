@@ -5,9 +5,11 @@ import fcntl
 import hashlib
 import os
 import socket
+import tempfile
 
 import pytest
 
+from worker.app import held_transactional_id
 from worker.core import transactional_ids
 from worker.core.errors import ConfigError
 from worker.core.settings import Settings
@@ -111,8 +113,25 @@ def test_every_slot_held_stops_the_start(tmp_path):
 def test_only_an_id_the_user_set_counts_as_given():
     default = Settings.from_values(requests_topic="req", model="churn", delivery="exactly-once",
                                    client_id="w").with_derived_defaults()
-    assert default.delivery.transactional_id == f"streamscore-churn.w.{socket.gethostname()}"
-    assert default.given_transactional_id == ""
+    assert default.transactional_id == f"streamscore-churn.w.{socket.gethostname()}"
+    assert default.delivery.transactional_id == ""
     given = Settings.from_values(requests_topic="req", model="churn", delivery="exactly-once", client_id="w",
                                  transactional_id="mine").with_derived_defaults()
-    assert given.given_transactional_id == "mine"
+    assert (given.transactional_id, given.delivery.transactional_id) == ("mine", "mine")
+    # Given in the default's own form, it is still given: held as it is, never renamed to a free slot.
+    own_form = Settings.from_values(requests_topic="req", model="churn", delivery="exactly-once", client_id="w",
+                                    transactional_id=default.transactional_id).with_derived_defaults()
+    assert own_form.delivery.transactional_id == default.transactional_id
+
+
+def test_an_id_given_in_the_default_form_and_held_elsewhere_stops_the_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    default = Settings.from_values(requests_topic="req", model="churn", delivery="exactly-once",
+                                   client_id="w").with_derived_defaults()
+    descriptor = held_elsewhere(tmp_path, default.transactional_id)
+    try:
+        assert held_transactional_id(default) == f"{default.transactional_id}.1"
+        with pytest.raises(ConfigError, match="another worker on this host runs with transactional_id"):
+            held_transactional_id(default.replace(transactional_id=default.transactional_id))
+    finally:
+        os.close(descriptor)

@@ -130,25 +130,26 @@ class Settings:
                                    models=ModelTable((alone,), alone.name, self.models.source))
 
     @property
-    def given_transactional_id(self) -> str:
-        """The transactional id the user set, or "" for the default one (made unique to its worker at start)."""
-        own = own_transactional_id(self.kafka.group, self.kafka.client_id)
-        return "" if self.delivery.transactional_id == own else self.delivery.transactional_id
+    def transactional_id(self) -> str:
+        """With exactly-once, the transactional id the worker starts from: the one set (``delivery``'s, used as it
+        is), else the default ``<group>.<client-id>.<host>``, made unique to its worker at start
+        (worker/core/transactional_ids.py); "" without exactly-once."""
+        if not self.delivery.exactly_once:
+            return ""
+        return self.delivery.transactional_id or own_transactional_id(self.kafka.group, self.kafka.client_id)
 
     def with_derived_defaults(self) -> Settings:
         """Unset names derived: the reply and dead-letter topics from the requests topic, the group from the
-        model (the default one of a model table), and with exactly-once the transactional id from the group, the
-        client id and the host (worker/core/transactional_ids.py)."""
-        kafka, delivery = self.kafka, self.delivery
+        model (the default one of a model table). An unset transactional id stays unset, so that an id the user
+        gives is told from the default even in the default's form (``transactional_id``)."""
+        kafka = self.kafka
         model = self.models.default if self.models.entries else self.model.model
         group = kafka.group or f"streamscore-{model.replace(':', '.').replace('/', '.')}"
-        own_id = own_transactional_id(group, kafka.client_id) if delivery.exactly_once else ""
         return self.replace(
             reply_topic=kafka.reply_topic or f"{kafka.requests_topic}.replies",
             dead_letter_topic=kafka.dead_letter_topic or f"{kafka.requests_topic}.dlq",
             shadow_topic=kafka.shadow_topic or f"{kafka.requests_topic}.shadow",
             group=group,
-            transactional_id=delivery.transactional_id or own_id,
         )
 
 
