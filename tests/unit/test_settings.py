@@ -192,3 +192,12 @@ def test_a_service_link_named_as_a_setting_is_not_read_as_it():
 def test_a_misspelt_setting_shaped_like_a_service_link_is_still_refused(env, named):
     with pytest.raises(ConfigError, match=named):
         Settings.from_sources(None, env)
+
+
+def test_under_redis_only_a_near_miss_of_a_setting_is_refused():
+    """REDIS_ is every Redis client's prefix: another program's variables pass, a misspelt setting does not."""
+    others = {"REDIS_HOST": "cache", "REDIS_PORT": "6379", "REDIS_PASSWORD": "x", "REDIS_DB": "2"}
+    assert Settings.from_sources(None, {**others, "REDIS_URL": "redis://cache:6379/0"}).dedup.redis_url == (
+        "redis://cache:6379/0")
+    with pytest.raises(ConfigError, match="unknown setting REDIS_PASSWORD_FLE; did you mean REDIS_PASSWORD_FILE"):
+        Settings.from_sources(None, {"REDIS_PASSWORD_FLE": "/run/secrets/redis"})

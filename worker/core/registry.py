@@ -56,14 +56,16 @@ def setting(default: Any, help: str, *, env: str = "", flag: str = "", per_model
 @dataclass(frozen=True)
 class Group:
     """A settings dataclass as a source of settings: the Settings field that holds it, the table its keys are
-    written in ("" for the top level), its title in --help, and the variable prefixes it owns (an unknown variable
-    under one of them is a typo, refused)."""
+    written in ("" for the top level), its title in --help, the variable prefixes it owns (an unknown variable
+    under one of them is a typo, refused), and those it shares with other software (``REDIS_``: an unknown
+    variable there is refused only when it is a near miss of one of its settings' names)."""
 
     section: str
     kind: type
     title: str
     table: str = ""
     owns: tuple[str, ...] = ()
+    shares: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,15 +189,26 @@ def from_file(settings: Iterable[Setting], table: Mapping[str, Any], source: str
 def refuse_unknown(environ: Mapping[str, str], settings: Iterable[Setting], also_known: Iterable[str] = (),
                    prefixes: tuple[str, ...] = ()) -> None:
     """Raise ConfigError for a variable under a prefix that the settings' groups own (or ``prefixes``) that is no
-    setting's, naming the closest one there is."""
+    setting's, naming the closest one there is; under a prefix a group shares, only for a near miss of a setting's
+    name (REDIS_PASSWORD_FLE, not another program's REDIS_HOST)."""
     settings = list(settings)
     owned = tuple({*prefixes, *(prefix for s in settings for prefix in s.group.owns)})
+    shared = tuple({prefix for s in settings for prefix in s.group.shares})
     known = sorted({s.env for s in settings} | set(also_known))
     for name in sorted(environ):
-        if name.startswith(owned) and name not in known and not kubernetes_service_link(name, environ[name]):
+        if name in known or kubernetes_service_link(name, environ[name]):
+            continue
+        if name.startswith(owned):
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]}?" if close else "see `python -m worker run --help` for the valid ones"
             raise ConfigError(f"unknown setting {name}; {hint}")
+        if shared and name.startswith(shared) and (close := difflib.get_close_matches(name, known, n=1,
+                                                                                      cutoff=NEAR_MISS)):
+            raise ConfigError(f"unknown setting {name}; did you mean {close[0]}? (other variables starting "
+                              f"{name.split('_', 1)[0]}_ are left to the software that reads them)")
+
+
+NEAR_MISS = 0.9  # difflib's ratio: REDIS_PASSWORD_FLE is 0.97 from REDIS_PASSWORD_FILE, REDIS_PASSWORD 0.85
 
 
 # The variables Kubernetes gives every pod for each Service of its namespace (enableServiceLinks, on by default),

@@ -336,7 +336,7 @@ SECTIONS: tuple[type, ...] = (KafkaSettings, DedupSettings, ModelSettings, Batch
 GROUPS: tuple[Group, ...] = (
     Group("kafka", KafkaSettings, "Kafka settings", owns=("STREAMSCORE_",)),
     SECURITY,
-    Group("dedup", DedupSettings, "dedup store settings"),
+    Group("dedup", DedupSettings, "dedup store settings", shares=("REDIS_",)),
     Group("model", ModelSettings, "model settings"),
     Group("batching", BatchingSettings, "batching settings"),
     Group("delivery", DeliverySettings, "delivery settings"),
