@@ -30,6 +30,7 @@ from worker.score_file_command import add_score_file_parser, run_score_file
 from worker.score_ray_command import add_score_ray_parser, run_score_ray
 from worker.signals import exit_if_signalled_while_starting, stop_on_signals
 from worker.supervisor import child_commands, supervise
+from worker.surface.http import check_port_free
 
 DESCRIPTION = """\
 streamscore worker: consumes scoring requests from a Kafka topic, micro-batches
@@ -221,6 +222,12 @@ def _exit_now_if_threads_linger(code: int, log: structlog.typing.FilteringBoundL
 def _run_processes(settings: Settings, argv: list[str]) -> int:
     operations, device = settings.operations, settings.model.device
     pick_device(device)  # one clear message here rather than a child failing again and again
+    for index in range(operations.processes if operations.http_port else 0):
+        try:
+            check_port_free(operations.http_port + index)
+        except ConfigError as exc:
+            raise ConfigError(f"--processes {operations.processes}: process {index} serves on --http-port "
+                              f"{operations.http_port} + {index}; {exc}") from None
     commands = child_commands(argv, operations.processes, settings.kafka.client_id, device,
                               torch.cuda.device_count(), settings.delivery.transactional_id, operations.http_port,
                               settings.kafka.group_instance_id)

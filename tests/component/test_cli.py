@@ -3,6 +3,7 @@
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -137,6 +138,19 @@ def test_a_gpu_the_machine_lacks_stops_every_command_naming_the_device_setting(t
     assert f"device={ABSENT_GPU} (--device, STREAMSCORE_DEVICE): this machine has " in line
     assert "valid here: auto, cpu" in line
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_child_port_in_use_stops_processes_before_any_child_starts():
+    with socket.socket() as taken:
+        taken.bind(("", 0))  # the second child's port, on every IPv4 address
+        taken.listen()
+        port = taken.getsockname()[1] - 1
+        result = run_worker("run", "--requests-topic", "t", "--processes", "2", "--http-port", str(port),
+                            "--log-format", "console", KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1", REDIS_URL="memory://")
+    assert result.returncode == 2
+    line = _one_error_line(result)
+    assert f"--processes 2: process 1 serves on --http-port {port} + 1; cannot serve HTTP on port {port + 1}" in line
+    assert "processes_started" not in result.stdout + result.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: --device cuda is valid here")

@@ -57,20 +57,8 @@ class HttpSurface:
 
     def start(self) -> None:
         """Bind and start serving; returns at once. Raises ConfigError when the port cannot be bound."""
-        host, port = self._address
-        try:
-            if host == ANY_HOST:
-                try:
-                    self._server = _Server(("::", port), _Handler, self, socket.AF_INET6)
-                except OSError as exc:
-                    if exc.errno == errno.EADDRINUSE or socket.has_ipv6 and _ipv6_works():
-                        raise
-                    self._server = _Server(("0.0.0.0", port), _Handler, self)  # no IPv6 here
-            else:
-                self._server = _Server(self._address, _Handler, self)
-        except OSError as exc:
-            raise ConfigError(f"cannot serve HTTP on port {port} ({exc}): choose another --http-port "
-                              "(STREAMSCORE_HTTP_PORT)") from exc
+        self._server = _bound(self._address)
+        self._server.surface = self
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="streamscore-http", daemon=True)
         self._thread.start()
@@ -95,6 +83,30 @@ class HttpSurface:
         return readiness(self._stats, self._clock.monotonic(), self._timeout_s, self._stopping())
 
 
+def check_port_free(port: int) -> None:
+    """Raise ConfigError, as ``HttpSurface.start`` would, when ``port`` cannot be bound on every address now
+    (``--processes N`` checks each child's port before it starts any)."""
+    _bound((ANY_HOST, port)).server_close()
+
+
+def _bound(address: tuple[str, int]) -> _Server:
+    """A server bound to ``address`` (ANY_HOST: IPv6 and IPv4, or IPv4 alone where the machine has no IPv6).
+    Raises ConfigError naming the setting when the port cannot be bound."""
+    host, port = address
+    try:
+        if host != ANY_HOST:
+            return _Server(address)
+        try:
+            return _Server(("::", port), socket.AF_INET6)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE or socket.has_ipv6 and _ipv6_works():
+                raise
+            return _Server(("0.0.0.0", port))  # no IPv6 here
+    except OSError as exc:
+        raise ConfigError(f"cannot serve HTTP on port {port} ({exc}): choose another --http-port "
+                          "(STREAMSCORE_HTTP_PORT)") from exc
+
+
 def _ipv6_works() -> bool:
     """Whether this machine can open an IPv6 socket at all (a kernel or container may have IPv6 off)."""
     try:
@@ -106,12 +118,11 @@ def _ipv6_works() -> bool:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    surface: HttpSurface  # what it serves: set by HttpSurface.start once bound (a port's check serves nothing)
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], surface: HttpSurface,
-                 family: socket.AddressFamily = socket.AF_INET) -> None:
-        self.surface = surface
+    def __init__(self, address: tuple[str, int], family: socket.AddressFamily = socket.AF_INET) -> None:
         self.address_family = family
-        super().__init__(address, handler)
+        super().__init__(address, _Handler)
 
     def server_bind(self) -> None:
         if self.address_family == socket.AF_INET6:  # IPv4 too, as mapped addresses, whatever the system default
