@@ -58,6 +58,14 @@ def _final_stage(text: str) -> list[tuple[str, str]]:
     return instructions[starts[-1]:] if starts else instructions
 
 
+def default_extras(dockerfile: Path) -> set[str]:
+    """The pyproject extras the image installs when built without --build-arg EXTRAS (its ARG's default)."""
+    for instruction, args in _instructions(dockerfile.read_text()):
+        if instruction == "ARG" and args.startswith("EXTRAS="):
+            return {extra for extra in args.split("=", 1)[1].strip('"').split(",") if extra}
+    return set()
+
+
 def image_env(dockerfile: Path) -> dict[str, str]:
     """The STREAMSCORE_* variables the final stage's ENV instructions set."""
     return {k: v for instruction, args in _final_stage(dockerfile.read_text()) if instruction == "ENV"

@@ -20,8 +20,9 @@ import kubernetes_validate
 import yaml
 
 from checks.common import Problems, worker_settings
-from checks.image import image_env
+from checks.image import default_extras, image_env
 from checks.k8s_jobs import check_job, score_file_args
+from worker.core.clients import CLIENTS
 from worker.core.settings import Settings
 
 # The Kubernetes version the objects are validated against. They use GA APIs
@@ -51,7 +52,7 @@ def check_kustomization(directory: Path, dockerfile: Path, problems: Problems) -
     if shutil.which("kubectl") and not problems:  # a broken render already says so; kubectl would repeat it
         problems += _compare_with_kubectl(directory, objects)
         rendered_by = "render = kubectl kustomize"
-    problems += cross_check(objects, image_env(dockerfile))
+    problems += cross_check(objects, image_env(dockerfile), default_extras(dockerfile))
     version = importlib.metadata.version("kubernetes-validate")
     kinds = ", ".join(sorted(o.get("kind", "?") for o in objects))
     return (f"{len(objects)} objects ({kinds}), {rendered_by}: kubernetes-validate {version} strict, "
@@ -175,8 +176,11 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
-def cross_check(objects: list[dict[str, Any]], image: dict[str, str]) -> Problems:
-    """What no schema sees: the objects agree with each other and with the worker's settings and command line.
+def cross_check(objects: list[dict[str, Any]], image: dict[str, str], extras: set[str]) -> Problems:
+    """What no schema sees: the objects agree with each other and with the worker's settings and command line,
+    and the image a container runs installs the extras its settings need (``extras``: the image's by default;
+    a tag ``<version>-<word>-...`` adds the words that name extras, as deploy/docker/Dockerfile's header builds
+    ``0.1.0-text``).
 
     A Deployment runs the streaming worker (its settings must name Kafka and Redis); a Job runs score-file,
     its arguments parsed by score-file's own parser (deploy/checks/k8s_jobs.py).
@@ -203,6 +207,7 @@ def cross_check(objects: list[dict[str, Any]], image: dict[str, str]) -> Problem
             if settings is None:
                 continue
             problems += _check_container(pod, container, settings, where)
+            problems += _check_extras(container, settings, extras, where)
             if args is not None:
                 problems += check_job(workload, container, args, by_kind, where)
                 continue
@@ -302,6 +307,34 @@ def _check_container(pod: dict[str, Any], container: dict[str, Any], settings: S
     if settings.model.device.startswith("cuda") != bool(gpus):
         problems.append(f"{where}: STREAMSCORE_DEVICE={settings.model.device} but nvidia.com/gpu limit {gpus}")
     return problems
+
+
+def needed_extras(settings: Settings) -> dict[str, str]:
+    """The pyproject extras these settings need, each with the setting that needs it."""
+    needed = {}
+    client = CLIENTS[settings.kafka.kafka_client]
+    if client.extra:
+        needed[client.extra] = f"kafka_client={settings.kafka.kafka_client}"
+    for name in ("request_format", "reply_format"):
+        value = getattr(settings.formats, name)
+        if any(word in value for word in ("avro", "protobuf")):
+            needed["formats"] = f"{name}={value}"
+    if settings.operations.otel:
+        needed["otel"] = "otel=true"
+    models = [entry.model_settings(settings.model).model for entry in settings.models.entries] or [
+        settings.model.model]
+    if "minilm" in models:
+        needed["text"] = "model minilm"
+    return needed
+
+
+def _check_extras(container: dict[str, Any], settings: Settings, extras: set[str], where: str) -> Problems:
+    image = container.get("image", "")
+    tag_words = set(image.rpartition(":")[2].split("-")[1:]) if ":" in image else set()
+    installed = extras | tag_words
+    return [f"{where}: {why} needs the {extra} extra, which image {image} does not install: build it with "
+            f"--build-arg EXTRAS={extra} and tag it -{extra} (deploy/docker/Dockerfile's header)"
+            for extra, why in needed_extras(settings).items() if extra not in installed]
 
 
 def _check_scaler(by_kind: dict[tuple[str, str], dict[str, Any]], deployment: str, settings: Settings) -> Problems:

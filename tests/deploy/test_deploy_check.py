@@ -46,6 +46,13 @@ BREAKAGES = {
     "a setting the worker does not know": (
         "k8s/base/configmap.yaml", "STREAMSCORE_MAX_WAIT_MS:", "STREAMSCORE_MAX_WAIT:",
         "unknown setting STREAMSCORE_MAX_WAIT"),
+    "a Kafka client the image does not install": (
+        "k8s/base/configmap.yaml", "  STREAMSCORE_MODEL: churn\n",
+        "  STREAMSCORE_MODEL: churn\n  STREAMSCORE_KAFKA_CLIENT: confluent\n",
+        "kafka_client=confluent needs the confluent extra, which image streamscore:0.1.0 does not install"),
+    "a model the image does not install": (
+        "k8s/base/configmap.yaml", "  STREAMSCORE_MODEL: churn\n", "  STREAMSCORE_MODEL: minilm\n",
+        "model minilm needs the text extra, which image streamscore:0.1.0 does not install"),
     "a grace period below the shutdown deadline": (
         "compose/compose.yaml", "stop_grace_period: 45s", "stop_grace_period: 20s",
         "stop_grace_period 20 s is not above STREAMSCORE_SHUTDOWN_TIMEOUT_S 30 s"),
