@@ -113,6 +113,33 @@ def test_a_version_that_fails_to_load_or_its_check_is_refused_and_counted(tmp_pa
     assert stats.reloads == {("net", "refused"): 2}
 
 
+def test_the_serving_version_put_back_after_a_refusal_loads_nothing_and_refuses_nothing(tmp_path):
+    """Changes are told against what serves: a file put back is what serves, not a change from what was refused."""
+    reloads, load, stats, path = setup(tmp_path, ONE)
+    load.fail.add("net")
+    path.write_text("[models.net]\nmodel = 'missing.pt'\n")
+    assert plan_after(reloads, reloads.reload) is None and stats.reloads == {("net", "refused"): 1}
+    path.write_text(ONE)
+    assert plan_after(reloads, reloads.reload) is None
+    assert plan_after(reloads, reloads.reload) is None  # nor on any later SIGHUP
+    assert load.calls == ["net"] and stats.reloads == {("net", "refused"): 1}
+
+
+def test_a_watched_file_put_back_after_a_refusal_loads_nothing_and_a_refused_one_is_not_retried(tmp_path):
+    reloads, load, stats, _ = setup(tmp_path, ONE)
+    model = tmp_path / "net.pt"
+    serving = model.stat()
+    load.fail.add("net")
+    model.write_bytes(b"truncated")
+    os.utime(model, ns=(serving.st_atime_ns, serving.st_mtime_ns + 10**9))
+    assert plan_after(reloads, lambda: None) is None and load.calls == ["net"]
+    assert plan_after(reloads, lambda: None) is None and load.calls == ["net"]  # refused as it is: not again
+    model.write_bytes(b"one")
+    os.utime(model, ns=(serving.st_atime_ns, serving.st_mtime_ns))
+    assert plan_after(reloads, lambda: None) is None
+    assert load.calls == ["net"] and stats.reloads == {("net", "refused"): 1}
+
+
 def test_a_new_model_that_does_not_load_keeps_the_old_table_whole(tmp_path):
     reloads, load, _, path = setup(tmp_path, ONE)
     load.fail.add("broken")

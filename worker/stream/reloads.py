@@ -73,7 +73,9 @@ class Reloads:
         self._asked = threading.Event()
         self._closed = threading.Event()
         self._plans: queue.SimpleQueue[Plan] = queue.SimpleQueue()
-        self._refused_names: set[str] = set()
+        # What was refused of each model, as it was then (its keys and files): not tried again until it changes,
+        # or a SIGHUP asks
+        self._refused: dict[str, tuple[tuple[object, ...], Stamp]] = {}
         self._thread = threading.Thread(target=self._run, name="streamscore-reloads", daemon=True)
 
     def start(self) -> None:
@@ -122,14 +124,16 @@ class Reloads:
             self._file, table = file, topics_kept(file.models, self._table)
         entries, before = _entries(table), _entries(self._table)
         stamps = {name: stamp(entry) for name, entry in entries.items()}
-        retry = self._refused_names if reread else set()  # a SIGHUP tries again what was refused
-        changed = [entry for name, entry in entries.items()
-                   if name not in before or made_of(before[name]) != made_of(entry)
-                   or stamps[name] != self._stamps.get(name) or name in retry]
+        changed = []
+        for name, entry in entries.items():
+            if name in before and made_of(before[name]) == made_of(entry) and stamps[name] == self._stamps.get(name):
+                self._refused.pop(name, None)  # as it serves (put back after a refusal, say): nothing to load
+            elif reread or self._refused.get(name) != (made_of(entry), stamps[name]):
+                changed.append(entry)  # a version refused as it is now is tried again by a SIGHUP only
         if not changed and table == self._table:
             return
         resident, pinned = self._resident(), table.pinned()
-        loaded = []
+        loaded, refused = [], set()
         for entry in changed:
             if self._on_first_use and entry.name not in resident and entry.name not in pinned:
                 continue  # not loaded now: its next load on first use reads it as it is
@@ -138,30 +142,35 @@ class Reloads:
                 log.warning("model_reload_refused", reason=f"the new model {entry.name!r} did not load",
                             serving="the models as they were")
                 return  # the table would route to a model that is not there: keep the old one whole
-            if new is not None:
+            if new is None:
+                self._refused[entry.name] = (made_of(entry), stamps[entry.name])
+                refused.add(entry.name)
+            else:
                 loaded.append(new)
-        # A refused version is not tried again until its files change again, or a SIGHUP.
-        same_table = table == self._table
-        self._table, self._stamps = table, stamps
+        # What serves from now on: a refused entry's version before it, so that the next change (its file put
+        # back, say) is told against what serves, not against what was refused.
+        served = replace(table, entries=tuple(before[e.name] if e.name in refused else e for e in table.entries))
+        same_table = served == self._table
+        self._table = served
+        self._stamps = {name: self._stamps[name] if name in refused else at for name, at in stamps.items()}
         if loaded or not same_table:
-            self._plans.put(Plan(table, tuple(loaded)))
+            self._plans.put(Plan(served, tuple(loaded)))
 
     def _loaded(self, entry: ModelEntry, old: LoadedEntry | None) -> LoadedEntry | None:
         log.info("model_reloading", model=entry.name)
-        self._refused_names.discard(entry.name)
+        self._refused.pop(entry.name, None)
         try:
             new = self._load(entry)
         except Exception as exc:  # the user's model code may raise anything while it loads
-            self._refused(entry.name, f"it did not load: {type(exc).__name__}: {exc}")
+            self._refuse(entry.name, f"it did not load: {type(exc).__name__}: {exc}")
             return None
         reason = self._check(old, new) if old is not None else None
         if reason is not None:
-            self._refused(entry.name, reason)
+            self._refuse(entry.name, reason)
             return None
         return new
 
-    def _refused(self, name: str, reason: str) -> None:
-        self._refused_names.add(name)
+    def _refuse(self, name: str, reason: str) -> None:
         log.warning("model_version_refused", model=name, reason=reason, serving="the version before")
         self._stats.record_refusal(name)
 
