@@ -144,6 +144,8 @@ class FakeSink:
         return sum(sent if isinstance(sent, int) else 1 for sent, _, _ in self._pending)
 
     def send(self, topic, key, value, headers, tag) -> None:
+        # kafka-python's own check (its send raises TypeError for anything else, a null value included)
+        assert all(isinstance(name, str) and isinstance(text, bytes) for name, text in headers), headers
         record = Sent(topic, key, value, headers)
         error = self._refusal(record)
         self._pending.append((record, tag, error))

@@ -40,7 +40,7 @@ records = st.tuples(
     st.one_of(bodies.flatmap(lambda b: st.sampled_from(["json", "truncated"]).map(lambda s: encode(b, s))),
               st.binary(max_size=100), st.just(encode({}, "nested")), st.none()),
     st.one_of(st.none(), st.binary(max_size=400), st.text(alphabet=string.printable, max_size=20).map(str.encode)),
-    st.lists(st.tuples(st.text(max_size=10), st.binary(max_size=20)), max_size=3),
+    st.lists(st.tuples(st.text(max_size=10), st.one_of(st.binary(max_size=20), st.none())), max_size=3),
 )
 
 

@@ -4,13 +4,15 @@ clients and in both delivery modes.
 Every record sent ends as exactly one reply (keyed by its id) or one dead letter; the worker never
 exits; the good requests around the poison are answered with the model's right score. The records:
 near and above every size limit (the worker's --max-record-bytes, the worker's own MAX_SEND_BYTES for
-what it sends, the broker's max.message.bytes), key-less and keyed, binary and huge headers, deeply
-nested JSON, NaN and Infinity, wrong types at every level, and requests whose prepare, collate, forward
-or split raise.
+what it sends, the broker's max.message.bytes), key-less and keyed, binary, huge and null-valued
+headers, deeply nested JSON (past orjson's depth limit, and within it but past Python's recursion
+limit), NaN and Infinity, wrong types at every level, and requests whose prepare, collate, forward or
+split raise.
 """
 
 from __future__ import annotations
 
+import confluent_kafka
 import orjson
 import pytest
 from kafka import KafkaProducer
@@ -24,10 +26,12 @@ NEAR_BROKER_LIMIT = 1_040_000  # a value the broker still takes (max.message.byt
 VALUES = [0.25] * 16
 
 
-def hostile_records() -> list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]], str]]:
-    """(name, key, value, headers, what it must become: 'ok', an error code, or 'dlq')."""
+def hostile_records() -> list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes | None]], str]]:
+    """(name, key, value, headers, what it must become: 'ok', an error code, or 'dlq'). A header's value may be
+    null, as the Java client sends it (kafka-python's producer sends bytes only: those go by confluent-kafka)."""
     good = orjson.dumps({"id": "x", "inputs": {"values": VALUES}})
     nested = b"[" * 5000 + b"]" * 5000
+    deeper = b"[" * 1000 + b"]" * 1000  # JSON takes it (orjson: up to 1,024 levels); Python's repr of it does not
     return [
         ("keyless-near-broker-limit", None, b"\x00\xff" * (NEAR_BROKER_LIMIT // 2), [], "dlq"),
         ("keyed-near-broker-limit", b"keyed-near-broker-limit", b"z" * NEAR_BROKER_LIMIT, [], "record_too_large"),
@@ -55,6 +59,11 @@ def hostile_records() -> list[tuple[str, bytes | None, bytes | None, list[tuple[
          [("reply-to", b"__transaction_state")], "invalid_reply_to"),
         ("reply-to-a-list", b"reply-to-a-list", b'{"id":"reply-to-a-list","inputs":{},"reply_to":["a"]}', [],
          "invalid_reply_to"),
+        ("reply-to-nested", b"reply-to-nested", b'{"id":"reply-to-nested","inputs":{},"reply_to":' + deeper + b"}",
+         [], "invalid_reply_to"),
+        ("deadline-nested", b"deadline-nested", b'{"id":"deadline-nested","inputs":{},"deadline_ms":' + deeper + b"}",
+         [], "invalid_deadline"),
+        ("null-header-keyless", None, b"not json", [("x-null", None), ("origin", b"jvm")], "dlq"),
         ("array-body", b"array-body", b"[1,2,3]", [], "invalid_request"),
         ("tombstone", b"tombstone", None, [], "empty_value"),
         ("missing-values", b"missing-values", b'{"id":"missing-values","inputs":{"other":1}}', [], "model_error"),
@@ -71,6 +80,7 @@ def test_every_hostile_record_ends_as_one_reply_or_dead_letter_and_the_worker_go
                           "--delivery", delivery, "--model", "tests.integration.faulty_model:faulty",
                           "--max-record-bytes", str(MAX_RECORD_BYTES), "--max-batch-size", "16", "--max-wait-ms", "5")
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=4 * 1024 * 1024, linger_ms=2)
+    null_headers = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     hostile = hostile_records()
     good_ids = []
     for number, (_, key, value, headers, _) in enumerate(hostile):
@@ -79,9 +89,13 @@ def test_every_hostile_record_ends_as_one_reply_or_dead_letter_and_the_worker_go
             good_ids.append(good_id)
             producer.send(topics.requests, orjson.dumps({"id": good_id, "inputs": {"values": VALUES}}),
                           key=good_id.encode())
-        producer.send(topics.requests, value, key=key, headers=headers, partition=number % 4)
+        if all(text is not None for _, text in headers):
+            producer.send(topics.requests, value, key=key, headers=headers, partition=number % 4)
+        else:
+            null_headers.produce(topics.requests, value, key, partition=number % 4, headers=headers)
     producer.flush()
     producer.close()
+    assert null_headers.flush(30) == 0
     expect_replies = {name: want for name, _, _, _, want in hostile if want != "dlq"}
     expect_dead = sum(1 for *_, want in hostile if want == "dlq")
 
@@ -107,6 +121,8 @@ def test_every_hostile_record_ends_as_one_reply_or_dead_letter_and_the_worker_go
         headers = dict(letter.headers)
         assert headers["dlq-error-code"] in (b"invalid_json", b"record_too_large", b"empty_value")
         assert len(letter.value or b"") <= MAX_SEND_BYTES
+    jvm = [dict(letter.headers) for letter in letters if dict(letter.headers).get("origin") == b"jvm"]
+    assert len(jvm) == 1 and jvm[0]["x-null"] == b""  # a null header value goes as an empty one
     # The two too large to send whole are cut (the one above the record limit alone fits, and goes whole).
     cut = [dict(letter.headers) for letter in letters if "dlq-truncated" in dict(letter.headers)]
     assert len(cut) == 2 and all(int(headers["dlq-original-bytes"]) > MAX_SEND_BYTES for headers in cut)

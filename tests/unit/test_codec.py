@@ -174,6 +174,35 @@ def test_dead_letter_keeps_original_bytes_and_says_why():
     assert source == (b"requests", b"2", b"41")
 
 
+def test_a_null_header_value_goes_into_the_dead_letter_as_an_empty_one():
+    """The Java client sends null header values; kafka-python sends bytes only (its send raises TypeError)."""
+    invalid = decode(b"garbage", headers=[("x-null", None), ("origin", b"x")])
+    key, value, headers = encode_dead_letter(invalid)
+    assert headers[:2] == [("x-null", b""), ("origin", b"x")]
+    assert all(isinstance(text, bytes) for _, text in headers)
+    cut_key, cut_value, cut_headers = encode_dead_letter(invalid, max_bytes=500)
+    assert dict(cut_headers)["dlq-truncated"].startswith(b"cut to 500 bytes")
+
+
+NESTED = "[" * 1000 + "]" * 1000  # within orjson's depth limit (1024), past Python's recursion limit for repr
+
+
+@pytest.mark.parametrize("field, code", [
+    ("reply_to", "invalid_reply_to"), ("deadline_ms", "invalid_deadline"), ("id", "invalid_id"),
+    ("model", "unknown_model"), ("model_version", "unknown_model"), ("inputs", "wrong_input_length"),
+])
+def test_a_field_nested_a_thousand_deep_is_refused_with_its_code(field, code):
+    body = '{"id": "r1", "inputs": %s, "%s": %s}' % (json.dumps(GOOD_INPUTS), field, NESTED)
+    result = decode(body.encode())
+    assert isinstance(result, InvalidRecord) and result.code == code
+    assert len(result.message) < 1000
+
+
+def test_a_reply_to_of_a_megabyte_is_refused_as_a_reply_to_quoted_short():
+    result = decode({"id": "r1", "inputs": GOOD_INPUTS, "reply_to": "a" * 1_000_000})
+    assert isinstance(result, InvalidRecord) and result.code == "invalid_reply_to"
+    assert len(result.message) < 400 and result.message.endswith("...")
+
 
 def test_a_keyless_tombstone_is_dead_lettered_with_an_empty_value():
     invalid = decode(None)
@@ -191,11 +220,11 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=500)
 def to_json(value):  # the stdlib writes what orjson refuses (integers past 64 bits): good cases too
     return json.dumps(value).encode()
 
 
+@settings(max_examples=500)
 @given(value=st.one_of(st.binary(max_size=200), json_values.map(to_json),
                        st.fixed_dictionaries({"id": st.text(max_size=300), "inputs": json_values}).map(to_json)),
        key=st.none() | st.binary(max_size=300))

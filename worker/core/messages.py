@@ -22,7 +22,8 @@ import msgspec
 
 from worker.core.routes import Route
 
-Headers = list[tuple[str, bytes]]
+Headers = list[tuple[str, bytes]]  # a record's headers, as the worker sends them
+RecordHeaders = list[tuple[str, bytes | None]]  # as a record consumed has them: Kafka allows a null value
 Status = Literal["ok", "error", "expired"]
 
 
@@ -82,7 +83,7 @@ class InvalidRecord(msgspec.Struct, frozen=True):
     message: str
     key: bytes | None
     value: bytes | None
-    headers: Headers = msgspec.field(default_factory=list)
+    headers: RecordHeaders = msgspec.field(default_factory=list)
     request_id: str | None = None
     reply_to: str | None = None
     traceparent: bytes | None = None
@@ -128,6 +129,6 @@ class RawRecord(msgspec.Struct):
     position: Position
     key: bytes | None
     value: bytes | None
-    headers: Headers
+    headers: RecordHeaders
     timestamp_ms: int
     received_at: float

@@ -24,6 +24,7 @@ never change within v1.
 from __future__ import annotations
 
 import re
+import reprlib
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -47,7 +48,8 @@ MAX_SEND_BYTES = 990_000
 RECORD_OVERHEAD_BYTES = 64  # per record, and per header: Kafka's record framing, generously
 MAX_TRACEPARENT_BYTES = 512  # W3C's is 55 characters; a longer one is not passed through
 MAX_MODEL_NAME_LENGTH = 128  # a request's model and model_version
-_TOPIC_NAME = re.compile(r"(?!\.\.?\Z)[a-zA-Z0-9._-]{1,249}")  # fullmatch: Kafka refuses "." and ".." too
+MAX_TOPIC_NAME_LENGTH = 249
+_TOPIC_NAME = re.compile(rf"(?!\.\.?\Z)[a-zA-Z0-9._-]{{1,{MAX_TOPIC_NAME_LENGTH}}}")  # fullmatch: not "." or ".."
 
 
 def is_topic_name(text: str) -> bool:
@@ -58,7 +60,7 @@ def is_topic_name(text: str) -> bool:
 # (kafka-python finds no partition to put it in), so no reply_to may name one.
 KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
                                    "__cluster_metadata"})
-_NO_HEADERS: dict[str, bytes] = {}  # a record's headers, when it has none (read only)
+_NO_HEADERS: dict[str, bytes | None] = {}  # a record's headers, when it has none (read only)
 
 # Reply headers (values are ASCII decimal strings, milliseconds where timed).
 H_QUEUE_WAIT = "queue-wait-ms"
@@ -258,7 +260,8 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
 
     reply_to = body.get("reply_to", _reply_to_header(headers.get(H_REPLY_TO)))
     if reply_to is not None and not (isinstance(reply_to, str) and is_topic_name(reply_to)):
-        return invalid(ERR_INVALID_REPLY_TO, f"'reply_to' must be a Kafka topic name, got {reply_to!r}",
+        return invalid(ERR_INVALID_REPLY_TO, f"'reply_to' must be a Kafka topic name, got "
+                       f"{_shown(reply_to, MAX_TOPIC_NAME_LENGTH + 10)}",
                        request_id)
     deadline_ms = body.get("deadline_ms")
     if isinstance(deadline_ms, datetime):  # an Avro timestamp-millis field, as fastavro reads it
@@ -373,25 +376,26 @@ def decode_reply(value: bytes) -> dict[str, Any]:
 
 
 def header_text(headers: Iterable[tuple[str, bytes]] | None, name: str) -> str | None:
-    """The first header called ``name`` as text (undecodable bytes replaced), or None if there is none."""
+    """The first header called ``name`` as text (undecodable bytes replaced), or None if there is none or its value
+    is null."""
     for key, value in headers or ():
         if key == name:
-            return value.decode("utf-8", "replace")
+            return None if value is None else value.decode("utf-8", "replace")
     return None
 
 
 def send_size(key: bytes | None, value: bytes | None, headers: Headers) -> int:
     """What a record counts against MAX_SEND_BYTES: its bytes plus RECORD_OVERHEAD_BYTES each for it and its headers."""
     return (RECORD_OVERHEAD_BYTES + len(key or b"") + len(value or b"")
-            + sum(RECORD_OVERHEAD_BYTES + len(name) + len(text) for name, text in headers))
+            + sum(RECORD_OVERHEAD_BYTES + len(name) + len(text or b"") for name, text in headers))
 
 
 def encode_dead_letter(record: InvalidRecord,
                        max_bytes: int = MAX_SEND_BYTES) -> tuple[bytes | None, bytes | None, Headers]:
     """The original key, value and headers, plus headers that say why and where from.
 
-    A keyless tombstone (neither key nor value) gets an empty value: Kafka
-    clients refuse to send a record with neither (its error code says what it was).
+    A keyless tombstone (neither key nor value) gets an empty value, and a null header value an empty one:
+    kafka-python refuses to send either (its error code says what it was).
     A record that would be larger than ``max_bytes`` is cut to fit: its own headers
     dropped, its key kept only when short, its value cut, and H_DLQ_ORIGINAL_BYTES and
     H_DLQ_TRUNCATED added; the whole record stays in the requests topic at its source offset.
@@ -406,7 +410,8 @@ def encode_dead_letter(record: InvalidRecord,
     ]
     if record.schema_id is not None:
         ours.append((H_DLQ_SCHEMA_ID, str(record.schema_id).encode()))
-    headers = list(record.headers) + ours
+    # A null header value (the Java client sends them) goes as an empty one: kafka-python sends bytes only.
+    headers = [(name, b"" if text is None else text) for name, text in record.headers] + ours
     value = b"" if record.key is None and record.value is None else record.value
     size = send_size(record.key, value, headers)
     if size <= max_bytes:
@@ -441,9 +446,15 @@ def epoch_ms(moment: datetime) -> int:
 
 def _shown(value: object, limit: int = 40) -> str:
     """``value`` as an error message quotes it: its repr, cut to ``limit`` characters (an integer too large for
-    64 bits reads as a float: 1e+20)."""
-    text = repr(value)
+    64 bits reads as a float: 1e+20). Never the whole of a large or deep value: JSON a thousand levels deep has a
+    repr deeper than Python's recursion limit, and a megabyte string one a megabyte long."""
+    text = _QUOTED.repr(value)
     return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+_QUOTED = reprlib.Repr()  # repr, a few levels deep and a few hundred characters long at most
+_QUOTED.maxlevel = 3
+_QUOTED.maxstring = _QUOTED.maxother = _QUOTED.maxlong = 2 * MAX_TOPIC_NAME_LENGTH
 
 
 def _id_from_key(key: bytes | None) -> str | None:
@@ -456,7 +467,7 @@ def _id_from_key(key: bytes | None) -> str | None:
     return text if _valid_id(text) else None
 
 
-def _traceparent(headers: dict[str, bytes]) -> bytes | None:
+def _traceparent(headers: dict[str, bytes | None]) -> bytes | None:
     traceparent = headers.get(H_TRACEPARENT)
     if traceparent is not None and len(traceparent) > MAX_TRACEPARENT_BYTES:
         return None  # not a trace context: passed through, it could make the reply too large to send

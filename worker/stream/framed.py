@@ -197,7 +197,7 @@ class FramedRequests:
         self._outage_until = 0.0
 
 
-def _schema_header(headers: list[tuple[str, bytes]]) -> bytes | None:
+def _schema_header(headers: list[tuple[str, bytes | None]]) -> bytes | None:
     for name, value in headers:
         if name == SCHEMA_ID_HEADER:
             return value
