@@ -192,7 +192,7 @@ NESTED = "[" * 1000 + "]" * 1000  # within orjson's depth limit (1024), past Pyt
     ("model", "unknown_model"), ("model_version", "unknown_model"), ("inputs", "wrong_input_length"),
 ])
 def test_a_field_nested_a_thousand_deep_is_refused_with_its_code(field, code):
-    body = '{"id": "r1", "inputs": %s, "%s": %s}' % (json.dumps(GOOD_INPUTS), field, NESTED)
+    body = f'{{"id": "r1", "inputs": {json.dumps(GOOD_INPUTS)}, "{field}": {NESTED}}}'
     result = decode(body.encode())
     assert isinstance(result, InvalidRecord) and result.code == code
     assert len(result.message) < 1000
