@@ -25,6 +25,9 @@ import structlog
 from structlog.typing import EventDict
 
 CHATTY_LOGGERS = ("kafka",)
+# kafka-python's loggers that write, at debug, each request and response whole and the bytes on the wire: the SASL
+# exchange among them (PLAIN's password in clear, SCRAM's proof)
+WIRE_LOGGERS = ("kafka.protocol.parser", "kafka.net.connection")
 
 _installed: logging.Handler | None = None  # our handler on the root logger, replaced by each configure
 _json = False
@@ -66,10 +69,24 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     _installed = handler
     for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(levelno if level == "debug" else max(levelno, logging.WARNING))
+    for name in WIRE_LOGGERS:
+        wire = logging.getLogger(name)
+        if not any(isinstance(f, NoCredentials) for f in wire.filters):
+            wire.addFilter(NoCredentials())
     logging.captureWarnings(True)  # warnings.warn() (torch's, for one) as log records, not bare lines
     if _json:
         sys.excepthook = _log_uncaught
         threading.excepthook = _log_thread_crash
+
+
+class NoCredentials(logging.Filter):
+    """Drops a line of kafka-python's wire loggers that holds bytes sent or received, or a SASL request or response:
+    the credentials go in them (at --log-level debug only; the other requests are still written)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(arg, (bytes, bytearray, memoryview)) or "Sasl" in type(arg).__name__
+                       for arg in args)
 
 
 def on_every_line(**fields: str) -> None:
