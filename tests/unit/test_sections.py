@@ -142,6 +142,23 @@ def test_the_redis_password_never_shows_in_a_repr():
     assert "s3cret" not in repr(Settings(dedup=dedup)) and "user:***@host:6379" in repr(Settings(dedup=dedup))
 
 
+@pytest.mark.parametrize("url", ["rediss://slash:ab/cd#ef@127.0.0.1:6380/0", "redis://u:ab?cd@host:6379/0",
+                                 "redis+sentinel://u:ab/cd@s1:26379/primary", "redis://host:637o/0"])
+def test_a_redis_url_that_does_not_parse_as_meant_is_refused_without_showing_it(url):
+    """An unencoded '/', '#' or '?' in the password cuts the server part: redis-py raised ValueError quoting a
+    piece of the password."""
+    with pytest.raises(ConfigError, match="REDIS_URL cannot be read as a URL of servers") as refused:
+        DedupSettings(redis_url=url)
+    assert "ab" not in str(refused.value) and "cd" not in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["redis://u:a%2Fb%23c@host:6379/0", "redis://u:a@b@host:6379/0", "redis://host/0",
+                                 "rediss+sentinel://s1:26379,s2:26379/primary/1", "redis+cluster://n1:7000,n2:7001",
+                                 "unix:///run/redis.sock?db=1", "redis://[::1]:6379/0"])
+def test_redis_urls_that_parse_are_taken(url):
+    assert DedupSettings(redis_url=url).redis_url == url
+
+
 def test_the_batcher_is_built_from_the_batching_section():
     fixed = request_batcher(BatchingSettings(max_batch_size=3, max_wait_ms=20), cost=None)
     assert fixed.max_batch_size == 3 and isinstance(fixed.wait, FixedWait)

@@ -14,7 +14,7 @@ import re
 import ssl
 from dataclasses import dataclass, field, fields
 from typing import Literal, get_args, get_origin, get_type_hints
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from worker.core.clients import CLIENTS, check_kafka_client
 from worker.core.errors import ConfigError
@@ -163,6 +163,7 @@ class DedupSettings:
             raise ConfigError("REDIS_URL must start with redis://, rediss://, unix://, redis+sentinel://, "
                               "rediss+sentinel://, redis+cluster://, rediss+cluster:// or memory://, got "
                               f"{redact_url(self.redis_url)!r}")
+        _check_url_parses(self.redis_url)
         if self.dedup_min_replicas and urlsplit(self.redis_url).scheme in CLUSTER_SCHEMES:
             raise ConfigError("dedup_min_replicas is not supported on a Redis Cluster (redis[s]+cluster://) yet: "
                               "unset it, or use a primary and replicas behind Sentinel (redis[s]+sentinel://)")
@@ -355,6 +356,28 @@ def setting_names(name: str) -> str:
 def per_model(section: type) -> tuple[str, ...]:
     """The settings of ``section`` that a [models.NAME] table may set for its model."""
     return tuple(s.name for s in SETTINGS if s.group.kind is section and s.declared.per_model)
+
+
+def _check_url_parses(url: str) -> None:
+    """Refuse a REDIS_URL that reads as something else than meant: a password holding ``/``, ``#`` or ``?``
+    unencoded ends the URL's server part there (its port is then part of the password, or what follows is read as
+    a path or fragment). The message does not show the URL: the part of the password it would show is not
+    redacted."""
+    parts = urlsplit(url)
+    if parts.fragment or "@" in parts.path + parts.query or parts.scheme in ("redis", "rediss") and not _port_reads(
+            parts):
+        raise ConfigError("REDIS_URL cannot be read as a URL of servers (not shown: it may hold a password): its "
+                          "port is not a number, or a password holds '/', '#', '?' or '@', which must be "
+                          "percent-encoded in a URL (%2F, %23, %3F, %40); or give the password in "
+                          "REDIS_PASSWORD_FILE")
+
+
+def _port_reads(parts: SplitResult) -> bool:
+    try:
+        _ = parts.port
+    except ValueError:  # what follows the server part's last ':' is no number
+        return False
+    return True
 
 
 def redact_url(url: str) -> str:
