@@ -58,7 +58,7 @@ from worker.kafka.group_lag import GroupLag
 from worker.kafka.transport import Transport, transport_for
 from worker.models import load_model
 from worker.models.runner import TorchRunner, free_memory, pick_device, return_large_blocks
-from worker.models.versions import refusal
+from worker.models.versions import declared_contract, refusal
 from worker.ports import (
     DedupStore,
     ModelRunner,
@@ -180,7 +180,8 @@ def load_entry(settings: Settings, entry: ModelEntry | None) -> LoadedEntry:
     batching = entry.batching(settings.batching) if entry is not None else settings.batching
     info = ServedModel(name, name, version, str(runner.device), time.monotonic() - started, runner.memory_bytes)
     log.info("model_loaded", model=name, version=version, device=info.device, load_s=round(info.load_s, 2))
-    return LoadedEntry(entry, runner, version, request_batcher(batching, runner.cost), info)
+    return LoadedEntry(entry, runner, version, request_batcher(batching, runner.cost), info,
+                       declared_contract(runner))
 
 
 def build_shadow(settings: Settings, models: ServedModels, stats: WorkerStats, clock: SystemClock) -> Shadow | None:

@@ -3,6 +3,8 @@ after to the new one, each reply says which answered, and the old version is let
 
 from __future__ import annotations
 
+from structlog.testing import capture_logs
+
 from tests.component.harness import INPUTS, Harness
 from worker.core.batcher import Batcher
 from worker.core.model_table import ModelEntry, ModelTable
@@ -88,6 +90,24 @@ def test_a_plan_the_routes_refuse_leaves_everything_as_it_was():
     h.source.produce({"id": "r", "inputs": INPUTS})
     h.steps(2)
     assert versions(h) == {"r": "a"} and set(models.runners) == {"churn"}
+
+
+def test_a_canary_declaring_other_inputs_is_refused_and_everything_stays_as_it_was():
+    """A canary's share of a model's requests is sent as the model's clients send them: one of another width
+    would refuse them (a newcomer's run: 84 of 300 valid requests answered wrong_input_length)."""
+    h, plans, models = harness()
+    canary_table = ModelTable((ModelEntry("churn", (("model", "churn"),), canary="narrow", canary_weight=0.5),
+                               ModelEntry("narrow", (("model", "churn"),))), "churn", "worker.toml")
+    narrow = LoadedEntry(canary_table.entries[1], version("b").runner, "b", Batcher(4, 0.0),
+                         ServedModel("narrow", "narrow", "b", "cpu", 0), contract={"inputs": {"length": 6}})
+    with capture_logs() as logs:
+        plans.ready.append(Plan(canary_table, (narrow,)))
+        h.source.produce({"id": "r", "inputs": INPUTS})
+        h.steps(2)
+    assert versions(h) == {"r": "a"} and set(models.runners) == {"churn"}
+    refused = [line for line in logs if line["event"] == "model_reload_refused"]
+    assert "cannot take [models.narrow] as its canary: their declared inputs and outputs differ" in (
+        refused[0]["reason"])
 
 
 def test_with_several_models_a_poll_comes_between_two_batches_of_one_model():

@@ -28,7 +28,7 @@ def refusal(old: Version, new: Version) -> str | None:
     if new.version == old.version:
         return (f"its version {new.version!r} is the serving one's: replies could not tell them apart; give it "
                 "another (a new file, or version = \"...\" in its [models] table)")
-    old_spec, new_spec = _spec(old.runner), _spec(new.runner)
+    old_spec, new_spec = declared_contract(old.runner), declared_contract(new.runner)
     if old_spec != new_spec:
         return (f"its declared inputs and outputs differ from the serving version's ({old_spec} -> {new_spec}): "
                 "serve it under a new model name")
@@ -47,7 +47,9 @@ def refusal(old: Version, new: Version) -> str | None:
     return None
 
 
-def _spec(runner: ModelRunner) -> Any:
+def declared_contract(runner: ModelRunner) -> Any:
+    """What a model declares it takes and gives (its spec's inputs and outputs), which its clients send and read;
+    None for a model that declares none."""
     describe = getattr(runner.model, "describe", None) if isinstance(runner, TorchRunner) else None
     return describe() if describe is not None else None
 

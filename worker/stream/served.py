@@ -37,13 +37,15 @@ log = structlog.get_logger(__name__)
 @dataclass(frozen=True)
 class LoadedEntry:
     """A version of a model entry, loaded and warm: the ``entry`` as declared (None: the ``model`` setting's
-    only model), its ``runner``, the ``version`` its replies carry, its ``batcher``, and what the metrics say."""
+    only model), its ``runner``, the ``version`` its replies carry, its ``batcher``, what the metrics say, and
+    the inputs and outputs it declares (``contract``: worker/models/versions.py; None, none declared)."""
 
     entry: ModelEntry | None
     runner: ModelRunner
     version: str
     batcher: Batcher[Request]
     info: ServedModel
+    contract: object = None
 
     @property
     def name(self) -> str:
@@ -178,11 +180,15 @@ def _routes(table: ModelTable, live: Mapping[str, tuple[str, LoadedEntry]]) -> R
             arms[entry.name] = [Arm(route, 1.0)]
             continue
         canary_key, canary = live[entry.canary]
+        where = f"{table.source}: " if table.source else ""
         if canary.version == loaded.version:
-            where = f"{table.source}: " if table.source else ""
             raise ConfigError(f"{where}[models.{entry.name}] and its canary [models.{entry.canary}] are both version "
                               f"{loaded.version!r}: their replies could not be told apart; set version = \"...\" "
                               f"in [models.{entry.canary}]")
+        if canary.contract != loaded.contract:  # its share of the requests would be refused, or answered unlike
+            raise ConfigError(f"{where}[models.{entry.name}] cannot take [models.{entry.canary}] as its canary: "
+                              f"their declared inputs and outputs differ ({loaded.contract} -> {canary.contract}), "
+                              "and its clients send and read one kind: serve it under a model name of its own")
         arms[entry.name] = [Arm(route, 1.0 - entry.canary_weight),
                             Arm(_route(canary_key, entry.name, canary), entry.canary_weight)]
     return Routes(arms, table.default, table.topics())
