@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     scored = Scored("churn", batch, [Outcome({"churn_probability": rng.random()}) for _ in batch], 1.002, 0.0004)
     for label, encode in (("answer, per request", per_request), ("answer, one pass", None)):
         sink = RecordingSink()
-        responder = Responder(sink, "replies", "dead-letters", plain, WorkerStats(), encode=encode)
+        responder = Responder(sink, "replies", "dead-letters", lambda: plain, WorkerStats(), encode=encode)
 
         def answer(sink: RecordingSink = sink, responder: Responder = responder) -> None:
             sink.made.clear()  # a batch's sends at a time, as the worker's sink holds them until settled

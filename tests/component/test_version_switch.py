@@ -80,6 +80,18 @@ def test_what_the_old_version_holds_at_the_switch_is_still_its_own_to_answer():
     assert set(models.runners) == {"churn@1"}
 
 
+def test_an_error_reply_names_the_model_and_version_serving_when_it_is_made():
+    """The wire contract: model and model_version are the model the request was routed to and the version that
+    answered; before a routed model refused it, or after a switch, they named the version served at start."""
+    h, plans, _ = harness()
+    plans.ready.append(Plan(TABLE, (version("b"),)))
+    h.steps(1)
+    h.source.produce({"id": "short", "inputs": [1.0, 2.0]})  # refused by the model's prepare: routed
+    h.source.produce({"id": "unknown", "model": "nope", "inputs": INPUTS})  # routed nowhere: the default's
+    h.steps(2)
+    assert versions(h) == {"short": "b", "unknown": "b"}
+
+
 def test_a_plan_the_routes_refuse_leaves_everything_as_it_was():
     h, plans, models = harness()
     canary_table = ModelTable((ModelEntry("churn", (("model", "churn"),), canary="next", canary_weight=0.5),

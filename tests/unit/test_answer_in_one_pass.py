@@ -48,7 +48,7 @@ requests = st.builds(
 def answered(batch: list[Request], results: list[Outcome], refused: set[int], encode: Any) -> tuple[list, dict]:
     sink = RecordingSink()
     stats = WorkerStats()
-    responder = Responder(sink, "replies", "dead-letters", DEFAULT, stats, encode=encode)
+    responder = Responder(sink, "replies", "dead-letters", lambda: DEFAULT, stats, encode=encode)
     responder.answer_scored(Scored("churn", batch, results, 50.0, 0.0123), 1_700_000_000_000, set())
     refused_at = {batch[i].position for i in refused}
     deliveries = [Delivery(tag, TOO_LARGE if tag.position in refused_at else None) for *_, tag in sink.sends()]
@@ -75,7 +75,7 @@ def test_one_pass_sends_and_counts_what_the_per_request_path_does(data, size):
 def test_a_plain_batch_takes_the_one_pass():
     batch = [Request(f"r{i}", None, Position("requests", 0, i), route=DEFAULT) for i in range(3)]
     sink = RecordingSink()
-    Responder(sink, "replies", "dead-letters", DEFAULT, WorkerStats()).answer_scored(
+    Responder(sink, "replies", "dead-letters", lambda: DEFAULT, WorkerStats()).answer_scored(
         Scored("churn", batch, [Outcome([0.5])] * 3, 0.0, 0.001), 0, set())
     assert [len(records) for records, _ in sink.made] == [3]  # one group
     assert [type(tag.sent).__name__ for *_, tag in sink.sends()] == ["Answered"] * 3
@@ -84,6 +84,6 @@ def test_a_plain_batch_takes_the_one_pass():
 def test_a_batch_whose_partitions_all_left_sends_nothing_not_even_an_empty_group():
     batch = [Request(f"r{i}", None, Position("requests", 0, i), route=DEFAULT) for i in range(3)]
     sink = RecordingSink()
-    Responder(sink, "replies", "dead-letters", DEFAULT, WorkerStats()).answer_scored(
+    Responder(sink, "replies", "dead-letters", lambda: DEFAULT, WorkerStats()).answer_scored(
         Scored("churn", batch, [Outcome([0.5])] * 3, 0.0, 0.001), 0, {("requests", 0)})
     assert sink.made == []

@@ -75,7 +75,8 @@ class InvalidRecord(msgspec.Struct, frozen=True):
     With a ``request_id`` it is answered with an error reply; without one it
     goes to the dead-letter topic with its original bytes. ``schema_id``: the
     registry schema id its frame named, for a registry-framed record (a dead
-    letter's ``dlq-schema-id`` header).
+    letter's ``dlq-schema-id`` header). ``route``: the model it was routed to,
+    when that model refused it (its error reply names that model and version).
     """
 
     position: Position
@@ -88,6 +89,7 @@ class InvalidRecord(msgspec.Struct, frozen=True):
     reply_to: str | None = None
     traceparent: bytes | None = None
     schema_id: int | str | None = None
+    route: Route | None = None
 
 
 class Refused(Request, kw_only=True):

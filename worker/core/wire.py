@@ -37,7 +37,7 @@ import orjson
 
 from worker.core.errors import InvalidInput, describe, json_type
 from worker.core.messages import Headers, InvalidRecord, RawRecord, Reply, Request, Unprepared
-from worker.core.routes import Prepare, Routes
+from worker.core.routes import Prepare, Route, Routes
 
 MAX_ID_LENGTH = 256
 # The largest record the worker sends, key + value + headers with RECORD_OVERHEAD_BYTES each: under
@@ -243,9 +243,10 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
     headers = dict(record.headers) if record.headers else _NO_HEADERS
     traceparent = _traceparent(headers)
 
-    def invalid(code: str, message: str, request_id: str | None, reply_to: str | None = None) -> InvalidRecord:
+    def invalid(code: str, message: str, request_id: str | None, reply_to: str | None = None,
+                route: Route | None = None) -> InvalidRecord:
         return InvalidRecord(record.position, code, message, record.key, record.value, record.headers,
-                             request_id, reply_to, traceparent)
+                             request_id, reply_to, traceparent, route=route)
 
     body_id = body.get("id")
     if body_id is not None and not _valid_id(body_id):
@@ -287,7 +288,7 @@ def request_from_body(record: RawRecord, body: dict[str, Any], routes: Routes) -
     try:
         item = prepared(route.prepare, body["inputs"]) if route.loaded else Unprepared(body["inputs"], version)
     except InvalidInput as exc:
-        return invalid(exc.code, exc.message, request_id, reply_to)
+        return invalid(exc.code, exc.message, request_id, reply_to, route)
     return Request(request_id, item, record.position, reply_to, deadline_ms, traceparent,
                    record.timestamp_ms, record.received_at, route)
 

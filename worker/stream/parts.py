@@ -90,7 +90,7 @@ def assemble(source: Source, sink: Sink[Tag], dedup: DedupStore, models: ServedM
     scorer = extras.scorer or InlineScorer(models.runners, clock)
     offsets, gate = OffsetTracker(), DedupGate(dedup)
     topics = TopicDirectory(source.list_topics, clock, wait_s=bounds.metadata_s)
-    responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, models.routes.default, stats,
+    responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, lambda: models.routes.default, stats,
                           bounds.settle_s, extras.tracer, extras.encode_reply, gone=topics.gone)
     residency = Residency(models, extras.loads, responder, stats, clock) if extras.loads else None
     admission = Admission(decoder, topics, gate, models.batchers, offsets, responder, stats, clock,

@@ -146,15 +146,15 @@ def stage_waits(batch: list[Request], scored: Scored, submitted_ms: int) -> tupl
 class Responder:
     """Sends every reply and dead letter of the stream. Not thread-safe."""
 
-    def __init__(self, sink: Sink[Tag], reply_topic: str, dead_letter_topic: str, default: Route,
+    def __init__(self, sink: Sink[Tag], reply_topic: str, dead_letter_topic: str, default: Callable[[], Route],
                  stats: WorkerStats, settle_s: float = SETTLE_S, tracer: Tracer | None = None,
                  encode: ReplyEncode | None = None, gone: Callable[[str], bool] | None = None) -> None:
-        """``default``: the model whose name and version a reply carries when its request has no route (it
-        could not be read, or named no model); ``settle_s``: the longest wait for a record sent alone
-        (worker/core/refusals.py); ``tracer``: spans for batches, replies and dead letters (None: none, and
-        no cost but a test per batch and per error); ``encode``: a reply's record (default: the wire
-        contract's JSON); ``gone``: whether a topic is confirmed deleted (worker/stream/topics.py), asked of
-        a ``reply_to`` topic a send to failed (None: never)."""
+        """``default()``: the model whose name and version a reply carries when its request has no route (it
+        could not be read, or named no model), as served when the reply is made (a SIGHUP may switch it);
+        ``settle_s``: the longest wait for a record sent alone (worker/core/refusals.py); ``tracer``: spans for
+        batches, replies and dead letters (None: none, and no cost but a test per batch and per error);
+        ``encode``: a reply's record (default: the wire contract's JSON); ``gone``: whether a topic is confirmed
+        deleted (worker/stream/topics.py), asked of a ``reply_to`` topic a send to failed (None: never)."""
         self._gone = gone
         self._tracer = tracer
         self._encode = encode or encode_reply
@@ -180,7 +180,8 @@ class Responder:
             else:  # consumed again after its refusal aborted a transaction
                 self._dead_letter_at(refused, record)
             return
-        reply = reply_to_invalid(record, self._default.model, self._default.version)
+        route = record.route or self._default()
+        reply = reply_to_invalid(record, route.model, route.version)
         if self._tracer is not None:
             reply.traceparent = self._tracer.unscored("error reply", reply.id, reply.traceparent,
                                                       reply.reply_to or self._reply_topic, record.code)
@@ -233,7 +234,7 @@ class Responder:
         record refused before, a value near the size limit, outputs orjson cannot write) takes the per-request
         path, which gives the same records; so does a batch with an id twice (a group tells its sends apart by
         key)."""
-        size, default, limit = len(batch), self._default, MAX_SEND_BYTES - REPLY_HEADROOM_BYTES
+        size, default, limit = len(batch), self._default(), MAX_SEND_BYTES - REPLY_HEADROOM_BYTES
         if not size:  # every request of it left with its partition
             return
         refused = self._refusals.get if self._refusals else None
@@ -298,7 +299,7 @@ class Responder:
 
     def _reply(self, request: Request, status: Status, outcome: Outcome, timings: Timings,
                batch_size: int) -> Reply:
-        route = request.route or self._default
+        route = request.route or self._default()
         return reply_to_request(request, status, outcome, route.model, route.version, timings, batch_size)
 
     def take_refused(self, deliveries: list[Delivery[Tag]], resend: bool) -> list[Delivery[Tag]]:
