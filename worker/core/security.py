@@ -71,8 +71,8 @@ class KafkaSecurity:
         sasl_username: The SASL user, for PLAIN and SCRAM (``KAFKA_SASL_USERNAME``).
         sasl_password: The SASL password, as a ``Secret`` (``KAFKA_SASL_PASSWORD``); prefer
             ``sasl_password_file``.
-        sasl_password_file: A file holding the SASL password, read whenever a client connects, a trailing
-            newline ignored (``KAFKA_SASL_PASSWORD_FILE``).
+        sasl_password_file: A file holding the SASL password, read at start, a trailing newline ignored
+            (``KAFKA_SASL_PASSWORD_FILE``).
         sasl_oauth_token_file: OAUTHBEARER: a file holding the access token (a JWT), read again whenever it
             changes (``KAFKA_SASL_OAUTH_TOKEN_FILE``).
         ssl_cafile: A PEM file of the CAs that signed the brokers' certificates; empty: the system's trusted CAs
@@ -80,7 +80,7 @@ class KafkaSecurity:
         ssl_certfile: Mutual TLS: this client's certificate, PEM (``KAFKA_SSL_CERTFILE``).
         ssl_keyfile: Mutual TLS: the certificate's private key, PEM (``KAFKA_SSL_KEYFILE``).
         ssl_key_password_file: Mutual TLS: a file holding the passphrase of an encrypted ``ssl_keyfile`` (or of
-            the key in ``ssl_certfile``), read whenever a client connects (``KAFKA_SSL_KEY_PASSWORD_FILE``).
+            the key in ``ssl_certfile``), read at start (``KAFKA_SSL_KEY_PASSWORD_FILE``).
         ssl_check_hostname: Check that each broker's certificate names the host connected to
             (``KAFKA_SSL_CHECK_HOSTNAME``); False only to diagnose, never in production.
 
@@ -98,8 +98,9 @@ class KafkaSecurity:
     sasl_password: Secret = setting(Secret, "SASL password; prefer KAFKA_SASL_PASSWORD_FILE (a flag's value shows "
                                     "in `ps`, a variable's in the process environment)", env="KAFKA_SASL_PASSWORD",
                                     secret=True)
-    sasl_password_file: str = setting("", "file holding the SASL password (a mounted secret); read whenever a "
-                                      "client connects, a trailing newline ignored", env="KAFKA_SASL_PASSWORD_FILE",
+    sasl_password_file: str = setting("", "file holding the SASL password (a mounted secret); read at start (a "
+                                      "password the brokers refuse later stops the worker: its restart reads it "
+                                      "again), a trailing newline ignored", env="KAFKA_SASL_PASSWORD_FILE",
                                       path=True)
     sasl_oauth_token_file: str = setting("", "OAUTHBEARER: file holding the access token (a JWT), read again "
                                          "whenever it changes (keep it fresh with your token refresher or sidecar)",
@@ -111,8 +112,8 @@ class KafkaSecurity:
     ssl_keyfile: str = setting("", "mutual TLS: the certificate's private key (PEM; encrypted: give "
                                "KAFKA_SSL_KEY_PASSWORD_FILE too)", env="KAFKA_SSL_KEYFILE", path=True)
     ssl_key_password_file: str = setting("", "mutual TLS: file holding the passphrase of an encrypted private key "
-                                         "(a mounted secret); read whenever a client connects, a trailing newline "
-                                         "ignored", env="KAFKA_SSL_KEY_PASSWORD_FILE", path=True)
+                                         "(a mounted secret); read at start, a trailing newline ignored",
+                                         env="KAFKA_SSL_KEY_PASSWORD_FILE", path=True)
     ssl_check_hostname: bool = setting(True, "check that each broker's certificate names the host connected to: "
                                        "true or false (false only to diagnose, never in production)",
                                        env="KAFKA_SSL_CHECK_HOSTNAME")
@@ -133,7 +134,7 @@ class KafkaSecurity:
         return self.protocol.startswith("SASL_")
 
     def password(self) -> str:
-        """The SASL password: the file's content (read now, so a rotated secret is picked up) or the value.
+        """The SASL password: the file's content (read now: when the clients are built) or the value.
 
         Raises ConfigError naming KAFKA_SASL_PASSWORD_FILE when the file cannot be read or is empty.
         """

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from worker.core.errors import ConfigError
+
 # kafka-python doubles the wait between reconnects up to 30 s by default: after a 15 s broker outage a
 # producer came back up to 30 s after the broker did, its replies unacknowledged meanwhile, and the group
 # moved its partitions (chaos scenario c). Retrying every second at most is cheap for a broker.
@@ -28,3 +30,12 @@ def close_within(close: Callable[[], None], timeout_s: float, name: str) -> bool
     closing.start()
     closing.join(timeout_s)
     return not closing.is_alive()
+
+
+def credentials_refused_while_running(reason: str) -> ConfigError:
+    """What stops a worker whose SASL credentials the brokers refuse once it runs (a rotated password): the
+    credentials are read when the clients are built, so a restart, which a supervisor or Kubernetes makes, is
+    what reads the new ones."""
+    return ConfigError(f"the brokers refused this worker's SASL credentials while it ran ({reason}): were they "
+                       "rotated? The worker reads KAFKA_SASL_PASSWORD_FILE (or KAFKA_SASL_PASSWORD) when it starts; "
+                       "it stops here so that its restart reads the new one (--processes and Kubernetes restart it)")

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError
 
 from worker.core.sections import KafkaSettings
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS
+from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS, credentials_refused_while_running
 from worker.kafka.tokens import FileOAuthCallback
 
 log = structlog.get_logger(__name__)
@@ -22,6 +22,15 @@ LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 def log_client_error(error: KafkaError) -> None:
     """librdkafka's ``error_cb``: it retries connections and authentication itself; say what it met."""
     log.warning("kafka_client_error", code=error.name(), reason=error.str(), fatal=error.fatal())
+
+
+def stop_when_credentials_refused(error: KafkaError) -> None:
+    """A group consumer's ``error_cb``: what ``log_client_error`` says, and an authentication the brokers refuse
+    raised out of the poll (confluent-kafka raises a callback's exception there), where librdkafka would retry it
+    for ever and the worker answer nothing."""
+    log_client_error(error)
+    if error.code() == KafkaError._AUTHENTICATION:
+        raise credentials_refused_while_running(error.str())
 
 
 def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -> dict[str, Any]:

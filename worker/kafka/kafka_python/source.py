@@ -27,6 +27,7 @@ from kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
     RebalanceInProgressError,
+    SaslAuthenticationFailedError,
     UnsupportedCodecError,
 )
 from kafka.structs import MemberState, TopicPartition
@@ -36,6 +37,7 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
+from worker.kafka.connection import credentials_refused_while_running
 from worker.kafka.group_source import GroupSource
 from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
 from worker.kafka.kafka_python.consumer import commit_offsets, failed_batch, fetch, group_consumer, raw_records
@@ -106,6 +108,8 @@ class KafkaSource(GroupSource):
             return []
         except InconsistentGroupProtocolError as exc:
             raise self.refused_by_group() from exc
+        except SaslAuthenticationFailedError as exc:
+            raise credentials_refused_while_running(str(exc)) from exc
         except KafkaError as exc:
             if not exc.retriable:
                 raise
