@@ -45,7 +45,7 @@ from worker.core.timerange import TimeRange
 from worker.core.transactional_ids import hold as hold_transactional_id
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_cluster import RedisClusterDedupStore
-from worker.dedup.redis_store import RedisAccess, RedisDedupStore, start_failure
+from worker.dedup.redis_store import RedisAccess, RedisDedupStore, prove_access, start_failure
 from worker.formats import codecs
 from worker.formats.replies import framed_replies
 from worker.formats.schemas import RegistrySchemas
@@ -328,6 +328,7 @@ def build_dedup(dedup: DedupSettings, bounds: StepBounds, clock: SystemClock) ->
                                     connect_s=bounds.store_connect_s, read_s=bounds.store_read_s,
                                     min_replicas=dedup.dedup_min_replicas)
         store.ping()  # fail at start, naming the setting, rather than at the first batch
+        prove_access(store)
     except redis.RedisError as exc:
         raise start_failure(exc, dedup.redis_url, dedup.redis_ca_file) from None
     return store

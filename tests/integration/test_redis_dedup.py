@@ -97,6 +97,35 @@ def test_an_acl_that_forbids_the_scripts_is_a_clear_stop_not_a_pause(redis_url):
         admin.acl_deluser(user)
 
 
+@pytest.mark.parametrize("keys, commands, said", [
+    (["*"], ["+@all", "-evalsha", "-eval"], r"refused a command.*evalsha.*needs \+evalsha"),
+    (["other:*"], ["+@all"], r"refused a command: .*can't access at least one of the keys.*on ~startcheck:\*"),
+    (["startcheck:*"], ["+evalsha", "+eval", "+script|load", "+ping", "+exists", "+get", "+set", "+del"], None),
+])
+def test_the_start_proves_the_acl_lets_the_scripts_run_on_the_namespace(redis_url, keys, commands, said):
+    """A user who may connect but not run the scripts, or only on other keys, is stopped at start; before, the
+    worker said ready and stopped at its first request. The ACL the message asks for passes."""
+    from worker.core.errors import ConfigError
+    from worker.dedup.redis_store import prove_access
+
+    admin = redis.Redis.from_url(redis_url)
+    user, password = f"startcheck-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    admin.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=keys, commands=commands)
+    host_port = redis_url.split("//", 1)[1].split("/", 1)[0]
+    store = RedisDedupStore(f"redis://{user}:{password}@{host_port}/0", "startcheck", ttl_s=60, lease_ms=60_000)
+    try:
+        store.ping()
+        if said is None:
+            prove_access(store)
+            assert admin.keys("startcheck:*") == []  # the probe's claim was released, nothing kept
+        else:
+            with pytest.raises(ConfigError, match=said):
+                prove_access(store)
+    finally:
+        store.close()
+        admin.acl_deluser(user)
+
+
 def test_a_key_of_another_type_under_the_namespace_is_a_clear_stop(stores, redis_url):
     from worker.core.errors import ConfigError
 

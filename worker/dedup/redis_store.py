@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import ssl
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,11 +25,12 @@ from redis.sentinel import MasterNotFoundError, Sentinel
 
 from worker.core.bounds import STORE_CONNECT_S, STORE_READ_S, STORE_RETRIES, STORE_RETRY_GAP_S
 from worker.core.errors import ConfigError, ServiceUnavailable, StoreUnavailable, WorkerError
-from worker.core.messages import Request
+from worker.core.messages import Position, Request
 from worker.core.sections import SENTINEL_SCHEMES, TLS_SCHEMES, DedupSettings
 from worker.core.security import read_secret_file
 from worker.core.settings import redact_url
 from worker.core.tls import TlsPeer, explain_tls_failure
+from worker.ports import DedupStore
 
 T = TypeVar("T")
 
@@ -169,19 +171,33 @@ def classified(call: Callable[[], T], namespace: str) -> T:
         raise ConfigError(f"Redis refused the credentials while running ({exc}): check REDIS_URL's user "
                           "and REDIS_PASSWORD_FILE (were they rotated?)") from exc
     except redis.exceptions.NoPermissionError as exc:
-        raise ConfigError(f"Redis refused a command: {exc}. The ACL user of REDIS_URL needs "
-                          f"+evalsha +eval +script|load +ping on ~{namespace}:* and the scripts' commands "
-                          "(+exists +get +set +del)") from exc
+        raise ConfigError(f"Redis refused a command: {exc}. {_acl_needs(namespace)}") from exc
     except (redis.ConnectionError, redis.TimeoutError, *_TRANSIENT_ERRORS) as exc:
         raise StoreUnavailable(f"{type(exc).__name__}: {without_clients(str(exc))}") from exc
     except redis.ResponseError as exc:
         said = str(exc)
         if said.startswith(_TRANSIENT_REPLIES):
             raise StoreUnavailable(f"Redis answered {said}") from exc
+        if "NOPERM" in said or "can't access" in said:  # a key the ACL forbids, met inside a script
+            raise ConfigError(f"Redis refused a command: {said}. {_acl_needs(namespace)}") from exc
         hint = (f"a key under --dedup-namespace={namespace!r} holds another type: another application writes "
                 "there; choose another namespace" if "WRONGTYPE" in said else
                 "no retry can cure it; check the server's version (Lua scripting is needed) and its ACL")
         raise ConfigError(f"Redis answered an error: {said} ({hint})") from exc
+
+
+def _acl_needs(namespace: str) -> str:
+    return (f"The ACL user of REDIS_URL needs +evalsha +eval +script|load +ping on ~{namespace}:* and the scripts' "
+            "commands (+exists +get +set +del)")
+
+
+def prove_access(store: DedupStore) -> None:
+    """Claim and release one id no client sends, as a batch does: an ACL that lets the worker connect but not
+    run its scripts (no +evalsha, or keys outside ~<namespace>:*) stops it at start, naming what it needs,
+    rather than at its first request, once /readyz said ready. Raises ConfigError, StoreUnavailable."""
+    probe = f"streamscore-start-check-{uuid.uuid4().hex}"
+    store.claim([Request(probe, None, Position("start-check", 0, 0))])
+    store.complete([probe], [None])  # no reply: the claim released, nothing kept
 
 
 @dataclass(frozen=True)
