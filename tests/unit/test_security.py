@@ -90,6 +90,8 @@ def test_an_encrypted_key_takes_its_passphrase_from_a_file_on_both_clients(files
     ({"KAFKA_SASL_PASSWORD_FILE": ""}, "exactly one of KAFKA_SASL_PASSWORD_FILE"),
     ({"KAFKA_SASL_PASSWORD_FILE": "/no/such/file"}, "KAFKA_SASL_PASSWORD_FILE=/no/such/file: no such file"),
     ({"KAFKA_SSL_CAFILE": "/no/ca.pem"}, "KAFKA_SSL_CAFILE=/no/ca.pem: no such file"),
+    ({"KAFKA_SASL_PASSWORD_FILE": "/tmp"}, "KAFKA_SASL_PASSWORD_FILE=/tmp: a directory, not a file"),
+    ({"KAFKA_SASL_PASSWORD_FILE": "/dev/null"}, "KAFKA_SASL_PASSWORD_FILE=/dev/null: a device or a pipe, not a file"),
     ({"KAFKA_SECURITY_PROTOCOL": "PLAINTEXT"}, "does not use SASL"),
     ({"KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"}, "KAFKA_SSL_CAFILE set, but KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT"),
     ({"KAFKA_SSL_KEYFILE": "{key}"}, "KAFKA_SSL_KEYFILE is set without KAFKA_SSL_CERTFILE"),

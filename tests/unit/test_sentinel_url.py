@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import redis
 from redis.connection import SSLConnection
 from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 
@@ -124,3 +125,11 @@ def test_what_the_sentinels_said_is_told_without_their_clients_settings():
 def test_a_sentinel_user_without_its_password_is_refused():
     with pytest.raises(ConfigError, match="redis_sentinel_user .* is set without REDIS_SENTINEL_PASSWORD_FILE"):
         DedupSettings(redis_url="redis+sentinel://a:1/streamscore", redis_sentinel_user="sentry")
+
+
+def test_a_command_the_acl_refuses_at_start_is_an_acl_refusal_not_an_outage():
+    refused = redis.exceptions.NoPermissionError("this user has no permissions to run the 'ping' command")
+    explained = start_failure(refused, "redis://worker@cache:6379/0", "")
+    assert isinstance(explained, ConfigError)
+    assert str(explained).startswith("Redis at REDIS_URL=redis://worker@cache:6379/0 refused a command to user "
+                                     "'worker': this user has no permissions to run the 'ping' command. The ACL")

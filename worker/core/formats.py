@@ -170,7 +170,8 @@ def _validate(s: Formats) -> None:
          "basic auth needs both SCHEMA_REGISTRY_USER and SCHEMA_REGISTRY_PASSWORD_FILE, or neither")
     for env, path in (("SCHEMA_REGISTRY_PASSWORD_FILE", s.registry_password_file),
                       ("SCHEMA_REGISTRY_CA_FILE", s.registry_ca_file)):
-        need(not path or os.path.isfile(path), f"{env}={path}: no such file")
+        problem = registry.unusable_file(env, path)
+        need(problem is None, problem or "")
     named = {setting.name: f"{setting.name} ({setting.flag}, {setting.env})" for setting in registry.declared(FORMATS)}
     for name, least in (("registry_timeout_ms", 1), ("registry_cache_size", 1), ("unknown_schema_retries", 0)):
         need(getattr(s, name) >= least, f"{named[name]} must be at least {least}, got {getattr(s, name)}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -239,3 +240,17 @@ def by_group(settings: Iterable[Setting], values: Mapping[str, Any]) -> dict[typ
         if s.key in values:
             split.setdefault(s.group.kind, {})[s.name] = values[s.key]
     return split
+
+
+def unusable_file(env: str, path: str) -> str | None:
+    """Why the file a setting names (``env``, a variable ending _FILE) cannot serve, or None: it must exist, be a
+    file (a directory or a device such as /dev/null holds no secret), and be readable by this user."""
+    if not path:
+        return None
+    if not os.path.exists(path):
+        return f"{env}={path}: no such file"
+    if not os.path.isfile(path):
+        return f"{env}={path}: {'a directory' if os.path.isdir(path) else 'a device or a pipe'}, not a file"
+    if not os.access(path, os.R_OK):
+        return f"{env}={path}: not readable by this user"
+    return None

@@ -9,7 +9,6 @@ ones accepted (``amp must be off, bf16 or fp16, got 'fp8'``).
 
 from __future__ import annotations
 
-import os
 import re
 import ssl
 from dataclasses import dataclass, field, fields
@@ -20,7 +19,7 @@ from worker.core.clients import CLIENTS, check_kafka_client
 from worker.core.errors import ConfigError
 from worker.core.formats import FORMATS
 from worker.core.kafka_properties import DEFAULT_ISOLATION, KafkaProperties
-from worker.core.registry import Group, Setting, declared, setting
+from worker.core.registry import Group, Setting, declared, setting, unusable_file
 from worker.core.security import SECURITY, KafkaSecurity, read_secret_file
 
 GroupProtocol = Literal["classic", "consumer"]
@@ -502,8 +501,8 @@ def _validate_redis_secrets(s: DedupSettings) -> None:
                       ("REDIS_CERT_FILE", s.redis_cert_file), ("REDIS_KEY_FILE", s.redis_key_file),
                       ("REDIS_KEY_PASSWORD_FILE", s.redis_key_password_file),
                       ("REDIS_SENTINEL_PASSWORD_FILE", s.redis_sentinel_password_file)):
-        if path and not os.path.isfile(path):
-            raise ConfigError(f"{env}={path}: no such file")
+        if (problem := unusable_file(env, path)) is not None:
+            raise ConfigError(problem)
     for env, path in (("REDIS_KEY_FILE", s.redis_key_file), ("REDIS_KEY_PASSWORD_FILE", s.redis_key_password_file)):
         if path and not s.redis_cert_file:
             raise ConfigError(f"{env} is set without REDIS_CERT_FILE: mutual TLS needs the certificate too")

@@ -239,8 +239,8 @@ def _validate(s: KafkaSecurity) -> None:
                  "ssl_key_password_file"):
         path = getattr(s, name)
         env = next(setting.env for setting in registry.declared(SECURITY) if setting.name == name)
-        need(not path or os.path.isfile(path), f"{env}={path}: no such file")
-        need(not path or os.access(path, os.R_OK), f"{env}={path}: not readable by this user")
+        problem = registry.unusable_file(env, path)
+        need(problem is None, problem or "")
 
 
 # The Kafka security settings as a group (worker/core/registry.py): the configuration file's [kafka_security] table.

@@ -323,6 +323,9 @@ def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
                            "REDIS_PASSWORD_FILE (or the URL's password)")
     if isinstance(exc, MasterNotFoundError):
         return _no_primary_named(exc, shown, urlsplit(url).scheme)
+    if isinstance(exc, redis.exceptions.NoPermissionError):  # it answered: an ACL, not an outage
+        return ConfigError(f"Redis at REDIS_URL={shown} refused a command to user {user!r}: {exc}. "
+                           f"{_acl_needs('<--dedup-namespace>')}")
     cause = cause_of(exc, ssl.SSLError)
     if cause is not None:
         peer = TlsPeer(f"Redis at {shown}", "REDIS_CA_FILE", ca_file, "", "REDIS_CERT_FILE and REDIS_KEY_FILE",
