@@ -113,6 +113,16 @@ def test_the_first_record_of_an_id_is_compared_and_unreadable_ones_are_counted()
     assert tally.unreadable_examples[0].startswith("t[0]@1: not JSON")
 
 
+def test_pairs_of_one_version_on_both_sides_are_counted_and_not_compared():
+    """A shadow left running after its candidate was promoted compares the new version with itself."""
+    promoted = {"version": "next", "status": "ok", "outputs": 0.5, "compute_ms": 1.0}
+    tally = ReadTally("test")
+    found = list(shadow_pairs(records(shadow("a", 1, 2), shadow("b", 0.5, 0.5, live=promoted),
+                                      shadow("c", 3, 4)), tally))
+    assert [p.id for p in found] == ["a", "c"] and tally.same_version == 1
+    assert "1 pairs answered by one version on both sides" in as_text(compare(found), tally)
+
+
 def reply(request_id: str, outputs: object, version: str) -> dict:
     return {"id": request_id, "status": "ok", "outputs": outputs, "model": "churn", "model_version": version}
 

@@ -169,6 +169,7 @@ class ReadTally:
     only_live: int = 0  # joined topics: ids answered on one side only, counted, not compared
     only_candidate: int = 0
     only_examples: dict[str, list[str]] = field(default_factory=dict)  # "live" | "candidate" -> a few ids
+    same_version: int = 0  # pairs answered by one version on both sides (a shadow of the version serving): skipped
     stopped: str | None = None  # why reading stopped before the end, if it did
 
     def stop(self, reason: str) -> None:

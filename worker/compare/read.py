@@ -54,6 +54,8 @@ def shadow_pairs(records: Iterable[Record], tally: ReadTally) -> Iterator[Pair]:
             tally.repeated += 1
             continue
         seen.add(pair.id)
+        if _one_version(pair, tally):
+            continue
         yield pair
 
 
@@ -71,7 +73,9 @@ def joined_pairs(live: Iterable[Record], candidate: Iterable[Record], tally: Rea
     for answer in _answers(candidate, tally):
         if answer.id in waiting:
             matched.add(answer.id)
-            yield joined(waiting.pop(answer.id), answer)
+            pair = joined(waiting.pop(answer.id), answer)
+            if not _one_version(pair, tally):
+                yield pair
         elif answer.id in matched or answer.id in unmatched:
             tally.repeated += 1
         else:
@@ -86,3 +90,12 @@ def _answers(records: Iterable[Record], tally: ReadTally) -> Iterator[Answer]:
             yield answer_from_reply(record.value, record.headers)
         except InvalidPair as error:
             tally.skip(record.where, error)
+
+
+def _one_version(pair: Pair, tally: ReadTally) -> bool:
+    """Whether both sides of ``pair`` are one version (counted in ``tally``): a shadow left running after its
+    candidate was promoted compares the version with itself, which would only dilute the comparison."""
+    if pair.live.version is None or pair.live.version != pair.candidate.version:
+        return False
+    tally.same_version += 1
+    return True

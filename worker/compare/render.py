@@ -35,6 +35,9 @@ def _read_lines(tally: ReadTally) -> list[str]:
         lines.append(f"  {tally.unreadable:,} unreadable, skipped; the first: " + "; ".join(tally.unreadable_examples))
     if tally.repeated:
         lines.append(f"  {tally.repeated:,} records of an id already read, skipped: the first of each was compared")
+    if tally.same_version:
+        lines.append(f"  {tally.same_version:,} pairs answered by one version on both sides (a shadow of the "
+                     "version serving, left running after a promotion), not compared")
     for side, count in (("live", tally.only_live), ("candidate", tally.only_candidate)):
         if count:
             examples = ", ".join(tally.only_examples.get(side, []))
