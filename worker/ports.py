@@ -181,6 +181,8 @@ class Source(Protocol):
         Negative while not a member: before the first join completes, and after the group dropped us."""
     def rebalancing(self) -> bool:
         """True while a revocation is announced but the new assignment is not known yet."""
+    def assigned(self) -> set[TP]:
+        """The partitions this member owns now (a bounded source: those of its span)."""
     def commit(self, offsets: dict[TP, int]) -> None:
         """Commit next-offsets-to-read; blocks. Raises CommitDeferred when it cannot now (retry later)."""
     def commit_async(self, offsets: dict[TP, int], on_done: Callable[[Exception | None], None]) -> None:

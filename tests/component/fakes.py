@@ -25,6 +25,7 @@ class FakeSource:
         self.committed: dict[tuple[str, int], int] = {}
         self.revoked: set[tuple[str, int]] = set()
         self.group_generation = 1
+        self.owned = {(topic, 0)}  # what assigned() says: the tests' records go to partition 0 unless told
         self.commits_refused = False  # a rebalance is under way: commits are deferred
         self.revocation_pending = False  # a revocation is announced, the assignment not final
         self.paused = False
@@ -64,6 +65,9 @@ class FakeSource:
 
     def generation(self) -> int:
         return self.group_generation
+
+    def assigned(self) -> set[tuple[str, int]]:
+        return self.owned
 
     def rebalancing(self) -> bool:
         return self.revocation_pending

@@ -146,6 +146,9 @@ class BoundedSource:
     def generation(self) -> int:
         return 0  # no group membership to lose
 
+    def assigned(self) -> set[TP]:
+        return set(self._partitions)
+
     def rebalancing(self) -> bool:
         return False
 

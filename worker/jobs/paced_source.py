@@ -71,6 +71,9 @@ class PacedSource:
     def generation(self) -> int:
         return self._inner.generation()
 
+    def assigned(self) -> set[TP]:
+        return self._inner.assigned()
+
     def rebalancing(self) -> bool:
         return self._inner.rebalancing()
 

@@ -112,6 +112,9 @@ class GroupSource(ABC):
     def _subscribe(self) -> None:
         """Join the group on ``self._topics``."""
 
+    def assigned(self) -> set[TP]:
+        return self._assigned()
+
     @abstractmethod
     def _assigned(self) -> set[TP]:
         """The partitions assigned to this member now."""

@@ -1,5 +1,6 @@
 """What the stream loop does beside its work each step: warn before the group would drop it, say why it waits
-when joining the group takes long, refresh the lag snapshot for the metrics, and log its counters now and then."""
+when joining the group takes long or it owns no partition, refresh the lag snapshot for the metrics, and log its
+counters now and then."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ class Upkeep:
         self._lag_at = now - LAG_REFRESH_S
         self._joining_since: float | None = None  # when the worker was last seen out of the group
         self._next_join_warning = 0.0
+        self._owning_nothing_since: float | None = None  # when the member was first seen owning no partition
+        self._next_ownership_warning = 0.0
 
     def warn_if_slow(self, last_poll: float) -> None:
         """Say so when the time since the last poll nears max.poll.interval.ms (the group would drop us)."""
@@ -45,9 +48,27 @@ class Upkeep:
             self._lag_at = now
             self._stats.lag = self._source.lag()
             self._stats.undecodable = self._source.undecodable()
+            self._watch_ownership(now)
         if self._stats_interval_s and now - self._last_stats >= self._stats_interval_s:
             self._last_stats = now
             log.info("worker_stats", **self._stats.snapshot())
+
+    def _watch_ownership(self, now: float) -> None:
+        """Say why nothing is consumed when the worker has been a member owning no partition for JOIN_WARNING_S:
+        more members than partitions, or (KIP-848) a member gone without leaving holds its partitions."""
+        if self._stats.generation < 0 or self._source.assigned():
+            self._owning_nothing_since = None
+            return
+        if self._owning_nothing_since is None:
+            self._owning_nothing_since, self._next_ownership_warning = now, now + JOIN_WARNING_S
+        if now >= self._next_ownership_warning:
+            self._next_ownership_warning = now + JOIN_REMINDER_S
+            log.warning("owning_no_partitions", waited_s=round(now - self._owning_nothing_since, 1),
+                        advice="this worker is a member of its group but owns no partition, so it consumes "
+                               "nothing: the group has more members than the requests topic has partitions "
+                               "(kafka-consumer-groups.sh --describe --members --group ...; scale down, or "
+                               "add partitions), or, with --kafka-group-protocol consumer, a member stopped "
+                               "without leaving holds its partitions until its session times out")
 
     def _watch_join(self, now: float) -> None:
         """Say why no partitions come when the worker has been out of its group for JOIN_WARNING_S (at start, or

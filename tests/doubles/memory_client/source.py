@@ -73,6 +73,9 @@ class MemorySource:
         revoked, self._revoked = self._revoked - self._assigned, set()
         return revoked
 
+    def assigned(self) -> set[TP]:
+        return set(self._assigned)
+
     def generation(self) -> int:
         dropped = self._broker.in_group(self._group, lambda group: not group.member(self._member_id))
         return -1 if dropped else self._generation
