@@ -242,18 +242,23 @@ def client_pair(tmp_path_factory):
 def test_a_redis_client_certificate_is_checked_at_start_and_an_encrypted_key_wants_its_passphrase(
         client_pair, tmp_path):
     cert, key, locked = client_pair
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-out", str(tmp_path / "other.key")], check=True,
+                   capture_output=True)
     env = {"REDIS_URL": "rediss://r:6380/0", "REDIS_CERT_FILE": cert, "REDIS_KEY_FILE": key}
     assert Settings.from_sources(None, env).dedup.redis_cert_file == cert
-    for wrong in (locked, cert):  # an encrypted key (never prompted for); a file that holds no key
-        with pytest.raises(ConfigError, match="are not a usable certificate and key pair .*passphrase in "
-                                              "REDIS_KEY_PASSWORD_FILE"):
+    for wrong, why in ((locked, "the key is encrypted: give its passphrase in REDIS_KEY_PASSWORD_FILE"),  # never
+                       (cert, "REDIS_KEY_FILE holds no PEM private key"),  # prompted for; a file that holds no key
+                       (str(tmp_path / "other.key"), "the key is not this certificate's: REDIS_KEY_FILE must be")):
+        with pytest.raises(ConfigError, match=f"are not a usable certificate and key pair: {why}"):
             Settings.from_sources(None, {**env, "REDIS_KEY_FILE": wrong})
+    with pytest.raises(ConfigError, match=r"REDIS_CERT_FILE holds no PEM certificate \(is it the key\?\)"):
+        Settings.from_sources(None, {**env, "REDIS_CERT_FILE": key})
     right, wrong_passphrase = tmp_path / "right", tmp_path / "wrong"
     right.write_text("pw\n")
     wrong_passphrase.write_text("not-it\n")
     unlocked = Settings.from_sources(None, {**env, "REDIS_KEY_FILE": locked, "REDIS_KEY_PASSWORD_FILE": str(right)})
     assert RedisAccess.of(unlocked.dedup).tls_options("rediss")["ssl_password"] == "pw"
-    with pytest.raises(ConfigError, match="check REDIS_KEY_PASSWORD_FILE's passphrase"):
+    with pytest.raises(ConfigError, match=r"is REDIS_KEY_PASSWORD_FILE the key's passphrase\?"):
         Settings.from_sources(None, {**env, "REDIS_KEY_FILE": locked, "REDIS_KEY_PASSWORD_FILE": str(wrong_passphrase)})
     with pytest.raises(ConfigError, match="REDIS_KEY_PASSWORD_FILE is set without REDIS_CERT_FILE"):
         Settings.from_sources(None, {"REDIS_URL": "rediss://r:6380/0", "REDIS_KEY_PASSWORD_FILE": str(right)})

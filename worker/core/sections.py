@@ -21,6 +21,7 @@ from worker.core.formats import FORMATS
 from worker.core.kafka_properties import DEFAULT_ISOLATION, KafkaProperties
 from worker.core.registry import Group, Setting, declared, setting, unusable_file
 from worker.core.security import SECURITY, KafkaSecurity, read_secret_file
+from worker.core.tls import ClientPair, unusable_pair
 
 GroupProtocol = Literal["classic", "consumer"]
 OffsetReset = Literal["earliest", "latest"]
@@ -534,11 +535,10 @@ def _check_redis_client_pair(cert_file: str, key_file: str, key_password_file: s
         ssl.create_default_context().load_cert_chain(cert_file, key_file or None, lambda: passphrase)
     except (ssl.SSLError, OSError) as exc:
         key = key_file or "(none: key in the certificate file)"
-        why = getattr(exc, "reason", None) or exc
-        unlock = ("check REDIS_KEY_PASSWORD_FILE's passphrase" if key_password_file else
-                  "an encrypted key needs its passphrase in REDIS_KEY_PASSWORD_FILE")
+        why = unusable_pair(ClientPair(cert_file, key_file, "REDIS_CERT_FILE", "REDIS_KEY_FILE",
+                                       "REDIS_KEY_PASSWORD_FILE", bool(key_password_file)), exc)
         raise ConfigError(f"REDIS_CERT_FILE={cert_file} and REDIS_KEY_FILE={key} are not a usable certificate and "
-                          f"key pair ({why}): give the certificate in PEM and its own key ({unlock})") from None
+                          f"key pair: {why}") from None
 
 
 _CHOICES = {section: _literal_choices(section) for section in SECTIONS}  # read when a section is built

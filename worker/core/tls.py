@@ -68,3 +68,41 @@ def explain_tls_failure(exc: ssl.SSLError, peer: TlsPeer) -> str:
                 f"{peer.protocol_setting}")
     return (f"TLS with {peer.what} failed ({reason.lower() or exc}): check {peer.cafile_setting} and "
             f"{peer.protocol_setting}")
+
+
+@dataclass(frozen=True)
+class ClientPair:
+    """A client certificate and key as settings name them: the files, and the variables that name them and the
+    key's passphrase file (given or not)."""
+
+    cert_file: str
+    key_file: str
+    cert_env: str
+    key_env: str
+    passphrase_env: str
+    passphrase_given: bool
+
+
+def unusable_pair(pair: ClientPair, exc: ssl.SSLError | OSError) -> str:
+    """Why a certificate and key did not load, from the error and what the files hold: OpenSSL says only
+    "PEM lib" for a file without a certificate, a missing key and an encrypted key alike."""
+    if getattr(exc, "reason", None) == "KEY_VALUES_MISMATCH":
+        return f"the key is not this certificate's: {pair.key_env} must be the private key it was made for"
+    cert, key = _pem_text(pair.cert_file), _pem_text(pair.key_file or pair.cert_file)
+    if "CERTIFICATE-----" not in cert:
+        return f"{pair.cert_env} holds no PEM certificate (is it the key?)"
+    if "PRIVATE KEY-----" not in key:
+        return (f"{pair.key_env} holds no PEM private key" if pair.key_file else
+                f"no PEM private key in {pair.cert_env}: set {pair.key_env} to the key's file")
+    if "ENCRYPTED" in key:
+        return (f"is {pair.passphrase_env} the key's passphrase?" if pair.passphrase_given else
+                f"the key is encrypted: give its passphrase in {pair.passphrase_env}")
+    return f"{getattr(exc, 'reason', None) or 'the key cannot be read'} ({exc})"
+
+
+def _pem_text(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as file:
+            return file.read(1 << 20)
+    except OSError:
+        return ""

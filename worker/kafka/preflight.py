@@ -22,7 +22,7 @@ import struct
 from worker.core.errors import ConfigError, ServiceUnavailable
 from worker.core.sections import DEFAULT_KAFKA_PORT, broker_address
 from worker.core.security import KafkaSecurity
-from worker.core.tls import TlsPeer, explain_tls_failure
+from worker.core.tls import ClientPair, TlsPeer, explain_tls_failure, unusable_pair
 from worker.kafka.sasl import mechanism as sasl_mechanism
 
 API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
@@ -192,11 +192,11 @@ def ssl_context(security: KafkaSecurity) -> ssl.SSLContext:
             context.load_cert_chain(security.ssl_certfile, security.ssl_keyfile or None,
                                     security.key_password() or (lambda: ""))
         except ssl.SSLError as exc:
-            locked = "; an encrypted key needs its passphrase in KAFKA_SSL_KEY_PASSWORD_FILE" if (
-                not security.ssl_key_password_file) else "; is KAFKA_SSL_KEY_PASSWORD_FILE the key's passphrase?"
+            pair = ClientPair(security.ssl_certfile, security.ssl_keyfile, "KAFKA_SSL_CERTFILE", "KAFKA_SSL_KEYFILE",
+                              "KAFKA_SSL_KEY_PASSWORD_FILE", bool(security.ssl_key_password_file))
             raise ConfigError(f"KAFKA_SSL_CERTFILE={security.ssl_certfile} and KAFKA_SSL_KEYFILE="
                               f"{security.ssl_keyfile or '(none: key in the certificate file)'} are not a usable "
-                              f"certificate and key pair ({exc.reason or 'the key cannot be read'}{locked})") from None
+                              f"certificate and key pair: {unusable_pair(pair, exc)}") from None
     return context
 
 
