@@ -15,6 +15,8 @@ from worker.stream.served import LoadedEntry
 
 
 class Runner:
+    read_plain = None  # no plain reader (worker/core/routes.py)
+
     def __init__(self, name: str, version: str) -> None:
         self.name, self.version = name, version
 
@@ -49,7 +51,7 @@ def setup(tmp_path, text: str, check=lambda old, new: None):
     path = tmp_path / "worker.toml"
     path.write_text(text)
     table = read_config_file(str(path)).models
-    live = {entry.name: loaded(entry, "v1") for entry in table.entries}
+    live = {entry.name: loaded(entry, "v1" if n == 0 else f"v1.{n}") for n, entry in enumerate(table.entries)}
     load, stats = Loader(), WorkerStats()
     return Reloads(table, lambda: live, load, check, stats, watch_s=0.0), load, stats, path
 
@@ -138,6 +140,52 @@ def test_a_watched_file_put_back_after_a_refusal_loads_nothing_and_a_refused_one
     os.utime(model, ns=(serving.st_atime_ns, serving.st_mtime_ns))
     assert plan_after(reloads, lambda: None) is None
     assert load.calls == ["net"] and stats.reloads == {("net", "refused"): 1}
+
+
+def test_a_file_written_again_as_it_serves_loads_nothing_new_and_refuses_nothing(tmp_path):
+    """A put-back by cp, an editor or a ConfigMap writes a new mtime: the version made of its content is the one
+    serving, so nothing switches and nothing counts as refused."""
+    (tmp_path / "net.pt").write_bytes(b"one")
+    path = tmp_path / "worker.toml"
+    path.write_text(ONE)
+    table = read_config_file(str(path)).models
+    live = {"net": loaded(table.entries[0], "one")}
+    calls = []
+
+    def by_content(entry):
+        calls.append(entry.name)
+        return loaded(entry, (tmp_path / "net.pt").read_bytes().decode())
+
+    stats = WorkerStats()
+    reloads = Reloads(table, lambda: live, by_content, lambda old, new: "its version is the serving one's", stats,
+                      watch_s=0.0)
+    time.sleep(0.01)
+    (tmp_path / "net.pt").write_bytes(b"one")  # the same bytes, a new mtime
+    with capture_logs() as logs:
+        assert plan_after(reloads, lambda: None) is None
+        assert plan_after(reloads, reloads.reload) is None
+    assert calls == ["net"] and stats.reloads == {}
+    assert [e["event"] for e in logs if e["event"].startswith("model_")] == ["model_reloading", "model_unchanged"]
+
+
+def test_a_table_the_routes_refuse_is_not_taken_for_served(tmp_path):
+    """A canary declaring other inputs is refused before the switch, so that the next SIGHUP tries it again and
+    the next change of the live model's file does not carry the refused canary along."""
+    reloads, load, stats, path = setup(tmp_path, ONE)
+    real_load = load.__call__
+
+    def narrow(entry):
+        new = real_load(entry)
+        return LoadedEntry(new.entry, new.runner, new.version, new.batcher, new.info, contract={"length": 6})
+
+    reloads._load = narrow
+    path.write_text(ONE + "canary = 'next'\ncanary_weight = 0.2\n[models.next]\nmodel = 'churn'\n")
+    with capture_logs() as logs:
+        assert plan_after(reloads, reloads.reload) is None
+        assert plan_after(reloads, reloads.reload) is None  # tried again, refused again
+    refused = [e for e in logs if e["event"] == "model_reload_refused"]
+    assert len(refused) == 2 and "declared inputs and outputs differ" in refused[0]["reason"]
+    assert [e.name for e in reloads._table.entries] == ["net"]
 
 
 def test_a_new_model_that_does_not_load_keeps_the_old_table_whole(tmp_path):

@@ -26,6 +26,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from enum import Enum
 
 import structlog
 
@@ -40,11 +41,18 @@ from worker.core.model_table import (
     read_config_file,
 )
 from worker.core.stats import WorkerStats
-from worker.stream.served import LoadedEntry, ServedModels
+from worker.stream.served import LoadedEntry, ServedModels, routes_refusal
 
 log = structlog.get_logger(__name__)
 
 Stamp = tuple[tuple[str, int, int], ...]  # (path, mtime_ns, size) of each file an entry is made of
+
+
+class Unchanged(Enum):
+    UNCHANGED = "unchanged"
+
+
+UNCHANGED = Unchanged.UNCHANGED  # a reload whose files hold the version serving
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,8 @@ class Reloads:
             if self._on_first_use and entry.name not in resident and entry.name not in pinned:
                 continue  # not loaded now: its next load on first use reads it as it is
             new = self._loaded(entry, resident.get(entry.name))
+            if new is UNCHANGED:
+                continue  # its file was written again as it was (a put-back): what serves is what it holds
             if new is None and entry.name not in resident:
                 log.warning("model_reload_refused", reason=f"the new model {entry.name!r} did not load",
                             serving="the models as they were")
@@ -150,13 +160,19 @@ class Reloads:
         # What serves from now on: a refused entry's version before it, so that the next change (its file put
         # back, say) is told against what serves, not against what was refused.
         served = replace(table, entries=tuple(before[e.name] if e.name in refused else e for e in table.entries))
+        unfit = routes_refusal(served, {**resident, **{new.name: new for new in loaded}})
+        if unfit is not None:  # checked here, not only by the switch: this thread must not take it for served
+            log.warning("model_reload_refused", reason=unfit, serving="the models as they were")
+            return
         same_table = served == self._table
         self._table = served
         self._stamps = {name: self._stamps[name] if name in refused else at for name, at in stamps.items()}
         if loaded or not same_table:
             self._plans.put(Plan(served, tuple(loaded)))
 
-    def _loaded(self, entry: ModelEntry, old: LoadedEntry | None) -> LoadedEntry | None:
+    def _loaded(self, entry: ModelEntry, old: LoadedEntry | None) -> LoadedEntry | None | Unchanged:
+        """The new version, None when refused, UNCHANGED when its files hold what serves: no version given, and
+        the one made of its content is the serving one's (a file written again as it was)."""
         log.info("model_reloading", model=entry.name)
         self._refused.pop(entry.name, None)
         try:
@@ -164,6 +180,10 @@ class Reloads:
         except Exception as exc:  # the user's model code may raise anything while it loads
             self._refuse(entry.name, f"it did not load: {type(exc).__name__}: {exc}")
             return None
+        if old is not None and not entry.version and new.version == old.version:
+            log.info("model_unchanged", model=entry.name, version=new.version,
+                     detail="its files were written again as they were: the version serving stays")
+            return UNCHANGED
         reason = self._check(old, new) if old is not None else None
         if reason is not None:
             self._refuse(entry.name, reason)

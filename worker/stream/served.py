@@ -162,6 +162,16 @@ class ServedModels:
         self.resident = self.live()
 
 
+def routes_refusal(table: ModelTable, versions: Mapping[str, LoadedEntry]) -> str | None:
+    """Why ``table`` cannot be served with these loaded ``versions`` by name (a canary whose version or declared
+    inputs and outputs do not fit its model's), or None: the switch's own checks, made ahead of it."""
+    try:
+        _routes(table, {name: (name, loaded) for name, loaded in versions.items()})
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def _routes(table: ModelTable, live: Mapping[str, tuple[str, LoadedEntry]]) -> Routes:
     """Each served name's arms: its live version, and its canary's when it has one; a model not loaded, one arm
     that says so. Raises ConfigError for a canary whose version is its split's (their replies could not be told
@@ -179,8 +189,10 @@ def _routes(table: ModelTable, live: Mapping[str, tuple[str, LoadedEntry]]) -> R
         if not entry.canary:
             arms[entry.name] = [Arm(route, 1.0)]
             continue
-        canary_key, canary = live[entry.canary]
         where = f"{table.source}: " if table.source else ""
+        if entry.canary not in live:
+            raise ConfigError(f"{where}[models.{entry.name}]'s canary [models.{entry.canary}] is not loaded")
+        canary_key, canary = live[entry.canary]
         if canary.version == loaded.version:
             raise ConfigError(f"{where}[models.{entry.name}] and its canary [models.{entry.canary}] are both version "
                               f"{loaded.version!r}: their replies could not be told apart; set version = \"...\" "
