@@ -32,10 +32,14 @@ def close_within(close: Callable[[], None], timeout_s: float, name: str) -> bool
     return not closing.is_alive()
 
 
-def credentials_refused_while_running(reason: str) -> ConfigError:
-    """What stops a worker whose SASL credentials the brokers refuse once it runs (a rotated password): the
-    credentials are read when the clients are built, so a restart, which a supervisor or Kubernetes makes, is
-    what reads the new ones."""
-    return ConfigError(f"the brokers refused this worker's SASL credentials while it ran ({reason}): were they "
-                       "rotated? The worker reads KAFKA_SASL_PASSWORD_FILE (or KAFKA_SASL_PASSWORD) when it starts; "
-                       "it stops here so that its restart reads the new one (--processes and Kubernetes restart it)")
+PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # a password read at start; OAUTHBEARER's
+# token file is read again at each refresh, so a token refused for a while (expired, its sidecar late) recovers
+
+
+def credentials_refused_while_running(mechanism: str, reason: str) -> ConfigError:
+    """What stops a worker whose SASL password the brokers refuse once it runs (rotated): the password is read
+    when the clients are built, so a restart, which a supervisor or Kubernetes makes, is what reads the new one."""
+    return ConfigError(f"the brokers refused this worker's SASL {mechanism} password while it ran ({reason}): was "
+                       "it rotated? The worker reads KAFKA_SASL_PASSWORD_FILE (or KAFKA_SASL_PASSWORD) when it "
+                       "starts; it stops here so that its restart reads the new one (--processes and Kubernetes "
+                       "restart it)")

@@ -4,6 +4,7 @@ worker/kafka/kafka_python/connection.py, built from the same KafkaSecurity (toke
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -11,7 +12,7 @@ from confluent_kafka import KafkaError
 
 from worker.core.sections import KafkaSettings
 from worker.core.security import PLAINTEXT, KafkaSecurity
-from worker.kafka.connection import RECONNECT_BACKOFF_MAX_MS, credentials_refused_while_running
+from worker.kafka.connection import PASSWORD_MECHANISMS, RECONNECT_BACKOFF_MAX_MS, credentials_refused_while_running
 from worker.kafka.tokens import FileOAuthCallback
 
 log = structlog.get_logger(__name__)
@@ -24,13 +25,19 @@ def log_client_error(error: KafkaError) -> None:
     log.warning("kafka_client_error", code=error.name(), reason=error.str(), fatal=error.fatal())
 
 
-def stop_when_credentials_refused(error: KafkaError) -> None:
-    """A group consumer's ``error_cb``: what ``log_client_error`` says, and an authentication the brokers refuse
-    raised out of the poll (confluent-kafka raises a callback's exception there), where librdkafka would retry it
-    for ever and the worker answer nothing."""
-    log_client_error(error)
-    if error.code() == KafkaError._AUTHENTICATION:
-        raise credentials_refused_while_running(error.str())
+def group_error_callback(security: KafkaSecurity) -> Callable[[KafkaError], None]:
+    """A group consumer's ``error_cb``: what ``log_client_error`` says, and with a password mechanism (PLAIN,
+    SCRAM) an authentication the brokers refuse raised out of the poll (confluent-kafka raises a callback's
+    exception there), where librdkafka would retry it for ever and the worker answer nothing."""
+    if security.sasl_mechanism not in PASSWORD_MECHANISMS:
+        return log_client_error
+
+    def stop_when_password_refused(error: KafkaError) -> None:
+        log_client_error(error)
+        if error.code() == KafkaError._AUTHENTICATION:
+            raise credentials_refused_while_running(security.sasl_mechanism, error.str())
+
+    return stop_when_password_refused
 
 
 def client_config(bootstrap_servers: str, security: KafkaSecurity = PLAINTEXT) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
-from worker.kafka.confluent.connection import client_config, stop_when_credentials_refused
+from worker.kafka.confluent.connection import client_config, group_error_callback
 
 log = structlog.get_logger(__name__)
 
@@ -25,7 +25,7 @@ def group_config(kafka: KafkaSettings, **config: Any) -> dict[str, Any]:
     properties; ``config`` adds or overrides properties (pass dotted names as ``**{"auto.offset.reset": ...}``)."""
     return {
         **client_config(kafka.kafka_bootstrap_servers, kafka.kafka_security),
-        "error_cb": stop_when_credentials_refused,
+        "error_cb": group_error_callback(kafka.kafka_security),
         "group.id": kafka.group,
         "client.id": kafka.client_id,
         "enable.auto.commit": False,

@@ -37,7 +37,7 @@ from worker.core.errors import CommitDeferred
 from worker.core.messages import RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
-from worker.kafka.connection import credentials_refused_while_running
+from worker.kafka.connection import PASSWORD_MECHANISMS, credentials_refused_while_running
 from worker.kafka.group_source import GroupSource
 from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
 from worker.kafka.kafka_python.consumer import commit_offsets, failed_batch, fetch, group_consumer, raw_records
@@ -109,7 +109,9 @@ class KafkaSource(GroupSource):
         except InconsistentGroupProtocolError as exc:
             raise self.refused_by_group() from exc
         except SaslAuthenticationFailedError as exc:
-            raise credentials_refused_while_running(str(exc)) from exc
+            if self._security.sasl_mechanism not in PASSWORD_MECHANISMS:
+                raise
+            raise credentials_refused_while_running(self._security.sasl_mechanism, str(exc)) from exc
         except KafkaError as exc:
             if not exc.retriable:
                 raise
