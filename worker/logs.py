@@ -80,13 +80,23 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
 
 
 class NoCredentials(logging.Filter):
-    """Drops a line of kafka-python's wire loggers that holds bytes sent or received, or a SASL request or response:
-    the credentials go in them (at --log-level debug only; the other requests are still written)."""
+    """Writes a line of kafka-python's wire loggers with the bytes sent or received, and a SASL request or
+    response, shown by their size and kind only: the credentials go in them (PLAIN's password in clear)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args if isinstance(record.args, tuple) else ()
-        return not any(isinstance(arg, (bytes, bytearray, memoryview)) or "Sasl" in type(arg).__name__
-                       for arg in args)
+        if isinstance(record.args, tuple) and any(_unshown(arg) for arg in record.args):
+            record.args = tuple(_shown_without_contents(arg) for arg in record.args)
+        return True
+
+
+def _unshown(arg: object) -> bool:
+    return isinstance(arg, (bytes, bytearray, memoryview)) or "Sasl" in type(arg).__name__
+
+
+def _shown_without_contents(arg: object) -> object:
+    if isinstance(arg, (bytes, bytearray, memoryview)):
+        return f"<{len(arg)} bytes, not shown>"
+    return f"<{type(arg).__name__}, not shown>" if "Sasl" in type(arg).__name__ else arg
 
 
 def on_every_line(**fields: str) -> None:

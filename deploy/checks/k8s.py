@@ -330,7 +330,8 @@ def needed_extras(settings: Settings) -> dict[str, str]:
 
 def _check_extras(container: dict[str, Any], settings: Settings, extras: set[str], where: str) -> Problems:
     image = container.get("image", "")
-    tag_words = set(image.rpartition(":")[2].split("-")[1:]) if ":" in image else set()
+    named = image.partition("@")[0]  # repo:tag@sha256:...: the tag is before the digest
+    tag_words = set(named.rpartition(":")[2].split("-")[1:]) if ":" in named.rpartition("/")[2] else set()
     installed = extras | tag_words
     return [f"{where}: {why} needs the {extra} extra, which image {image} does not install: build it with "
             f"--build-arg EXTRAS={extra} and tag it -{extra} (deploy/docker/Dockerfile's header)"

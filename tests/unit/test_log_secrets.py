@@ -25,13 +25,16 @@ parser.debug("%s Recv: %r", "conn", b"PlainSecret-4242")
 connection.debug("%s Request %d: %s", "<conn node=1>", 2, SaslHandshakeRequest(mechanism="PLAIN"))
 connection.debug("%s Request %d: %s", "<conn node=1>", 4, "MetadataRequest(topics=[])")
 logging.getLogger("kafka.coordinator").debug("Sending heartbeat for group %s", "g")
+parser.error("Unable to decode %d-byte buffer: %r", 16, b"PlainSecret-4242")  # kafka/protocol/parser.py, any level
 """
 
 
-def test_no_debug_line_of_the_wire_holds_a_sasl_exchange_or_bytes_and_the_others_are_kept():
+def test_no_line_of_the_wire_shows_a_sasl_exchange_or_bytes_and_every_line_is_kept():
     done = subprocess.run([sys.executable, "-c", LOGS_AS_KAFKA_PYTHON_DOES], cwd=REPO, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "PlainSecret-4242" not in done.stderr + done.stdout
-    assert "Sasl" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert sum("<SaslAuthenticateRequest, not shown>" in line for line in lines) == 2  # the lines kept, emptied
+    assert sum("bytes, not shown>" in line for line in lines) == 3
     assert "MetadataRequest" in done.stderr and "Sending heartbeat" in done.stderr  # debug is still debug

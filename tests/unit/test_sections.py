@@ -154,7 +154,8 @@ def test_a_redis_url_that_does_not_parse_as_meant_is_refused_without_showing_it(
 
 @pytest.mark.parametrize("url", ["redis://u:a%2Fb%23c@host:6379/0", "redis://u:a@b@host:6379/0", "redis://host/0",
                                  "rediss+sentinel://s1:26379,s2:26379/primary/1", "redis+cluster://n1:7000,n2:7001",
-                                 "unix:///run/redis.sock?db=1", "redis://[::1]:6379/0"])
+                                 "unix:///run/redis.sock?db=1", "redis://[::1]:6379/0", "unix:///tmp/a@b.sock",
+                                 "redis://host:6379/0?client_name=a@b", "redis://u:p@host:6379/0?client_name=a@b"])
 def test_redis_urls_that_parse_are_taken(url):
     assert DedupSettings(redis_url=url).redis_url == url
 

@@ -129,7 +129,8 @@ def test_a_sentinel_user_without_its_password_is_refused():
 
 def test_a_command_the_acl_refuses_at_start_is_an_acl_refusal_not_an_outage():
     refused = redis.exceptions.NoPermissionError("this user has no permissions to run the 'ping' command")
-    explained = start_failure(refused, "redis://worker@cache:6379/0", "")
+    explained = start_failure(refused, "redis://worker@cache:6379/0", "", "scores")
     assert isinstance(explained, ConfigError)
     assert str(explained).startswith("Redis at REDIS_URL=redis://worker@cache:6379/0 refused a command to user "
                                      "'worker': this user has no permissions to run the 'ping' command. The ACL")
+    assert "on ~scores:*" in str(explained)

@@ -196,7 +196,8 @@ def test_a_misspelt_setting_shaped_like_a_service_link_is_still_refused(env, nam
 
 def test_under_redis_only_a_near_miss_of_a_setting_is_refused():
     """REDIS_ is every Redis client's prefix: another program's variables pass, a misspelt setting does not."""
-    others = {"REDIS_HOST": "cache", "REDIS_PORT": "6379", "REDIS_PASSWORD": "x", "REDIS_DB": "2"}
+    others = {"REDIS_HOST": "cache", "REDIS_PORT": "6379", "REDIS_PASSWORD": "x", "REDIS_DB": "2",
+              "REDIS_SENTINEL_PASSWORD": "y"}  # a setting's name less _FILE: another program's secret
     assert Settings.from_sources(None, {**others, "REDIS_URL": "redis://cache:6379/0"}).dedup.redis_url == (
         "redis://cache:6379/0")
     with pytest.raises(ConfigError, match="unknown setting REDIS_PASSWORD_FLE; did you mean REDIS_PASSWORD_FILE"):

@@ -203,8 +203,8 @@ def refuse_unknown(environ: Mapping[str, str], settings: Iterable[Setting], also
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]}?" if close else "see `python -m worker run --help` for the valid ones"
             raise ConfigError(f"unknown setting {name}; {hint}")
-        if shared and name.startswith(shared) and (close := difflib.get_close_matches(name, known, n=1,
-                                                                                      cutoff=NEAR_MISS)):
+        if shared and name.startswith(shared) and f"{name}_FILE" not in known and (
+                close := difflib.get_close_matches(name, known, n=1, cutoff=NEAR_MISS)):
             raise ConfigError(f"unknown setting {name}; did you mean {close[0]}? (other variables starting "
                               f"{name.split('_', 1)[0]}_ are left to the software that reads them)")
 

@@ -364,8 +364,13 @@ def _check_url_parses(url: str) -> None:
     a path or fragment). The message does not show the URL: the part of the password it would show is not
     redacted."""
     parts = urlsplit(url)
-    if parts.fragment or "@" in parts.path + parts.query or parts.scheme in ("redis", "rediss") and not _port_reads(
-            parts):
+    if parts.scheme == "unix" or not parts.netloc:
+        return  # a socket's path, not servers
+    if parts.scheme in ("redis", "rediss"):  # one server: a password cut at '/', '#' or '?' leaves no port
+        cut = not _port_reads(parts) or "@" in parts.path
+    else:  # servers listed (Sentinels, cluster nodes): the list after the cut is in the path or the query
+        cut = "@" in parts.path or "@" in parts.query and "@" not in parts.netloc
+    if parts.fragment or cut:
         raise ConfigError("REDIS_URL cannot be read as a URL of servers (not shown: it may hold a password): its "
                           "port is not a number, or a password holds '/', '#', '?' or '@', which must be "
                           "percent-encoded in a URL (%2F, %23, %3F, %40); or give the password in "

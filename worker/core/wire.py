@@ -376,7 +376,7 @@ def decode_reply(value: bytes) -> dict[str, Any]:
     return reply
 
 
-def header_text(headers: Iterable[tuple[str, bytes]] | None, name: str) -> str | None:
+def header_text(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> str | None:
     """The first header called ``name`` as text (undecodable bytes replaced), or None if there is none or its value
     is null."""
     for key, value in headers or ():

@@ -311,7 +311,8 @@ def servers_of(url: str, form: str) -> tuple[list[tuple[str, int]], dict[str, st
     return servers, credentials
 
 
-def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
+def start_failure(exc: redis.RedisError, url: str, ca_file: str, namespace: str = "<--dedup-namespace>"
+                  ) -> WorkerError:
     """What a failed first command at start means, naming the setting to check (the URL redacted):
     a ConfigError when the credentials or TLS do not fit the server, else ServiceUnavailable."""
     shown = redact_url(url)
@@ -327,7 +328,7 @@ def start_failure(exc: redis.RedisError, url: str, ca_file: str) -> WorkerError:
         return _no_primary_named(exc, shown, urlsplit(url).scheme)
     if isinstance(exc, redis.exceptions.NoPermissionError):  # it answered: an ACL, not an outage
         return ConfigError(f"Redis at REDIS_URL={shown} refused a command to user {user!r}: {exc}. "
-                           f"{_acl_needs('<--dedup-namespace>')}")
+                           f"{_acl_needs(namespace)}")
     cause = cause_of(exc, ssl.SSLError)
     if cause is not None:
         peer = TlsPeer(f"Redis at {shown}", "REDIS_CA_FILE", ca_file, "", "REDIS_CERT_FILE and REDIS_KEY_FILE",
