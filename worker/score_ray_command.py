@@ -149,7 +149,24 @@ def _check(args: argparse.Namespace) -> tuple[list[str], int]:
     units = dataset_units(source)  # every footer: a file without a string id column is refused now
     base = source.parent if source.is_file() else source
     files = [source.name] if source.is_file() else dataset_files(source)
+    _check_one_schema(base, files)
     return [str(base / name) for name in files], sum(unit.rows for unit in units)
+
+
+def _check_one_schema(base: Path, files: list[str]) -> None:
+    """Ray Data reads a dataset as one table: its files' columns must merge into one schema (score-file reads each
+    file alone, so it scores a dataset whose files differ). ConfigError naming the first file that does not."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    merged = pq.read_schema(base / files[0])
+    for name in files[1:]:
+        try:
+            merged = pa.unify_schemas([merged, pq.read_schema(base / name)], promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ConfigError(f"{base / name}: its columns do not merge with those of the files before it ({exc}); "
+                              "Ray Data reads a dataset as one table: write its files with one type for each "
+                              "column, or score the dataset with score-file, which reads each file alone") from None
 
 
 def _run_on_ray(settings: Settings, args: argparse.Namespace, files: list[str], staging: Path) -> float:
