@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import socket
@@ -252,6 +253,13 @@ def test_the_progress_total_counts_the_requests(tmp_path, suffix):
     source = tmp_path / f"in{suffix}"
     write_requests(source, MIXED)
     assert count_requests(source) == len(MIXED)
+
+
+def test_blank_lines_are_not_counted_as_requests(tmp_path):
+    """The progress bar's total, and a stop's "after reading N of M": blank lines are skipped, not counted."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(codecs.BOM_UTF8 + b'{"id": "a", "inputs": []}\n\n  \r\n{"id": "b", "inputs": []}\n\n')
+    assert count_requests(source) == 2
 
 
 # The output is never the input: scoring a file onto itself would replace the requests by their replies.

@@ -72,12 +72,14 @@ def file_format(path: Path) -> Format:
 
 
 def count_requests(path: Path) -> int:
-    """How many requests ``path`` holds (lines, blank ones included, or rows); Parquet reads only the footer."""
+    """How many requests ``path`` holds (lines that are not blank, as ``read_requests`` reads them, or rows);
+    Parquet reads only the footer."""
     if file_format(path) == "parquet":
         with _open_parquet(path) as table:
             return int(table.metadata.num_rows)
     with path.open("rb") as lines:
-        return sum(1 for _ in lines)
+        return sum(1 for number, line in enumerate(lines, start=1)
+                   if (line.removeprefix(codecs.BOM_UTF8) if number == 1 else line).strip())
 
 
 def check_requests(path: Path) -> None:
