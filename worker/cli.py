@@ -120,12 +120,14 @@ def _command(argv: list[str] | None) -> int:
     configure_logging(settings.operations.log_format, settings.operations.log_level)
     try:
         if args.command in ("score-file", "score-ray"):
-            _warn_of_flags_file_jobs_ignore(args)
+            _warn_of_flags_ignored(args, FILE_JOBS_IGNORE, FILE_JOBS_REASON)
         if args.command == "score-file":  # one model: of a configuration file's, the one --model names
             return run_score_file(settings.only_model(args.model), args)
         if args.command == "score-ray":
             return run_score_ray(settings.only_model(args.model), args)
         if args.command == "backfill":
+            _warn_of_flags_ignored(args, BACKFILL_IGNORES, "a backfill serves no HTTP surface: its progress bar "
+                                   "and summary say how it goes, its exit code how it ended")
             args.no_progress = args.no_progress or renders_json()  # JSON logs: stderr carries JSON lines only
             return run_backfill(args, build_backfill)
         if args.command == "inspect-model":
@@ -141,16 +143,16 @@ def _command(argv: list[str] | None) -> int:
 
 # Operations settings a file job takes as flags (their section's others, the logs', it uses) and does nothing with.
 FILE_JOBS_IGNORE = ("processes", "shutdown_timeout_s", "stats_interval_s", "otel", "http_port", "liveness_timeout_s")
+FILE_JOBS_REASON = ("a file job runs in one process, serves no HTTP surface and stops at the end of its input, a "
+                    "signal stopping it between batches; these flags are the streaming worker's (for a job in "
+                    "parallel: --shard I/N, or score-ray --concurrency)")
+BACKFILL_IGNORES = ("http_port", "liveness_timeout_s")  # its --processes is refused; the others hold
 
 
-def _warn_of_flags_file_jobs_ignore(args: argparse.Namespace) -> None:
-    given = [s.flag for s in SETTINGS if s.name in FILE_JOBS_IGNORE and getattr(args, s.key, None) is not None]
+def _warn_of_flags_ignored(args: argparse.Namespace, names: tuple[str, ...], reason: str) -> None:
+    given = [s.flag for s in SETTINGS if s.name in names and getattr(args, s.key, None) is not None]
     if given:
-        structlog.get_logger("worker").warning(
-            "flags_ignored", command=args.command, flags=given,
-            reason="a file job runs in one process, serves no HTTP surface and stops at the end of its input, a "
-                   "signal stopping it between batches; these flags are the streaming worker's (for a job in "
-                   "parallel: --shard I/N, or score-ray --concurrency)")
+        structlog.get_logger("worker").warning("flags_ignored", command=args.command, flags=given, reason=reason)
 
 
 def _fail(exc: Exception) -> int:

@@ -140,6 +140,16 @@ def test_a_gpu_the_machine_lacks_stops_every_command_naming_the_device_setting(t
     assert not (tmp_path / "out.jsonl").exists()
 
 
+def test_backfill_says_it_serves_no_http_surface_for_the_flags_that_ask_for_one():
+    result = run_worker("backfill", "--requests-topic", "t", "--reply-topic", "r", "--from-time", "0",
+                        "--http-port", "9100", "--log-format", "json", KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1",
+                        REDIS_URL="memory://")
+    ignored = orjson.loads(result.stderr.splitlines()[0])
+    assert (ignored["event"], ignored["command"], ignored["flags"]) == ("flags_ignored", "backfill",
+                                                                       ["--http-port"])
+    assert "serves no HTTP surface" in ignored["reason"]
+
+
 def test_a_child_port_in_use_stops_processes_before_any_child_starts():
     with socket.socket() as taken:
         taken.bind(("", 0))  # the second child's port, on every IPv4 address
