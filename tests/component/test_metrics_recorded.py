@@ -66,7 +66,7 @@ def test_a_dedup_outage_pauses_with_its_reason_and_makes_the_worker_unready_unti
     assert h.worker.stats.paused == {"dedup_outage": True, "registry_outage": False, "backlog": False}
     assert sample(h, "streamscore_paused", reason="dedup_outage") == 1
     verdict = readiness(h.worker.stats, h.clock.monotonic(), 60.0)
-    assert verdict.reasons == ["consumption paused: the dedup store (Redis) does not answer"]
+    assert verdict.reasons == ["consumption paused: the dedup store (Redis) is away or full"]
     h.flaky.down = False
     h.clock.advance(10)  # past any backoff
     h.steps(3)

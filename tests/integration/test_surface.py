@@ -178,7 +178,7 @@ def test_ready_only_once_warm_and_not_while_redis_is_down(bootstrap, topics, pro
     producer.send(topics.requests, {"id": "during-the-outage", "inputs": INPUTS})
     producer.flush()
     wait_until(lambda: probe(port, "/readyz")[0] == 503, 60, "not ready while Redis is down")
-    assert probe(port, "/readyz")[1]["reasons"] == ["consumption paused: the dedup store (Redis) does not answer"]
+    assert probe(port, "/readyz")[1]["reasons"] == ["consumption paused: the dedup store (Redis) is away or full"]
     assert value(scrape(port), "streamscore_paused", reason="dedup_outage") == 1
     assert probe(port, "/healthz")[0] == 200  # paused, not stuck: the loop goes on polling
 

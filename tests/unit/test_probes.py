@@ -64,7 +64,7 @@ def test_a_backlog_pause_is_still_ready():
     (lambda s: setattr(s, "models", ()), "the models are not loaded and warmed up yet"),
     (lambda s: s.record_generation(-1), "not a member of the consumer group (joining)"),
     (lambda s: s.record_pause(dedup_outage=True, backlog=False),
-     "consumption paused: the dedup store (Redis) does not answer"),
+     "consumption paused: the dedup store (Redis) is away or full"),
     (lambda s: s.record_pause(dedup_outage=False, registry_outage=True, backlog=False),
      "consumption paused: the schema registry does not answer"),
     (lambda s: setattr(s, "last_iteration", 0.0), "the loop last polled 101.0 s ago, more than liveness_timeout_s=60"),

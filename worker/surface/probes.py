@@ -73,7 +73,7 @@ def readiness(stats: WorkerStats, now: float, timeout_s: float, stopping: bool =
     alive = liveness(stats, now, timeout_s)
     reasons += alive.reasons
     if stats.paused["dedup_outage"]:
-        reasons.append("consumption paused: the dedup store (Redis) does not answer")
+        reasons.append("consumption paused: the dedup store (Redis) is away or full")
     if stats.paused["registry_outage"]:
         reasons.append("consumption paused: the schema registry does not answer")
     answered = stats.brokers_answered_at

@@ -51,9 +51,17 @@ class KafkaSink(LedgerSink[T, FutureRecordMetadata]):
         return futures
 
     def _flush(self, timeout_s: float) -> None:
-        # A timeout leaves some sends out: the settle reports the finished ones and keeps the rest.
-        with contextlib.suppress(KafkaTimeoutError):
+        # A timeout leaves some sends out: the settle reports the finished ones and keeps the rest. A producer
+        # that turned fatal (a record its topic refused for good) aborts its batches, and its flush may raise
+        # UnknownError("Future not done") for one caught aborting: the futures hold each send's outcome, the
+        # settle reports them, and _settled replaces the producer.
+        try:
             self._producer.flush(timeout=timeout_s)
+        except KafkaTimeoutError:
+            pass
+        except KafkaError as exc:
+            log.warning("flush_failed", error=f"{type(exc).__name__}: {exc}",
+                        detail="each send's outcome is read from its own future")
 
     def _settled(self) -> None:
         """Replace the producer when it would fail or hold every send after this one:
