@@ -53,7 +53,7 @@ def test_a_request_whose_id_another_holds_waits_for_that_one_to_be_answered_or_r
     claimed = gate.claim([first_try, retry, Request("y", None, Position("t", 0, 2)), copy_of_answered],
                          clock.monotonic())
     assert [(r.position.offset, fresh) for r, fresh in claimed] == [(0, True), (2, True)]
-    assert gate.claiming == 2 and gate.waiting == 0  # held: waiting on another record, not stalled
+    assert gate.claiming == 2 and gate.waiting == 2
     assert gate.claim([], clock.monotonic()) == [] and gate.holding  # asked again: still in flight
     store.complete(["x", "y"], [None, b"ok reply"])  # x refused (its claim released), y answered
     assert [(r.position.offset, fresh) for r, fresh in gate.claim([], clock.monotonic())] == [(1, True), (3, False)]

@@ -57,10 +57,8 @@ class DedupGate:
 
     @property
     def waiting(self) -> int:
-        """Requests waiting for their claim, and answered ids for their done marks: work in hand whose lack of
-        progress is a stall. Not the held ones: they wait for another record of their id, perhaps another
-        worker's, redelivered after a rebalance."""
-        return self.claiming - len(self._held) + len(self._to_complete)
+        """Requests waiting for their claim, and answered ids for their done marks."""
+        return self.claiming + len(self._to_complete)
 
     @property
     def holding(self) -> bool:
