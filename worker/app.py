@@ -25,13 +25,12 @@ from worker.core.errors import (
     SchemaNotFound,
     SchemaRefused,
     ServiceUnavailable,
-    StoreUnavailable,
 )
 from worker.core.model_cache import ModelCache
 from worker.core.model_table import ModelEntry
 from worker.core.pacing import LiveFirst, RatePacer
 from worker.core.routes import Routes
-from worker.core.sections import CLUSTER_SCHEMES, redact_url
+from worker.core.sections import CLUSTER_SCHEMES
 from worker.core.settings import (
     BatchingSettings,
     DedupSettings,
@@ -332,9 +331,6 @@ def build_dedup(dedup: DedupSettings, bounds: StepBounds, clock: SystemClock) ->
         prove_access(store)
     except redis.RedisError as exc:
         raise start_failure(exc, dedup.redis_url, dedup.redis_ca_file, dedup.dedup_namespace) from None
-    except StoreUnavailable as exc:  # the proof's calls: a timeout, too few replicas (dedup_min_replicas)
-        raise ServiceUnavailable(f"Redis at REDIS_URL={redact_url(dedup.redis_url)} did not take a claim at start: "
-                                 f"{exc}") from None
     return store
 
 

@@ -194,10 +194,14 @@ def _acl_needs(namespace: str) -> str:
 def prove_access(store: DedupStore) -> None:
     """Claim and release one id no client sends, as a batch does: an ACL that lets the worker connect but not
     run its scripts (no +evalsha, or keys outside ~<namespace>:*) stops it at start, naming what it needs,
-    rather than at its first request, once /readyz said ready. Raises ConfigError, StoreUnavailable."""
+    rather than at its first request, once /readyz said ready. Raises ConfigError; a store away for now (or
+    short of dedup_min_replicas) is left to the gate, which pauses consumption for it."""
     probe = f"streamscore-start-check-{uuid.uuid4().hex}"
-    store.claim([Request(probe, None, Position("start-check", 0, 0))])
-    store.complete([probe], [None])  # no reply: the claim released, nothing kept
+    try:
+        store.claim([Request(probe, None, Position("start-check", 0, 0))])
+        store.complete([probe], [None])  # no reply: the claim released, nothing kept
+    except StoreUnavailable:  # away for now, or too few replicas (dedup_min_replicas): the gate pauses for it
+        return
 
 
 @dataclass(frozen=True)
