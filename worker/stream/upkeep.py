@@ -26,10 +26,8 @@ class Upkeep:
         self._session_timeout_ms = kafka.session_timeout_ms
         self._last_stats = now = clock.monotonic()
         self._lag_at = now - LAG_REFRESH_S
-        self._joining_since: float | None = None  # when the worker was last seen out of the group
-        self._next_join_warning = 0.0
-        self._owning_nothing_since: float | None = None  # when the member was first seen owning no partition
-        self._next_ownership_warning = 0.0
+        self._joining = Reminder()  # out of the group
+        self._owning_nothing = Reminder()  # a member owning no partition
 
     def warn_if_slow(self, last_poll: float) -> None:
         """Say so when the time since the last poll nears max.poll.interval.ms (the group would drop us)."""
@@ -56,14 +54,9 @@ class Upkeep:
     def _watch_ownership(self, now: float) -> None:
         """Say why nothing is consumed when the worker has been a member owning no partition for JOIN_WARNING_S:
         more members than partitions, or (KIP-848) a member gone without leaving holds its partitions."""
-        if self._stats.generation < 0 or self._source.assigned():
-            self._owning_nothing_since = None
-            return
-        if self._owning_nothing_since is None:
-            self._owning_nothing_since, self._next_ownership_warning = now, now + JOIN_WARNING_S
-        if now >= self._next_ownership_warning:
-            self._next_ownership_warning = now + JOIN_REMINDER_S
-            log.warning("owning_no_partitions", waited_s=round(now - self._owning_nothing_since, 1),
+        waited_s = self._owning_nothing.due(self._stats.generation >= 0 and not self._source.assigned(), now)
+        if waited_s is not None:
+            log.warning("owning_no_partitions", waited_s=waited_s,
                         advice="this worker is a member of its group but owns no partition, so it consumes "
                                "nothing: the group has more members than the requests topic has partitions "
                                "(kafka-consumer-groups.sh --describe --members --group ...; scale down, or "
@@ -73,18 +66,32 @@ class Upkeep:
     def _watch_join(self, now: float) -> None:
         """Say why no partitions come when the worker has been out of its group for JOIN_WARNING_S (at start, or
         after the group dropped it): a restarted worker waits there for the member it replaces to time out."""
-        if self._stats.generation >= 0:
-            self._joining_since = None
-            return
-        if self._joining_since is None:
-            self._joining_since, self._next_join_warning = now, now + JOIN_WARNING_S
-        if now >= self._next_join_warning:
-            self._next_join_warning = now + JOIN_REMINDER_S
-            log.warning("still_joining_group", waited_s=round(now - self._joining_since, 1),
-                        session_timeout_ms=self._session_timeout_ms,
+        waited_s = self._joining.due(self._stats.generation < 0, now)
+        if waited_s is not None:
+            log.warning("still_joining_group", waited_s=waited_s, session_timeout_ms=self._session_timeout_ms,
                         advice="the group coordinator gives out partitions once every member it knows has "
                                "joined again or timed out: a member stopped without leaving (kill -9, an OOM "
                                "kill, a lost host) keeps its place for its session timeout. Check the group's "
                                "other members (kafka-consumer-groups.sh --describe --members --group ...). A "
                                "lower session_timeout_ms shortens the wait; a static member (group_instance_id) "
                                "started again takes its place at once")
+
+
+class Reminder:
+    """When to say that a condition still holds: once it has held JOIN_WARNING_S, then every JOIN_REMINDER_S."""
+
+    def __init__(self) -> None:
+        self._since: float | None = None  # when the condition was last seen to start holding
+        self._next = 0.0
+
+    def due(self, holding: bool, now: float) -> float | None:
+        """How long the condition has held, rounded to 0.1 s, when it is time to say so; else None."""
+        if not holding:
+            self._since = None
+            return None
+        if self._since is None:
+            self._since, self._next = now, now + JOIN_WARNING_S
+        if now < self._next:
+            return None
+        self._next = now + JOIN_REMINDER_S
+        return round(now - self._since, 1)
