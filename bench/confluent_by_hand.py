@@ -33,6 +33,7 @@ from worker.dedup.redis_store import RedisDedupStore
 from worker.models import load_model
 from worker.models.base import Servable
 from worker.models.spec import call_module
+from worker.ports import FRESH
 
 BATCH = 64
 
@@ -55,7 +56,7 @@ def main() -> int:
         polled_ms = time.time() * 1000
         requests = [Request(body["id"], body["inputs"], Position(m.topic() or "", m.partition() or 0, m.offset() or 0))
                     for m in messages for body in (orjson.loads(m.value() or b""),)]
-        fresh = [r for r, new in zip(requests, store.claim(requests), strict=True) if new]
+        fresh = [r for r, verdict in zip(requests, store.claim(requests), strict=True) if verdict == FRESH]
         done_ids: list[str] = []
         done_values: list[bytes] = []
         for start in range(0, len(fresh), BATCH):

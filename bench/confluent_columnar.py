@@ -29,6 +29,7 @@ from bench.confluent_ceiling import Failures, closed, polls, settle_and_commit, 
 from worker.core import wire
 from worker.dedup.redis_store import RedisDedupStore
 from worker.models.base import Servable
+from worker.ports import FRESH
 
 BATCH = 64
 FEATURES = 16
@@ -79,8 +80,9 @@ def run(consumer: Consumer, producer: Producer, store: RedisDedupStore, model: S
         polled_ms = time.time() * 1000
         requests = read_poll.decode(b"[%s]" % b",".join([m.value() or b"" for m in messages]))
         laps.lap("decode")
-        fresh = [i for i, new in enumerate(store.claim_columns(
-            [r.id for r in requests], [f"{m.topic()}/{m.partition()}/{m.offset()}" for m in messages])) if new]
+        verdicts = store.claim_columns([r.id for r in requests],
+                                       [f"{m.topic()}/{m.partition()}/{m.offset()}" for m in messages])
+        fresh = [i for i, verdict in enumerate(verdicts) if verdict == FRESH]
         laps.lap("claim")
         inputs = numpy.array([requests[i].inputs for i in fresh], dtype=numpy.float32).reshape(-1, FEATURES)
         done_ids: list[str] = []

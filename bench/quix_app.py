@@ -41,6 +41,7 @@ from worker.core.messages import Position, Request
 from worker.dedup.redis_store import RedisDedupStore
 from worker.models import load_model
 from worker.models.spec import call_module
+from worker.ports import FRESH
 
 LINGER_MS = 2  # the worker's sink
 
@@ -77,7 +78,7 @@ def main() -> int:
     timing = {"compute_ms": 0.0, "received_ms": 0.0}  # of the message in flight: Quix runs one at a time
 
     def fresh(body: dict[str, Any]) -> bool:
-        return store.claim([Request(body["id"], body["inputs"], Position("", 0, 0))])[0]
+        return store.claim([Request(body["id"], body["inputs"], Position("", 0, 0))])[0] == FRESH
 
     def fresh_in_state(body: dict[str, Any], state: Any) -> bool:
         if state.get("answered"):

@@ -298,13 +298,19 @@ class LoopSteps(Protocol):
         they made safe (``force_commit``: now, whatever the commit interval)."""
 
 
-class DedupStore(Protocol):
-    def claim(self, requests: Sequence[Request]) -> list[bool]:
-        """For each request, True to score it, False if it is a duplicate. Blocks on I/O.
+# A claim's verdicts (DedupStore.claim): score it; its id was answered already; another record of its id holds
+# the claim, in flight (ask again later: once that one is answered it is a duplicate, once its claim is released
+# by an error reply, or its lease ran out, it is scored).
+DUPLICATE, FRESH, BUSY = 0, 1, 2
 
-        A record seen again at the same position is a retry (True while its
-        claim lives); a different record with a claimed or answered id is a
-        duplicate. Raises the store's own error when unreachable: nothing is
+
+class DedupStore(Protocol):
+    def claim(self, requests: Sequence[Request]) -> list[int]:
+        """For each request, FRESH to score it, DUPLICATE if its id was answered, BUSY while another record of its
+        id holds the claim. Blocks on I/O.
+
+        A record seen again at the same position is a retry (FRESH while its
+        claim lives). Raises the store's own error when unreachable: nothing is
         claimed for sure then, and the call may be repeated.
         """
     def complete(self, ids: Sequence[str], replies: Sequence[bytes | None]) -> None:

@@ -1,9 +1,9 @@
 """The DedupStore contract (worker/ports.py), run against InMemoryDedupStore and RedisDedupStore.
 
 A claim names the record that made it (its position): the same record again
-is a retry, any other record with that id is a duplicate, until the claim is
-released or its lease runs out; a done mark makes every later claim a
-duplicate.
+is a retry (FRESH), any other record with that id is BUSY (asked again later)
+until the claim is released or its lease runs out; a done mark makes every
+later claim a DUPLICATE.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.integration.kit import wait_until
 from worker.core.messages import Position, Request
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore
-from worker.ports import DedupStore
+from worker.ports import BUSY, DUPLICATE, FRESH, DedupStore
 
 TTL_S = 60
 LONG_LEASE_MS = 60_000  # never runs out during a test
@@ -77,14 +77,14 @@ def stores(request: pytest.FixtureRequest) -> Iterator[MemoryStores | RedisStore
 
 def test_fresh_ids_are_claimed_and_an_empty_batch_claims_nothing(stores):
     store = stores.store()
-    assert store.claim([record("a", 0), record("b", 1), record("c", 0, partition=1)]) == [True, True, True]
+    assert store.claim([record("a", 0), record("b", 1), record("c", 0, partition=1)]) == [FRESH, FRESH, FRESH]
     assert store.claim([]) == []
 
 
 def test_the_same_record_claimed_again_is_a_retry(stores):
     store = stores.store()
-    assert store.claim([record("a", 0)]) == [True]
-    assert store.claim([record("a", 0)]) == [True]  # redelivered after a crash or a rebalance
+    assert store.claim([record("a", 0)]) == [FRESH]
+    assert store.claim([record("a", 0)]) == [FRESH]  # redelivered after a crash or a rebalance
 
 
 def test_stores_on_one_keyspace_see_each_others_claims(stores, request):
@@ -93,56 +93,56 @@ def test_stores_on_one_keyspace_see_each_others_claims(stores, request):
             "InMemoryDedupStore keeps its claims in its own process's memory: two stores (two workers) share "
             "nothing, so it suits one local worker only")))
     first, second = stores.store(), stores.store()
-    assert first.claim([record("a", 0)]) == [True]
-    assert second.claim([record("a", 1)]) == [False]  # another record with the id: a duplicate
-    assert second.claim([record("a", 0)]) == [True]  # the record itself, moved to another worker: a retry
+    assert first.claim([record("a", 0)]) == [FRESH]
+    assert second.claim([record("a", 1)]) == [BUSY]  # another record with the id, in flight on the first worker
+    assert second.claim([record("a", 0)]) == [FRESH]  # the record itself, moved to another worker: a retry
 
 
-def test_a_different_record_with_a_claimed_id_is_a_duplicate(stores):
+def test_a_different_record_with_an_id_claimed_in_flight_is_busy(stores):
     store = stores.store()
-    assert store.claim([record("a", 0)]) == [True]
-    assert store.claim([record("a", 1), record("a", 0, partition=1)]) == [False, False]
+    assert store.claim([record("a", 0)]) == [FRESH]
+    assert store.claim([record("a", 1), record("a", 0, partition=1)]) == [BUSY, BUSY]
 
 
 def test_the_same_id_twice_in_one_batch_claims_the_first_record_only(stores):
     store = stores.store()
-    assert store.claim([record("a", 0), record("b", 1), record("a", 2)]) == [True, True, False]
+    assert store.claim([record("a", 0), record("b", 1), record("a", 2)]) == [FRESH, FRESH, BUSY]
 
 
 def test_a_completed_id_with_a_reply_is_a_duplicate_for_every_record_after(stores):
     store = stores.store()
-    assert store.claim([record("a", 0), record("b", 1)]) == [True, True]
+    assert store.claim([record("a", 0), record("b", 1)]) == [FRESH, FRESH]
     store.complete(["a"], [b'{"id":"a"}'])
-    assert store.claim([record("a", 0), record("a", 7), record("b", 1)]) == [False, False, True]
+    assert store.claim([record("a", 0), record("a", 7), record("b", 1)]) == [DUPLICATE, DUPLICATE, FRESH]
 
 
 def test_completing_without_a_reply_releases_the_claim_for_a_corrected_retry(stores):
     store = stores.store()
-    assert store.claim([record("a", 0)]) == [True]
+    assert store.claim([record("a", 0), record("a", 5)]) == [FRESH, BUSY]  # a retry in the same poll: held
     store.complete(["a"], [None])
-    assert store.claim([record("a", 5)]) == [True]  # a new record with the id: scored again
-    assert store.claim([record("a", 0)]) == [False]  # and now it holds the claim
+    assert store.claim([record("a", 5)]) == [FRESH]  # asked again once the first try's error reply settled
+    assert store.claim([record("a", 0)]) == [BUSY]  # and now it holds the claim
 
 
 def test_completing_an_empty_list_or_an_unclaimed_id_is_harmless(stores):
     store = stores.store()
     store.complete([], [])
     store.complete(["never-claimed"], [None])
-    assert store.claim([record("never-claimed", 0)]) == [True]
+    assert store.claim([record("never-claimed", 0)]) == [FRESH]
 
 
 def test_a_claim_whose_lease_ran_out_goes_to_the_next_record_with_the_id(stores):
     store = stores.store(lease_ms=SHORT_LEASE_MS)
-    assert store.claim([record("a", 0)]) == [True]
-    stores.once_lease_ran_out(SHORT_LEASE_MS, lambda: store.claim([record("a", 1)]) == [True],
+    assert store.claim([record("a", 0)]) == [FRESH]
+    stores.once_lease_ran_out(SHORT_LEASE_MS, lambda: store.claim([record("a", 1)]) == [FRESH],
                               "the record at offset 1 to claim id a once the lease ran out")
-    assert store.claim([record("a", 0)]) == [False]  # the first record's claim is gone: now a duplicate
+    assert store.claim([record("a", 0)]) == [BUSY]  # the first record's claim is gone to the second
 
 
 def test_a_done_mark_outlives_the_lease(stores):
     store = stores.store(lease_ms=SHORT_LEASE_MS)
-    assert store.claim([record("a", 0), record("probe", 0)]) == [True, True]
+    assert store.claim([record("a", 0), record("probe", 0)]) == [FRESH, FRESH]
     store.complete(["a"], [b"{}"])
-    stores.once_lease_ran_out(SHORT_LEASE_MS, lambda: store.claim([record("probe", 1)]) == [True],
+    stores.once_lease_ran_out(SHORT_LEASE_MS, lambda: store.claim([record("probe", 1)]) == [FRESH],
                               "the probe's lease, taken with a's claim, to run out")
-    assert store.claim([record("a", 1)]) == [False]
+    assert store.claim([record("a", 1)]) == [DUPLICATE]

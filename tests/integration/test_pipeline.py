@@ -181,6 +181,24 @@ def test_expired_request_is_not_scored_and_its_id_stays_usable(bootstrap, redis_
     assert [r["status"] for r in landed.by_id()["late"]] == ["expired", "ok"]
 
 
+def test_a_corrected_retry_in_the_same_poll_as_its_refused_first_try_is_scored(bootstrap, redis_url, topics,
+                                                                                 producer, tmp_path):
+    """Written before the worker starts, on one partition, so that one poll holds both tries: the retry's id is
+    claimed by the first try until its error reply releases it (it was counted a duplicate and got no reply)."""
+    row = churn_inputs(1)[0]
+    for request_id, first_try in (("short", {"inputs": row[:3]}), ("late", {"inputs": row, "deadline_ms": 1_000})):
+        producer.send(topics.requests, {"id": request_id, **first_try}, key=b"one-partition")
+        producer.send(topics.requests, {"id": request_id, "inputs": row}, key=b"one-partition")
+    producer.flush()
+    worker = start_worker(bootstrap, redis_url, topics, tmp_path)
+    reader = TopicReader(bootstrap, topics.replies)
+    landed = reader.read_until(lambda got: all(len(got.by_id().get(i, [])) == 2 for i in ("short", "late")), 60,
+                               "both tries of each id answered", watch=worker)
+    assert worker.stop() == 0
+    assert [r["status"] for r in landed.by_id()["short"]] == ["error", "ok"]
+    assert [r["status"] for r in landed.by_id()["late"]] == ["expired", "ok"]
+
+
 @pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
 def test_a_second_worker_joining_mid_batch_loses_nothing(bootstrap, redis_url, topics, producer, tmp_path, assignor):
     """A rebalance while a worker holds unscored requests: no request may be lost or scored twice."""

@@ -16,6 +16,7 @@ from tests.integration.store_failover import check, through_a_failover
 from worker.core.errors import StoreUnavailable
 from worker.core.messages import Position, Request
 from worker.dedup.redis_cluster import RedisClusterDedupStore
+from worker.ports import BUSY
 
 VALUES = [0.25] * 16
 REQUESTS = 300
@@ -54,7 +55,7 @@ def test_the_cluster_store_keeps_the_dedup_semantics(tmp_path):
         assert store.claim(first) == [True] * 50
         assert store.claim(first) == [True] * 50  # the same records again (a retry): theirs to score
         other = [Request("id0", None, Position("requests", 1, 7))]
-        assert store.claim(other) == [False]  # claimed by another record: a duplicate
+        assert store.claim(other) == [BUSY]  # claimed by another record, in flight: BUSY (held, asked again)
         store.complete(["id0", "id1"], [b"reply", None])
         assert store.claim([Request("id1", None, Position("requests", 1, 8))]) == [True]  # released: a retry
         assert store.claim([Request("id0", None, Position("requests", 0, 0))]) == [False]  # answered

@@ -9,6 +9,7 @@ from tests.fakes import FakeClock
 from worker.core.messages import Position, Request
 from worker.dedup.memory import InMemoryDedupStore
 from worker.dedup.redis_store import RedisDedupStore
+from worker.ports import BUSY, DUPLICATE, FRESH
 
 
 def request(request_id, offset, partition=0):
@@ -47,8 +48,10 @@ def test_claims_retries_duplicates_and_done_marks_agree_with_the_reference(store
 def test_one_call_handles_a_large_batch(stores):
     real, _, _ = stores
     batch = [request(f"id-{i}", i) for i in range(5000)]
-    assert all(real.claim(batch))
-    assert not any(real.claim([request(f"id-{i}", 10_000 + i) for i in range(5000)]))
+    assert real.claim(batch) == [FRESH] * 5000
+    assert real.claim([request(f"id-{i}", 10_000 + i) for i in range(5000)]) == [BUSY] * 5000  # held by the first
+    real.complete([f"id-{i}" for i in range(5000)], [b"{}"] * 5000)
+    assert real.claim([request(f"id-{i}", 20_000 + i) for i in range(5000)]) == [DUPLICATE] * 5000
 
 
 def test_ids_with_quotes_newlines_and_non_ascii_make_the_same_keys_as_the_client(stores, redis_url):

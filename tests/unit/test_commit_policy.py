@@ -9,7 +9,7 @@ from worker.core.errors import CommitDeferred, DeliveryError, TransactionAborted
 from worker.core.messages import InvalidRecord, Position, Request
 from worker.core.offsets import OffsetTracker
 from worker.core.routes import Route
-from worker.ports import Completed, Delivery, DoneMarks, SendTag, SentBatch, Tag
+from worker.ports import FRESH, Completed, Delivery, DoneMarks, SendTag, SentBatch, Tag
 from worker.stream.commit import (
     COMMIT_ANSWER_S,
     NOTHING,
@@ -37,7 +37,7 @@ class RecordingStore:
         self.down = False
 
     def claim(self, requests):
-        return [True for _ in requests]
+        return [FRESH for _ in requests]
 
     def complete(self, ids, replies):
         if self.down:

@@ -38,8 +38,33 @@ def test_a_claim_started_ahead_is_answered_when_taken_with_the_ones_queued_since
     assert gate.claiming == 2  # out, not answered: the models they name must stay
     store.go.set()
     claimed = gate.claim(requests("a", "c", partition=1), clock.monotonic())
-    assert [(r.id, fresh) for r, fresh in claimed] == [("a", True), ("b", True), ("a", False), ("c", True)]
+    assert [(r.id, fresh) for r, fresh in claimed] == [("a", True), ("b", True), ("c", True)]
+    assert gate.claiming == 1  # the second "a" is held while the first holds its id (BUSY)
+
+
+def test_a_request_whose_id_another_holds_waits_for_that_one_to_be_answered_or_released():
+    """A corrected retry behind its refused first try is scored once the error reply released the id; a second
+    copy behind an answered first one is a duplicate. Counted a duplicate at once, the retry was lost."""
+    clock = FakeClock()
+    store = InMemoryDedupStore(clock)
+    gate = DedupGate(store)
+    first_try, retry = Request("x", None, Position("t", 0, 0)), Request("x", None, Position("t", 0, 1))
+    copy_of_answered = Request("y", None, Position("t", 0, 3))
+    claimed = gate.claim([first_try, retry, Request("y", None, Position("t", 0, 2)), copy_of_answered],
+                         clock.monotonic())
+    assert [(r.position.offset, fresh) for r, fresh in claimed] == [(0, True), (2, True)]
+    assert gate.claiming == 2 and gate.waiting == 0  # held: waiting on another record, not stalled
+    assert gate.claim([], clock.monotonic()) == [] and gate.holding  # asked again: still in flight
+    store.complete(["x", "y"], [None, b"ok reply"])  # x refused (its claim released), y answered
+    assert [(r.position.offset, fresh) for r, fresh in gate.claim([], clock.monotonic())] == [(1, True), (3, False)]
     assert gate.claiming == 0
+
+
+def test_held_requests_of_a_partition_dropped_are_forgotten():
+    clock = FakeClock()
+    gate = DedupGate(InMemoryDedupStore(clock))
+    gate.claim([Request("x", None, Position("t", 0, 0)), Request("x", None, Position("t", 1, 0))], clock.monotonic())
+    assert gate.drop({("t", 1)}) == 1 and gate.claiming == 0
 
 
 def test_a_failed_claim_puts_its_requests_back_first_and_backs_off():

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from worker.core.clock import Clock
 from worker.core.messages import Request
+from worker.ports import BUSY, DUPLICATE, FRESH
 
 
 class InMemoryDedupStore:
@@ -18,19 +19,19 @@ class InMemoryDedupStore:
         self._claims: dict[str, tuple[str, float]] = {}
         self._done: dict[str, tuple[bytes, float]] = {}
 
-    def claim(self, requests: Sequence[Request]) -> list[bool]:
+    def claim(self, requests: Sequence[Request]) -> list[int]:
         now = self._clock.monotonic()
         verdicts = []
         for request in requests:
             token = request.position.token()
             done = self._done.get(request.id)
             if done is not None and done[1] > now:
-                verdicts.append(False)
+                verdicts.append(DUPLICATE)
                 continue
             holder = self._claims.get(request.id)
             if holder is None or holder[1] <= now:
                 self._claims[request.id] = holder = (token, now + self._lease_s)
-            verdicts.append(holder[0] == token)
+            verdicts.append(FRESH if holder[0] == token else BUSY)
         return verdicts
 
     def complete(self, ids: Sequence[str], replies: Sequence[bytes | None]) -> None:

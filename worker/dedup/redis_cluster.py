@@ -31,11 +31,11 @@ from worker.core.settings import redact_url
 from worker.dedup.redis_store import RedisAccess, cause_of, classified, servers_of, without_clients
 
 # KEYS: the id's done mark and claim; ARGV: the claiming record's token, the lease in ms. 1: score it, 0: a
-# duplicate (answered already, or claimed by another record).
+# duplicate (answered already), 2: claimed by another record, in flight (worker/ports.py's verdicts).
 _CLAIM_ONE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-return redis.call('GET', KEYS[2]) == ARGV[1] and 1 or 0
+return redis.call('GET', KEYS[2]) == ARGV[1] and 1 or 2
 """
 
 # KEYS: the id's done mark and claim; ARGV: the reply ('' releases the claim only), the TTL in s.
@@ -61,13 +61,13 @@ class RedisClusterDedupStore:
     def ping(self) -> None:
         self._redis.ping()
 
-    def claim(self, requests: Sequence[Request]) -> list[bool]:
+    def claim(self, requests: Sequence[Request]) -> list[int]:
         """Raises StoreUnavailable (try again later) or ConfigError, as the standalone store does."""
         if not requests:
             return []
         calls = [((self._key("done", r.id), self._key("claim", r.id)), (r.position.token(), self._lease_ms))
                  for r in requests]
-        return [verdict == 1 for verdict in self._run(_CLAIM_ONE, calls)]
+        return [int(verdict) for verdict in self._run(_CLAIM_ONE, calls)]
 
     def complete(self, ids: Sequence[str], replies: Sequence[bytes | None]) -> None:
         if ids:

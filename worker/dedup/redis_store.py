@@ -53,10 +53,12 @@ _TRANSIENT_REPLIES = ("BUSY", "MISCONF")
 # standalone Redis; on Redis Cluster a batch's keys span slots anyway.
 #
 # ARGV: namespace, lease in ms, JSON [[id, token], ...]. Returns one string, a
-# character per request: '1' (score it) or '0' (duplicate); an array of numbers
+# character per request: '1' (score it), '0' (answered already) or '2' (another
+# record of its id holds the claim: worker/ports.py's verdicts); an array of numbers
 # cost the client more to parse than the script took to run. A script runs
 # atomically, so a retried call after a timeout gives the same answers: the
 # claim it made holds its own token.
+_ZERO = ord("0")
 _CLAIM = """
 local ns, lease = ARGV[1], ARGV[2]
 local verdicts = {}
@@ -68,7 +70,7 @@ for i, request in ipairs(cjson.decode(ARGV[3])) do
   elseif redis.call('SET', claim, token, 'NX', 'PX', lease) then
     verdicts[i] = '1'
   else
-    verdicts[i] = redis.call('GET', claim) == token and '1' or '0'
+    verdicts[i] = redis.call('GET', claim) == token and '1' or '2'
   end
 end
 return table.concat(verdicts)
@@ -120,19 +122,19 @@ class RedisDedupStore:
     def ping(self) -> None:
         self._redis.ping()
 
-    def claim(self, requests: Sequence[Request]) -> list[bool]:
+    def claim(self, requests: Sequence[Request]) -> list[int]:
         """Raises StoreUnavailable (try again later) or ConfigError (no retry can help: see ``_classified``)."""
         if not requests:
             return []
         return self.claim_columns([r.id for r in requests], [r.position.token() for r in requests])
 
-    def claim_columns(self, ids: Sequence[str], tokens: Sequence[str]) -> list[bool]:
+    def claim_columns(self, ids: Sequence[str], tokens: Sequence[str]) -> list[int]:
         """``claim`` of requests given as columns: their ids, and their records' position tokens."""
         if not ids:
             return []
         pairs = orjson.dumps(list(zip(ids, tokens, strict=True)))
         verdicts: bytes = self._classified(lambda: self._claim(args=[self._ns, self._lease_ms, pairs]))
-        return [verdict == ord("1") for verdict in verdicts]
+        return [verdict - _ZERO for verdict in verdicts]  # b'102' -> [1, 0, 2]: FRESH, DUPLICATE, BUSY
 
     def complete(self, ids: Sequence[str], replies: Sequence[bytes | None]) -> None:
         """Raises StoreUnavailable or ConfigError, as ``claim`` does."""

@@ -86,6 +86,11 @@ class Admission:
             self._gate.start_claim(valid, self._clock.monotonic())
 
     @property
+    def held(self) -> bool:
+        """Requests wait for another record of their id, in flight, to be answered or released (BUSY)."""
+        return self._gate.holding
+
+    @property
     def blocked(self) -> bool:
         """Records wait for a schema registry that did not answer: stop fetching more."""
         return self._decoder.blocked

@@ -5,14 +5,18 @@ done marks are written. When the store fails, the gate keeps what it holds,
 says so (``blocked``, so that the loop pauses its partitions and keeps polling
 to stay in the group) and tries again after a backoff, until it recovers.
 Nothing is scored without a claim, and no offset is acknowledged before its
-done mark is written. Only TRANSIENT errors mean "try later": any other error
+done mark is written. A request whose id another record holds in flight
+(BUSY: the same id twice in a poll, a corrected retry right behind the refused
+first try) is held and claimed again with the next claim: once that record
+is answered it is a duplicate, once an error reply released its claim it is
+scored (counting it a duplicate at once lost a corrected retry). Only TRANSIENT errors mean "try later": any other error
 of the store (a ConfigError: an ACL refusal, a wrong-type key) propagates and
 stops the worker with its cause, rather than pausing it silently for ever. Time is passed in; not thread-safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
@@ -21,7 +25,7 @@ import structlog
 from worker.core.errors import StoreUnavailable
 from worker.core.messages import Position, Request
 from worker.core.offsets import TopicPartition as TP
-from worker.ports import DedupStore, DoneMarks
+from worker.ports import BUSY, FRESH, DedupStore, DoneMarks
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -36,12 +40,13 @@ class DedupGate:
     def __init__(self, store: DedupStore) -> None:
         self._store = store
         self._to_claim: list[Request] = []
+        self._held: list[Request] = []  # BUSY: another record of their id holds the claim
         self._to_complete = DoneMarks()
         self._retry_at = 0.0
         self._backoff_s = FIRST_BACKOFF_S
         self.failures = 0  # failed calls in a row
         self.failed_calls = 0  # every failed call so far
-        self._out: tuple[list[Request], Future[list[bool]]] | None = None  # a claim started, not finished
+        self._out: tuple[list[Request], Future[list[int]]] | None = None  # a claim started, not finished
         self._left: set[TP] = set()  # partitions dropped while it was out
         self._helper: ThreadPoolExecutor | None = None
 
@@ -52,17 +57,25 @@ class DedupGate:
 
     @property
     def waiting(self) -> int:
-        """Requests waiting for their claim, and answered ids for their done marks."""
-        return self.claiming + len(self._to_complete)
+        """Requests waiting for their claim, and answered ids for their done marks: work in hand whose lack of
+        progress is a stall. Not the held ones: they wait for another record of their id, perhaps another
+        worker's, redelivered after a rebalance."""
+        return self.claiming - len(self._held) + len(self._to_complete)
+
+    @property
+    def holding(self) -> bool:
+        """Requests are held for another record of their id, in flight (BUSY), to be claimed again."""
+        return bool(self._held)
 
     @property
     def claiming(self) -> int:
         """Requests waiting for their claim (routed already: the models they name must stay)."""
-        return len(self._to_claim) + (len(self._out[0]) if self._out is not None else 0)
+        return len(self._to_claim) + len(self._held) + (len(self._out[0]) if self._out is not None else 0)
 
     def start_claim(self, requests: Sequence[Request], now: float) -> None:
         """Queue requests, and start claiming everything queued on a helper thread when the store is due and
         no claim is out: the loop's thread goes on (scoring what it holds) until ``claim`` takes the answer."""
+        self._release_held()
         self._to_claim.extend(requests)
         if self._out is not None or not self._to_claim or now < self._retry_at:
             return
@@ -75,10 +88,11 @@ class DedupGate:
         """Queue requests for claiming, then claim everything queued if the store is due.
 
         Returns (request, fresh) for each request claimed now: fresh means score it,
-        not fresh means it is a duplicate. Requests not yet claimed stay queued. A claim started before
-        (``start_claim``) is waited for first.
+        not fresh means it is a duplicate. Requests not yet claimed stay queued, BUSY ones held. A claim
+        started before (``start_claim``) is waited for first.
         """
         claimed = self._finish_claim(now)
+        self._release_held()
         self._to_claim.extend(requests)
         if not self._to_claim or self._out is not None:
             return claimed
@@ -87,7 +101,27 @@ class DedupGate:
         if not ok or verdicts is None:
             return claimed
         self._to_claim = []
-        return claimed + list(zip(waiting, verdicts, strict=True))
+        return claimed + self._settled(waiting, verdicts)
+
+    def _settled(self, requests: Sequence[Request], verdicts: Sequence[int],
+                 left: Collection[TP] = ()) -> list[tuple[Request, bool]]:
+        """(request, fresh) for each request the store decided, those of ``left`` partitions left out; BUSY ones
+        held for the next claim."""
+        settled = []
+        for request, verdict in zip(requests, verdicts, strict=True):
+            if left and (request.position.topic, request.position.partition) in left:
+                continue
+            if verdict == BUSY:
+                self._held.append(request)
+            else:
+                settled.append((request, verdict == FRESH))
+        return settled
+
+    def _release_held(self) -> None:
+        """Queue the held requests for claiming again, ahead of newer ones: each step's claim asks for them too
+        (a call of its own only when nothing new came), until their holder is answered or released."""
+        if self._held:
+            self._to_claim[:0], self._held = self._held, []
 
     def _finish_claim(self, now: float) -> list[tuple[Request, bool]]:
         """The answer of the claim out, if any: the requests of partitions dropped meanwhile left out, and on a
@@ -100,8 +134,7 @@ class DedupGate:
         if not ok or verdicts is None:
             self._to_claim[:0] = [r for r in waiting if (r.position.topic, r.position.partition) not in left]
             return []
-        return [(r, fresh) for r, fresh in zip(waiting, verdicts, strict=True)
-                if (r.position.topic, r.position.partition) not in left]
+        return self._settled(waiting, verdicts, left)
 
     def complete(self, done: DoneMarks, now: float) -> list[Position]:
         """Queue done marks and claim releases, write everything queued if due; returns the positions written."""
@@ -118,8 +151,9 @@ class DedupGate:
     def drop(self, partitions: set[TP]) -> int:
         """Forget unclaimed requests of partitions we no longer own; returns how many."""
         kept = [r for r in self._to_claim if (r.position.topic, r.position.partition) not in partitions]
-        dropped = len(self._to_claim) - len(kept)
-        self._to_claim = kept
+        held = [r for r in self._held if (r.position.topic, r.position.partition) not in partitions]
+        dropped = len(self._to_claim) - len(kept) + len(self._held) - len(held)
+        self._to_claim, self._held = kept, held
         if self._out is not None:  # their answers are left out when it comes
             self._left |= partitions
             dropped += sum((r.position.topic, r.position.partition) in partitions for r in self._out[0])

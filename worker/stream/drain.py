@@ -3,7 +3,8 @@
 In order: (1) if a rebalance is under way, learn which partitions stay ours;
 (2) one more try to claim the requests waiting on the dedup store; (3) score
 and answer what is batched; (4) settle: take the broker's acknowledgements
-and commit what they made safe; (5) if a rebalance deferred that commit, let
+and commit what they made safe, and (2)-(4) once more for requests held while
+another record of their id was in flight, which (3) answered; (5) if a rebalance deferred that commit, let
 it finish and commit again; (6) close the scorer, the source (leaving the
 group, so that the partitions move at once), the sink and the dedup store.
 
@@ -33,6 +34,7 @@ log = structlog.get_logger(__name__)
 CLOSE_RESERVE_S = 1.0  # kept for step 6, or a quarter of the budget if that is less
 SCORER_WAIT_S = 1.0  # longest single wait on the scorer (the deadline may be nearer)
 REBALANCE_TRIES = 3
+HELD_ROUNDS = 2  # claim, score and settle again for requests held while another record of their id was in flight
 
 
 class Drain:
@@ -55,15 +57,18 @@ class Drain:
             if not self._source.rebalancing() or work.passed:
                 break
             self._membership.settle_rebalance(work.cap(SETTLE_S))
-        self._admission.take_claimed()  # one more try for requests waiting on a claim; the rest are redelivered
-        while (self._batchers.pending or self._scorer.busy) and not work.passed:
-            self._scorer.wait(work.cap(SCORER_WAIT_S))
-            self._loop.answer_scored(work.cap(SETTLE_S))
-            if not self._scorer.busy and not work.passed:
-                flushed = self._batchers.flush()
-                if flushed is not None:
-                    self._loop.submit_batch(*flushed)
-        self._loop.settle(True, work.left())
+        for _ in range(HELD_ROUNDS):
+            self._admission.take_claimed()  # one more try for requests waiting on a claim; the rest are redelivered
+            while (self._batchers.pending or self._scorer.busy) and not work.passed:
+                self._scorer.wait(work.cap(SCORER_WAIT_S))
+                self._loop.answer_scored(work.cap(SETTLE_S))
+                if not self._scorer.busy and not work.passed:
+                    flushed = self._batchers.flush()
+                    if flushed is not None:
+                        self._loop.submit_batch(*flushed)
+            self._loop.settle(True, work.left())
+            if not self._admission.held or work.passed:
+                break  # else: requests held for an id this round answered (a duplicate now) or released
         for _ in range(REBALANCE_TRIES):  # a rebalance may have deferred the commit: let it finish, commit again
             if not self._offsets.committable() or work.passed:
                 break

@@ -39,8 +39,8 @@ class StatsCollector(Collector):
         yield replies
         yield _counter("streamscore_dead_letters", "Records without a readable request id, sent to the "
                        "dead-letter topic.", s.dead_lettered)
-        yield _counter("streamscore_duplicates", "Records whose request id was claimed or answered already "
-                       "(not scored again).", s.duplicates)
+        yield _counter("streamscore_duplicates", "Records whose request id was answered already, or by a "
+                       "record read before them (not scored again).", s.duplicates)
         yield _counter("streamscore_handed_over", "Records left unanswered because their partition went to "
                        "another worker (which answers them).", s.handed_over)
         yield _counter("streamscore_rebalances", "Consumer group generations joined, the first one included.",
