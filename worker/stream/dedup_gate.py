@@ -107,6 +107,8 @@ class DedupGate:
                  left: Collection[TP] = ()) -> list[tuple[Request, bool]]:
         """(request, fresh) for each request the store decided, those of ``left`` partitions left out; BUSY ones
         held for the next claim."""
+        if not left and BUSY not in verdicts:  # the common case, in C: no request is held
+            return list(zip(requests, map(FRESH.__eq__, verdicts), strict=True))
         settled = []
         for request, verdict in zip(requests, verdicts, strict=True):
             if left and (request.position.topic, request.position.partition) in left:
