@@ -114,6 +114,28 @@ def test_a_deadline_read_as_a_timestamp_is_its_unix_time_in_ms():
         assert isinstance(request, Request) and request.deadline_ms == 4102444800000
 
 
+@pytest.mark.parametrize("value, key, request_id", [
+    (b'{"id": "in-value", "inputs": [NaN, 1]}', None, "in-value"),  # Python's json.dumps writes NaN so
+    (b'{"id": "in-value", "inputs": [-Infinity]}', None, "in-value"),
+    (b'{"id": "in-value", "inputs": [1e999]}', None, "in-value"),
+    (b'{"id": "in-value", "inputs": [NaN]}', b"in-key", "in-key"),  # the key first, as for any unreadable value
+    (b'{"id": 7, "inputs": [NaN]}', None, None),  # no valid id: a dead letter
+    (b'[NaN]', None, None),
+])
+def test_a_value_that_is_json_but_for_its_nan_is_answered_under_its_id(value, key, request_id):
+    result = decode(value, key=key)
+    assert isinstance(result, InvalidRecord) and result.code == "invalid_json"
+    assert result.request_id == request_id
+    assert "NaN, Infinity or a number too large for a double" in result.message and "send null" in result.message
+
+
+@pytest.mark.parametrize("value", [b'{"id": "x", "inputs": [nan]}', b'{"id": "x"' + b"\xff" + b"}",
+                                   b'{"id": "x", "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"])
+def test_a_value_unreadable_otherwise_names_no_id_from_its_value(value):
+    result = decode(value)
+    assert isinstance(result, InvalidRecord) and result.code == "invalid_json" and result.request_id is None
+
+
 def test_oversized_record_is_refused_before_parsing():
     result = decode({"id": "a", "inputs": GOOD_INPUTS}, max_bytes=10)
     assert isinstance(result, InvalidRecord) and result.code == "record_too_large"

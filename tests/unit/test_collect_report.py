@@ -48,7 +48,8 @@ def test_request_ids_are_read_as_the_worker_reads_them():
 KEYS = [None, b"key", b"", b"k" * 300, b"\xff"]
 VALUES = [None, b"", b"{not json", b"[]", b"12", orjson.dumps({"inputs": [0.5] * 16}),
           *(orjson.dumps({"id": found, "inputs": [0.5] * 16}) for found in ("v", "", None, 7, "x" * 257, "é")),
-          orjson.dumps({"id": "big", "inputs": [0.5] * 400})]
+          orjson.dumps({"id": "big", "inputs": [0.5] * 400}),
+          b'{"id": "nan", "inputs": [NaN]}', b'{"id": 7, "inputs": [Infinity]}', b'{"inputs": [1e999]}']
 
 
 @pytest.mark.parametrize("key", KEYS)

@@ -23,6 +23,7 @@ never change within v1.
 
 from __future__ import annotations
 
+import json
 import re
 import reprlib
 import uuid
@@ -33,6 +34,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
 import orjson
 
 from worker.core.errors import InvalidInput, describe, json_type
@@ -123,7 +125,9 @@ ERR_EMPTY_VALUE = _code("empty_value", SentAs.EITHER,
 ERR_RECORD_TOO_LARGE = _code("record_too_large", SentAs.EITHER,
                              "the value is larger than `--max-record-bytes`; checked before parsing, so only the key "
                              "can name the ID")
-ERR_INVALID_JSON = _code("invalid_json", SentAs.EITHER, "the value is not UTF-8 JSON (an empty value too)")
+ERR_INVALID_JSON = _code("invalid_json", SentAs.EITHER,
+                         "the value is not UTF-8 JSON (an empty value too); one that is JSON but for a NaN, Infinity "
+                         "or 1e999 in it is answered under its `id` when the key names none")
 ERR_INVALID_REQUEST = _code("invalid_request", SentAs.EITHER, "the value is JSON but not an object")
 ERR_INVALID_ID = _code("invalid_id", SentAs.EITHER, f"`id` is not a string of 1–{MAX_ID_LENGTH} characters")
 ERR_MISSING_ID = _code("missing_id", SentAs.DEAD_LETTER, "neither the value nor the key carries a request ID")
@@ -230,7 +234,12 @@ def decode_request(record: RawRecord, routes: Routes, max_record_bytes: int) -> 
     try:
         body = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        return refuse(record, ERR_INVALID_JSON, f"record value is not UTF-8 JSON: {exc}")
+        beyond = _beyond_json(value)
+        why = f"record value is not UTF-8 JSON: {exc}" + (BEYOND_JSON if beyond is not None else "")
+        unreadable = refuse(record, ERR_INVALID_JSON, why)
+        if unreadable.request_id is None and beyond is not None:  # no id in the key: the value's, for the reply
+            unreadable = msgspec.structs.replace(unreadable, request_id=_id_in(beyond))
+        return unreadable
     if not isinstance(body, dict):
         return refuse(record, ERR_INVALID_REQUEST, f"request must be a JSON object, got {json_type(body)}")
     return request_from_body(record, body, routes)
@@ -433,11 +442,29 @@ def answered_under(key: bytes | None, value: bytes | None, max_record_bytes: int
         try:
             body = orjson.loads(value)
         except orjson.JSONDecodeError:
-            body = None
+            return _id_from_key(key) or _id_in(_beyond_json(value))
         found = body.get("id") if isinstance(body, dict) else None
         if _valid_id(found):
             return str(found)
     return _id_from_key(key)
+
+
+BEYOND_JSON = " (it holds NaN, Infinity or a number too large for a double, which JSON has no words for: send null)"
+
+
+def _beyond_json(value: bytes) -> Any:
+    """A value that is not JSON only for the numbers JSON has no words for (``NaN``, ``Infinity``, ``1e999``), as
+    Python's own parser reads it: a request object's id can then be answered, not dead-lettered. None for anything
+    else (not UTF-8, not such JSON, too deep for the parser), which orjson would have read were it ``null``."""
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):  # not UTF-8 (a ValueError too), not JSON, or too deep for the parser
+        return None
+
+
+def _id_in(body: Any) -> str | None:
+    found = body.get("id") if isinstance(body, dict) else None
+    return str(found) if _valid_id(found) else None
 
 
 def epoch_ms(moment: datetime) -> int:
