@@ -23,7 +23,11 @@ A refusal tells which record only when it came alone: a broker refuses a
 whole batch for one record in it, and kafka-python's idempotent producer
 fails every send after one refusal with that same error. So records refused
 together are first sent again each on its own, at the same step; only a
-refusal of a record sent alone moves it down the ladder.
+refusal of a record sent alone moves it down the ladder. What a refusal of a
+record alone teaches (``Lessons``) holds for the rest of the refusals of its
+batch: a topic that refuses any record (no right to write, no such topic) or
+a record of a size is not tried record by record again, so a topic that
+refuses everything costs a batch a few sends alone, not one a record.
 
 ``refusal`` reads both Kafka clients' errors without importing either: a
 kafka-python error carries the protocol's error code as ``errno``, a
@@ -50,6 +54,8 @@ TOO_LARGE = frozenset({"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"})
 # A send to a reply_to topic that failed, whatever the error, when a lookup made then finds no such topic (it was
 # deleted after the request's reply_to was checked): sent again, it would fail again until the topic is back.
 TOPIC_GONE = "UNKNOWN_TOPIC_OR_PARTITION"
+# Refusals that say a topic takes no record at all: one record refused alone so says it for any other.
+TOPIC_REFUSES_ALL = frozenset({"INVALID_TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAILED", TOPIC_GONE})
 CUT_DEAD_LETTER_BYTES = 4096  # a refused dead letter's second try, all in
 REMEMBERED = 10_000  # refused records remembered (across aborted transactions), oldest forgotten first
 
@@ -108,3 +114,40 @@ class Refused:
     why: str
     headed_to: str
     alone: bool = False
+
+
+class Lessons:
+    """What records sent alone taught about their topics, for the refusals that came with theirs: a topic that
+    refuses every record, the smallest record a topic refused as too large, and the largest it took. Sizes
+    teach only when batches go uncompressed (``sizes_tell``): compressed, a larger record may take fewer
+    bytes."""
+
+    def __init__(self, sizes_tell: bool) -> None:
+        self.sizes_tell = sizes_tell
+        self._refuses_all: dict[str, str] = {}  # topic -> why
+        self._too_large_from: dict[str, int] = {}  # topic -> the smallest send size refused alone as too large
+        self._fits_up_to: dict[str, int] = {}  # topic -> the largest send size taken alone
+
+    def refused(self, topic: str, why: str, size: int | None) -> None:
+        """A record sent alone was refused; ``size``: its send size (wire.send_size), None where not known."""
+        if why in TOPIC_REFUSES_ALL:
+            self._refuses_all[topic] = why
+        elif why in TOO_LARGE and size is not None and self.sizes_tell:
+            self._too_large_from[topic] = min(size, self._too_large_from.get(topic, size))
+
+    def taken(self, topic: str, size: int | None) -> None:
+        """A record sent alone was taken."""
+        if size is not None and self.sizes_tell:
+            self._fits_up_to[topic] = max(size, self._fits_up_to.get(topic, size))
+
+    def refuses(self, topic: str, why: str, size: int | None) -> bool:
+        """Whether a record refused with others would be refused alone too: no need to try it alone."""
+        if self._refuses_all.get(topic) == why:
+            return True
+        smallest = self._too_large_from.get(topic)
+        return why in TOO_LARGE and size is not None and smallest is not None and size >= smallest
+
+    def takes(self, topic: str, why: str, size: int | None) -> bool:
+        """Whether a record refused as too large with others fits its topic: it goes again, with others."""
+        largest = self._fits_up_to.get(topic)
+        return why in TOO_LARGE and size is not None and largest is not None and size <= largest

@@ -91,7 +91,8 @@ def assemble(source: Source, sink: Sink[Tag], dedup: DedupStore, models: ServedM
     offsets, gate = OffsetTracker(), DedupGate(dedup)
     topics = TopicDirectory(source.list_topics, clock, wait_s=bounds.metadata_s)
     responder = Responder(sink, kafka.reply_topic, kafka.dead_letter_topic, lambda: models.routes.default, stats,
-                          bounds.settle_s, extras.tracer, extras.encode_reply, gone=topics.gone)
+                          bounds.settle_s, extras.tracer, extras.encode_reply, gone=topics.gone,
+                          compressed=kafka.reply_codec != "none")
     residency = Residency(models, extras.loads, responder, stats, clock) if extras.loads else None
     admission = Admission(decoder, topics, gate, models.batchers, offsets, responder, stats, clock,
                           unfit_reply_topics([kafka.requests_topic, *models.table.topics()], kafka.dead_letter_topic),

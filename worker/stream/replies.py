@@ -29,7 +29,9 @@ from worker.core.refusals import (
     ERROR_REPLY,
     GIVE_UP,
     REPLY,
+    TOO_LARGE,
     TOPIC_GONE,
+    Lessons,
     Refusals,
     Refused,
     next_step,
@@ -148,14 +150,17 @@ class Responder:
 
     def __init__(self, sink: Sink[Tag], reply_topic: str, dead_letter_topic: str, default: Callable[[], Route],
                  stats: WorkerStats, settle_s: float = SETTLE_S, tracer: Tracer | None = None,
-                 encode: ReplyEncode | None = None, gone: Callable[[str], bool] | None = None) -> None:
+                 encode: ReplyEncode | None = None, gone: Callable[[str], bool] | None = None,
+                 compressed: bool = False) -> None:
         """``default()``: the model whose name and version a reply carries when its request has no route (it
         could not be read, or named no model), as served when the reply is made (a SIGHUP may switch it);
         ``settle_s``: the longest wait for a record sent alone (worker/core/refusals.py); ``tracer``: spans for
         batches, replies and dead letters (None: none, and no cost but a test per batch and per error);
         ``encode``: a reply's record (default: the wire contract's JSON); ``gone``: whether a topic is confirmed
-        deleted (worker/stream/topics.py), asked of a ``reply_to`` topic a send to failed (None: never)."""
+        deleted (worker/stream/topics.py), asked of a ``reply_to`` topic a send to failed (None: never);
+        ``compressed``: the sink compresses its batches, so a record's size does not tell whether it fits."""
         self._gone = gone
+        self._sizes_tell = not compressed
         self._tracer = tracer
         self._encode = encode or encode_reply
         self._sink = sink
@@ -318,6 +323,7 @@ class Responder:
         gone: dict[str, bool] = {}  # reply_to topic -> confirmed deleted, asked once a call
         reasons = [self._why_refused(d, gone) if d.error is not None else None for d in deliveries]
         together = sum(why is not None for why in reasons) > 1
+        lessons, learned = Lessons(self._sizes_tell), 0
         left = []
         for delivery, why in zip(deliveries, reasons, strict=True):
             if why is None:
@@ -328,7 +334,14 @@ class Responder:
             if isinstance(sent, Answered):
                 sent = sent.reply()
             step = self._step(position, sent)
-            refused = self._refused(position, sent, why, together)
+            with_others, fits = together, False
+            if together:  # what the records sent alone so far taught may spare this one its send alone
+                learned = self._learn(lessons, learned, gone)
+                topic = self._topic_of(sent, step)
+                size = self._sent_size(sent, position) if lessons.sizes_tell and why in TOO_LARGE else None
+                fits = lessons.takes(topic, why, size)
+                with_others = not (fits or lessons.refuses(topic, why, size))
+            refused = self._refused(position, sent, why, with_others, fits)
             if not resend:
                 left.append(delivery)
                 continue
@@ -340,6 +353,38 @@ class Responder:
         if self._held:  # what was sent alone just now: refused again, it is refused alone
             left += self.take_refused([], resend)
         return left
+
+    def _learn(self, lessons: Lessons, learned: int, gone: dict[str, bool]) -> int:
+        """Learn from what was sent alone since the first ``learned`` deliveries held (the deliveries settled
+        before a send alone teach nothing); returns how many are held now."""
+        for delivery in self._held[learned:]:
+            tag = failed_send(delivery) if delivery.error is not None else delivery.tag
+            if not isinstance(tag, SendTag):
+                continue
+            refused = self._refusals.get(tag.position)
+            if refused is None or not refused.alone:
+                continue
+            sent = tag.sent.reply() if isinstance(tag.sent, Answered) else tag.sent
+            topic = self._topic_of(sent, refused.step)
+            why = self._why_refused(delivery, gone) if delivery.error is not None else None
+            size = self._sent_size(sent, tag.position) if lessons.sizes_tell and why in (None, *TOO_LARGE) else None
+            if delivery.error is None:
+                lessons.taken(topic, size)
+            elif why is not None:
+                lessons.refused(topic, why, size)
+        return len(self._held)
+
+    def _sent_size(self, sent: Reply | InvalidRecord, position: Position) -> int | None:
+        """The send size of what went for ``position`` at its step of the ladder when it went to the reply's
+        topic (the reply, or the error reply reply_too_large in its place), else None."""
+        if not isinstance(sent, Reply):
+            return None
+        before = self._refusals.get(position)
+        if before is None or before.step == REPLY:
+            return send_size(*encode_sendable(sent, self._encode)[1])
+        if before.step == ERROR_REPLY:
+            return send_size(*self._encode(refused_as_too_large(sent, before.why)))
+        return None
 
     def _why_refused(self, delivery: Delivery[Tag], gone: dict[str, bool]) -> str | None:
         """The refusal for good of a failed send, if it is one: the broker's, or TOPIC_GONE when it went to a
@@ -359,14 +404,20 @@ class Responder:
             gone[topic] = self._gone(topic)
         return TOPIC_GONE if gone[topic] else None
 
-    def _refused(self, position: Position, sent: Reply | InvalidRecord, why: str, together: bool) -> Refused:
-        """Remember the refusal of what was sent for ``position``; returns where the record stands now."""
+    def _refused(self, position: Position, sent: Reply | InvalidRecord, why: str, together: bool,
+                 fits: bool = False) -> Refused:
+        """Remember the refusal of what was sent for ``position``; returns where the record stands now.
+        ``fits``: a record of its size to its topic was taken alone, so it goes again as it went."""
         before = self._refusals.get(position)
         step = self._step(position, sent)
         topic = self._topic_of(sent, step)
         first_why = before.why if before else f"{topic} refused it for good: {why}"
         headed_to = before.headed_to if before else topic
-        if together and not (before and before.alone):
+        if fits:
+            refused = Refused(step, first_why, headed_to)
+            log.info("send_refused_with_others", source=position.token(), topic=topic, error=why,
+                     next_try="the same record, with others (a record as large went to the topic alone)")
+        elif together and not (before and before.alone):
             refused = Refused(step, first_why, headed_to, alone=True)
             log.info("send_refused_with_others", source=position.token(), topic=topic, error=why,
                      next_try="the same record, sent alone")
