@@ -77,7 +77,9 @@ class KafkaSettings:
     max_poll_records: int = setting(500, "records fetched per poll")
     max_poll_interval_ms: int = setting(300_000, "Kafka max.poll.interval.ms: longest allowed gap between polls")
     session_timeout_ms: int = setting(45_000, "Kafka session.timeout.ms")
-    auto_offset_reset: OffsetReset = setting("earliest", "where a new group starts: earliest or latest")
+    auto_offset_reset: OffsetReset = setting(
+        "earliest", "where a new group starts: earliest or latest; also where a consumer goes on when its offset is "
+        "no longer in the log (retention deleted it)")
     assignor: Assignor = setting("range", "partition assignment: range, roundrobin, or cooperative-sticky "
                                   "(incremental rebalances; every worker of a group must use the same kind)")
     client_id: str = setting("streamscore-worker", "Kafka client.id")

@@ -16,6 +16,7 @@ from worker.core.messages import Position, RawRecord
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
 from worker.kafka.kafka_python.connection import client_config, creating_no_topics
+from worker.kafka.kafka_python.skipped import watch_for_skipped_requests
 
 
 def group_consumer(kafka: KafkaSettings, **config: Any) -> KafkaConsumer:
@@ -23,6 +24,7 @@ def group_consumer(kafka: KafkaSettings, **config: Any) -> KafkaConsumer:
 
     Blocks up to kafka-python's bootstrap timeout; raises KafkaError when no broker answers.
     """
+    watch_for_skipped_requests()
     consumer = KafkaConsumer(**group_consumer_config(kafka, **config))
     creating_no_topics(consumer._cluster)
     return consumer
