@@ -174,3 +174,19 @@ def test_the_requests_waiting_of_a_partition_that_leaves_go_to_its_next_owner_un
     assert h.worker.stats.waiting_for_model == {"a": 1} and h.worker.stats.handed_over == 1
     loader.gate.set()
     assert [r["id"] for r in until_replies(h, 1)] == ["stays"]
+
+
+def test_a_request_held_behind_another_of_its_id_lets_other_models_go_for_that_ones_load():
+    """The second copy of an id waits (held) for the first, which waits for its model's load, which needs the
+    one model loaded let go: the held copy keeps only the model it names. It kept every model once, and the
+    first copy waited for ever (until its claim's lease ran out: then both were scored)."""
+    h, models, loader = harness(max_models=1)
+    ask(h, "a")
+    until_replies(h, 1)
+    for _ in range(2):
+        h.source.produce({"id": "twice", "model": "b", "inputs": INPUTS})
+    replies = until_replies(h, 2)
+    assert [(r["model"], r["status"]) for r in replies] == [("a", "ok"), ("b", "ok")] and replies[1]["id"] == "twice"
+    assert loader.calls == ["a", "b"] and sorted(models.live()) == ["b"]
+    h.steps(3)  # the held copy is asked again once the first one's done mark is written: a duplicate
+    assert h.worker.stats.duplicates == 1 and len(h.replies()) == 2

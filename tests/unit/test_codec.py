@@ -130,6 +130,9 @@ def test_a_value_that_is_json_but_for_its_nan_is_answered_under_its_id(value, ke
 
 
 @pytest.mark.parametrize("value", [b'{"id": "x", "inputs": [nan]}', b'{"id": "x"' + b"\xff" + b"}",
+                                   b'{"id": "\\ud800x", "inputs": [NaN]}',  # a lone surrogate: no UTF-8 for it
+                                   '{"id": "x", "inputs": [NaN]}'.encode("utf-16"),  # not UTF-8, as orjson takes
+                                   b'\xef\xbb\xbf{"id": "x", "inputs": [NaN]}',  # a byte order mark, as orjson
                                    b'{"id": "x", "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"])
 def test_a_value_unreadable_otherwise_names_no_id_from_its_value(value):
     result = decode(value)

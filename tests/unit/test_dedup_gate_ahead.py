@@ -21,8 +21,10 @@ class GatedStore(InMemoryDedupStore):
         super().__init__(clock)
         self.go = threading.Event()
         self.fail_next = False
+        self.calls = 0
 
     def claim(self, batch):
+        self.calls += 1
         self.go.wait(5)
         if self.fail_next:
             self.fail_next = False
@@ -39,7 +41,20 @@ def test_a_claim_started_ahead_is_answered_when_taken_with_the_ones_queued_since
     store.go.set()
     claimed = gate.claim(requests("a", "c", partition=1), clock.monotonic())
     assert [(r.id, fresh) for r, fresh in claimed] == [("a", True), ("b", True), ("c", True)]
-    assert gate.claiming == 1  # the second "a" is held while the first holds its id (BUSY)
+    assert gate.claiming == 0 and gate.holding  # the second "a" is held while the first holds its id (BUSY)
+
+
+def test_a_request_held_by_a_claim_started_ahead_goes_with_the_next_claim_not_a_call_more_at_once():
+    clock = FakeClock()
+    store = GatedStore(clock)
+    store.go.set()
+    gate = DedupGate(store)
+    gate.start_claim([Request("a", None, Position("t", 0, 0)), Request("a", None, Position("t", 0, 1))],
+                     clock.monotonic())
+    assert [(r.position.offset, fresh) for r, fresh in gate.claim([], clock.monotonic())] == [(0, True)]
+    assert store.calls == 1 and gate.holding
+    gate.start_claim([], clock.monotonic())  # the next step's claim asks for it
+    assert gate.claim([], clock.monotonic()) == [] and store.calls == 2 and gate.holding
 
 
 def test_a_request_whose_id_another_holds_waits_for_that_one_to_be_answered_or_released():
@@ -53,7 +68,8 @@ def test_a_request_whose_id_another_holds_waits_for_that_one_to_be_answered_or_r
     claimed = gate.claim([first_try, retry, Request("y", None, Position("t", 0, 2)), copy_of_answered],
                          clock.monotonic())
     assert [(r.position.offset, fresh) for r, fresh in claimed] == [(0, True), (2, True)]
-    assert gate.claiming == 2 and gate.waiting == 0  # held: waiting on another record, not stalled
+    assert gate.claiming == 0 and gate.waiting == 0  # held: waiting on another record, not stalled
+    assert gate.held_routes() == set()  # these name no route: no model or version is kept for them
     assert gate.claim([], clock.monotonic()) == [] and gate.holding  # asked again: still in flight
     store.complete(["x", "y"], [None, b"ok reply"])  # x refused (its claim released), y answered
     assert [(r.position.offset, fresh) for r, fresh in gate.claim([], clock.monotonic())] == [(1, True), (3, False)]

@@ -41,3 +41,22 @@ def test_the_fetchers_other_info_lines_pass_only_as_kafka_pythons_level_lets_the
     assert not SkippedRequests().filter(fetcher_line("Adding fetch request for partition %s", PARTITION))
     monkeypatch.setattr(kafka, "level", logging.DEBUG)
     assert SkippedRequests().filter(fetcher_line("Adding fetch request for partition %s", PARTITION))
+
+
+def test_a_reset_back_below_an_offset_past_the_logs_end_skips_nothing_and_says_so():
+    lines = SkippedRequests()
+    with capture_logs() as logged:
+        lines.filter(fetcher_line(OUT_OF_RANGE, 900, PARTITION))
+        lines.filter(fetcher_line(RESET_TO, PARTITION, 40))
+    assert [(e["event"], e["at_offset"], e["reset_to"]) for e in logged] == [("offset_past_log_end", 900, 40)]
+
+
+def test_a_reset_long_after_a_fetch_out_of_range_is_not_paired_with_it(monkeypatch):
+    lines = SkippedRequests()
+    now = [100.0]
+    monkeypatch.setattr("worker.kafka.kafka_python.skipped.time.monotonic", lambda: now[0])
+    with capture_logs() as logged:
+        lines.filter(fetcher_line(OUT_OF_RANGE, 120, PARTITION))  # its reset skipped: the partition was revoked
+        now[0] += 3600
+        lines.filter(fetcher_line(RESET_TO, PARTITION, 5120))  # reassigned an hour later, without a commit
+    assert logged == []

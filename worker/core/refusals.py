@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from worker.core.messages import Position
+from worker.core.messages import Headers, Position
 
 # Kafka protocol error codes that mean "this record, never": retrying the same bytes gets the same answer.
 REFUSED_FOR_GOOD = {
@@ -70,6 +70,27 @@ def refusal(error: BaseException) -> str | None:
         kafka_error = error.args[0]  # confluent-kafka: KafkaException(KafkaError)
         code = kafka_error.code() if callable(getattr(kafka_error, "code", None)) else None
     return REFUSED_FOR_GOOD.get(code) if isinstance(code, int) else None
+
+
+def record_bytes(key: bytes | None, value: bytes | None, headers: Headers) -> int:
+    """The bytes of a record as Kafka's record format v2 writes it in a batch of its own, without the batch's
+    header (the same for every batch of one record): what the broker holds against ``max.message.bytes``, when
+    the batch is not compressed. Exact, where wire.send_size over-counts each header, so that sizes compare."""
+    headers_bytes = sum(_varint_bytes(len(name.encode())) + len(name.encode()) + _length_bytes(text)
+                        for name, text in headers)
+    body = (3 + _length_bytes(key) + _length_bytes(value)  # attributes, timestamp delta 0 and offset delta 0
+            + _varint_bytes(len(headers)) + headers_bytes)
+    return _varint_bytes(body) + body
+
+
+def _length_bytes(data: bytes | None) -> int:
+    """A length-prefixed field: its zigzag varint length (-1 for null), then its bytes."""
+    return _varint_bytes(-1) if data is None else _varint_bytes(len(data)) + len(data)
+
+
+def _varint_bytes(number: int) -> int:
+    zigzag = (number << 1) ^ (number >> 63)
+    return max(1, (zigzag.bit_length() + 6) // 7)
 
 
 def next_step(step: int, reason: str) -> int:
@@ -129,7 +150,7 @@ class Lessons:
         self._fits_up_to: dict[str, int] = {}  # topic -> the largest send size taken alone
 
     def refused(self, topic: str, why: str, size: int | None) -> None:
-        """A record sent alone was refused; ``size``: its send size (wire.send_size), None where not known."""
+        """A record sent alone was refused; ``size``: its bytes (record_bytes), None where not known."""
         if why in TOPIC_REFUSES_ALL:
             self._refuses_all[topic] = why
         elif why in TOO_LARGE and size is not None and self.sizes_tell:

@@ -457,14 +457,22 @@ def _beyond_json(value: bytes) -> Any:
     Python's own parser reads it: a request object's id can then be answered, not dead-lettered. None for anything
     else (not UTF-8, not such JSON, too deep for the parser), which orjson would have read were it ``null``."""
     try:
-        return json.loads(value)
+        return json.loads(value.decode("utf-8"))  # UTF-8 alone, as orjson: json.loads(bytes) would take UTF-16 too
     except (ValueError, RecursionError):  # not UTF-8 (a ValueError too), not JSON, or too deep for the parser
         return None
 
 
 def _id_in(body: Any) -> str | None:
+    """A lenient body's valid id that UTF-8 can write: Python's parser keeps an escaped lone surrogate, which
+    orjson refuses (and a reply, a key and a Redis claim could not carry)."""
     found = body.get("id") if isinstance(body, dict) else None
-    return str(found) if _valid_id(found) else None
+    if not _valid_id(found):
+        return None
+    try:
+        str(found).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return str(found)
 
 
 def epoch_ms(moment: datetime) -> int:

@@ -25,6 +25,7 @@ import structlog
 from worker.core.errors import StoreUnavailable
 from worker.core.messages import Position, Request
 from worker.core.offsets import TopicPartition as TP
+from worker.core.routes import Route
 from worker.ports import BUSY, FRESH, DedupStore, DoneMarks
 
 log = structlog.get_logger(__name__)
@@ -60,17 +61,22 @@ class DedupGate:
         """Requests waiting for their claim, and answered ids for their done marks: work in hand whose lack of
         progress is a stall. Not the held ones: they wait for another record of their id, perhaps another
         worker's, redelivered after a rebalance."""
-        return self.claiming - len(self._held) + len(self._to_complete)
+        return self.claiming + len(self._to_complete)
 
     @property
     def holding(self) -> bool:
         """Requests are held for another record of their id, in flight (BUSY), to be claimed again."""
         return bool(self._held)
 
+    def held_routes(self) -> set[Route]:
+        """The routes of the held requests: the entries and models they name must stay, as for those claiming,
+        but no other (a held request may wait for a record that waits for another model's load)."""
+        return {r.route for r in self._held if r.route is not None}
+
     @property
     def claiming(self) -> int:
-        """Requests waiting for their claim (routed already: the models they name must stay)."""
-        return len(self._to_claim) + len(self._held) + (len(self._out[0]) if self._out is not None else 0)
+        """Requests waiting for their claim, held ones aside (routed already: the models they name must stay)."""
+        return len(self._to_claim) + (len(self._out[0]) if self._out is not None else 0)
 
     def start_claim(self, requests: Sequence[Request], now: float) -> None:
         """Queue requests, and start claiming everything queued on a helper thread when the store is due and
@@ -91,8 +97,10 @@ class DedupGate:
         not fresh means it is a duplicate. Requests not yet claimed stay queued, BUSY ones held. A claim
         started before (``start_claim``) is waited for first.
         """
+        finished_ahead = self._out is not None
         claimed = self._finish_claim(now)
-        self._release_held()
+        if not finished_ahead:  # else they were just asked: they go with the next claim, not a call more now
+            self._release_held()
         self._to_claim.extend(requests)
         if not self._to_claim or self._out is not None:
             return claimed

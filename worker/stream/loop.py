@@ -150,11 +150,13 @@ class Worker:
         if plan is not None:
             switch_in(plan, self._models, self.stats)
         claiming = bool(self._gate.claiming)  # their routes name the versions and models loaded now
+        held = self._gate.held_routes() if self._gate.holding else set()  # so do the held requests' routes
         if not claiming:
-            self._models.retire_idle(self._scoring)
+            self._models.retire_idle(self._scoring, keep={route.entry for route in held})
         if self._residency is not None:
             now, wall_ms = self._clock.monotonic(), self._clock.wall_ms()
-            self._admission.place(self._residency.step(self._scoring, claiming), now, wall_ms)
+            self._admission.place(self._residency.step(self._scoring, claiming, {route.model for route in held}),
+                                  now, wall_ms)
 
     def _in_hand(self) -> int:
         """Requests batched or waiting for their model (an aborted transaction drops them all)."""

@@ -35,6 +35,7 @@ from worker.core.refusals import (
     Refusals,
     Refused,
     next_step,
+    record_bytes,
     refusal,
 )
 from worker.core.routes import Route
@@ -335,7 +336,9 @@ class Responder:
                 sent = sent.reply()
             step = self._step(position, sent)
             with_others, fits = together, False
-            if together:  # what the records sent alone so far taught may spare this one its send alone
+            before = self._refusals.get(position)
+            if together and not (before and before.alone):  # what the records sent alone so far taught may
+                # spare this one its send alone (one sent alone learns from its own refusal)
                 learned = self._learn(lessons, learned, gone)
                 topic = self._topic_of(sent, step)
                 size = self._sent_size(sent, position) if lessons.sizes_tell and why in TOO_LARGE else None
@@ -381,9 +384,9 @@ class Responder:
             return None
         before = self._refusals.get(position)
         if before is None or before.step == REPLY:
-            return send_size(*encode_sendable(sent, self._encode)[1])
+            return record_bytes(*encode_sendable(sent, self._encode)[1])
         if before.step == ERROR_REPLY:
-            return send_size(*self._encode(refused_as_too_large(sent, before.why)))
+            return record_bytes(*self._encode(refused_as_too_large(sent, before.why)))
         return None
 
     def _why_refused(self, delivery: Delivery[Tag], gone: dict[str, bool]) -> str | None:

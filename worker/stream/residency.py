@@ -31,7 +31,7 @@ another worker claim the request again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -108,13 +108,14 @@ class Residency:
         """A batch of model ``name`` goes to be scored: it is the most recently used."""
         self._cache.touch(name)
 
-    def step(self, scoring: str | None, claiming: bool) -> list[Request]:
+    def step(self, scoring: str | None, claiming: bool, held: Collection[str] = ()) -> list[Request]:
         """The four steps above; returns the requests prepared by their model, now loaded, for the loop to batch
         (stream/admission.py). ``scoring``: the key of the batch being scored; ``claiming``: requests wait on the
-        dedup store (their routes name the models loaded now: none is let go meanwhile)."""
+        dedup store (their routes name the models loaded now: none is let go meanwhile); ``held``: the models
+        that requests held for another record of their id name (those stay; the others may go)."""
         self._take_load()
         self._expire()
-        idle = self._idle(scoring, claiming)
+        idle = self._idle(scoring, claiming, held)
         victims, _ = self._cache.victims(idle)
         self._evict(victims)
         self._start_load(idle)
@@ -208,11 +209,12 @@ class Residency:
         self._waiting = {name: requests for name, requests in self._waiting.items() if requests}
         self._publish()
 
-    def _idle(self, scoring: str | None, claiming: bool) -> Callable[[str], bool]:
-        """Whether a loaded model may be let go: no request waits on the dedup store, and it is not scoring and
-        holds none, batched or just prepared for the loop to batch."""
+    def _idle(self, scoring: str | None, claiming: bool, held: Collection[str]) -> Callable[[str], bool]:
+        """Whether a loaded model may be let go: no request waits on the dedup store, none held names it, and
+        it is not scoring and holds none, batched or just prepared for the loop to batch."""
         ready = {_model_of(request) for request in self._ready}
-        return lambda name: not claiming and name not in ready and self._models.idle(name, scoring)
+        return lambda name: (not claiming and name not in held and name not in ready
+                             and self._models.idle(name, scoring))
 
     def _evict(self, names: list[str]) -> None:
         for name in names:

@@ -16,7 +16,7 @@ loop's thread only, but ``resident``, which the reloads thread reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import structlog
@@ -132,9 +132,11 @@ class ServedModels:
         self.batchers.default = self._default_key()
         self.resident = self.live()
 
-    def retire_idle(self, scoring: str | None) -> list[str]:
-        """Let go of the old versions that hold no request and are not ``scoring``; returns their keys."""
-        idle = [key for key in self._retiring if key != scoring and not self.batchers.pending_of(key)]
+    def retire_idle(self, scoring: str | None, keep: Collection[str] = ()) -> list[str]:
+        """Let go of the old versions that hold no request and are not ``scoring`` or in ``keep`` (named by
+        requests held for their claim); returns their keys."""
+        idle = [key for key in self._retiring
+                if key != scoring and key not in keep and not self.batchers.pending_of(key)]
         for key in idle:
             self._retiring.discard(key)
             del self.runners[key]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import structlog
@@ -23,6 +24,7 @@ FETCHER_LOGGER = "kafka.consumer.fetcher"
 # kafka-python 3.0's lines, as format strings with their arguments (fetch offset, partition) and (partition, offset)
 OUT_OF_RANGE = "Fetch offset %s is out of range for topic-partition %s"
 RESET_TO = "Resetting offset for partition %s to offset %s."
+PAIRED_WITHIN_S = 60.0  # a reset this long after the fetch out of range is not its own (that one was skipped)
 
 
 class SkippedRequests(logging.Filter):
@@ -33,23 +35,30 @@ class SkippedRequests(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
-        self._out_of_range: dict[Any, int] = {}  # partition -> the fetch offset its log no longer held
+        self._out_of_range: dict[Any, tuple[int, float]] = {}  # partition -> (the fetch offset, when said)
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) and len(record.args) == 2 else None
         if args is not None and record.msg == OUT_OF_RANGE and isinstance(args[0], int):
             with self._lock:
-                self._out_of_range[args[1]] = args[0]
+                self._out_of_range[args[1]] = (args[0], time.monotonic())
         elif args is not None and record.msg == RESET_TO and isinstance(args[1], int):
             with self._lock:
-                at_offset = self._out_of_range.pop(args[0], None)
-            if at_offset is not None:
-                _say_skipped(args[0], at_offset, args[1])
+                out_of_range = self._out_of_range.pop(args[0], None)
+            if out_of_range is not None and time.monotonic() - out_of_range[1] <= PAIRED_WITHIN_S:
+                _say_skipped(args[0], out_of_range[0], args[1])
         return record.levelno >= logging.getLogger("kafka").getEffectiveLevel()
 
 
 def _say_skipped(partition: Any, at_offset: int, reset_to: int) -> None:
-    skipped = max(0, reset_to - at_offset)
+    if reset_to < at_offset:  # past the log's end: nothing skipped, what lies between is read again
+        log.warning("offset_past_log_end", topic=getattr(partition, "topic", str(partition)),
+                    partition=getattr(partition, "partition", None), at_offset=at_offset, reset_to=reset_to,
+                    reason=f"the partition's log ends before offset {at_offset} (truncated after an unclean leader "
+                           f"election, or the topic deleted and created again): the consumer goes on from offset "
+                           f"{reset_to} (auto_offset_reset); requests answered already there are duplicates")
+        return
+    skipped = reset_to - at_offset
     log.warning("requests_skipped", topic=getattr(partition, "topic", str(partition)),
                 partition=getattr(partition, "partition", None), at_offset=at_offset, reset_to=reset_to,
                 skipped=skipped,
