@@ -430,6 +430,8 @@ class PartitionReader(Protocol):
             int | None, int | None, int]]:
         """Per partition: the first offset at or after ``from_ms``, the first at or after ``until_ms`` (None
         when there is no such record, or no ``until_ms``), and the end offset."""
+    def log_starts(self, partitions: list[TP]) -> dict[TP, int]:
+        """The first offset each partition's log still holds (what retention or a delete-records request left)."""
     def committed(self, partitions: list[TP]) -> dict[TP, tuple[int, str | None]]:
         """The group's committed offset and metadata per partition; partitions without one are left out."""
     def commit(self, offsets: dict[TP, tuple[int, str]]) -> None:

@@ -12,13 +12,15 @@ import uuid
 import orjson
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.admin import KafkaAdminClient
 
 from producer.topics import create_topics
 from tests.integration.kit import REPO, STARTED, TopicReader, wait_until
 from worker.app import build_bounded_source
 from worker.core.clock import SystemClock
 from worker.core.settings import Settings
-from worker.core.timerange import TimeRange, format_ms
+from worker.core.timerange import Span, TimeRange, format_ms
+from worker.jobs.backfill_plan import encode_plan
 from worker.models import load_model
 
 # Recent times: the broker's retention (7 days by default) deletes records stamped long ago.
@@ -144,6 +146,48 @@ def test_an_interrupted_backfill_resumes_where_it_stopped_and_repeats_nothing(bo
     assert finished["consumed"] == LAST - FIRST - stopped["committed"]  # nothing committed is read again
     assert finished["duplicates"] == 0
     assert_exactly_the_range(read_all(bootstrap, replies, LAST - FIRST))
+
+
+def test_a_job_resumed_after_retention_deleted_part_of_its_span_says_how_many_were_lost(
+        bootstrap, redis_url, topics, tmp_path, kafka_client):
+    """The job stopped at offset 10 of its span 0..49 on partition 0; retention then deleted the log up to 30.
+    Resumed, it scores 30..49 and says, in a warning and its summary, that 20 offsets were lost unread."""
+    if kafka_client == "confluent":
+        pytest.importorskip("confluent_kafka")
+    committed, log_start, sent = 10, 30, 50
+    producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all")
+    for i in range(sent):
+        producer.send(topics.requests, key=f"d{i}".encode(), partition=0, timestamp_ms=stamped(i),
+                      value=orjson.dumps({"id": f"d{i}", "inputs": [0.5] * 16}))
+    producer.flush()
+    producer.close()
+    time_range, job = TimeRange(stamped(0), stamped(sent)), f"{topics.requests}.deleted.{kafka_client}"
+    group = KafkaConsumer(bootstrap_servers=bootstrap, group_id=f"streamscore-backfill.{job}",
+                          enable_auto_commit=False)
+    try:  # what a job interrupted at offset 10 left: its plan, with its offset
+        group.commit({TopicPartition(topics.requests, 0): OffsetAndMetadata(
+            committed, encode_plan(time_range, Span(0, sent)), -1)})
+    finally:
+        group.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_records({TopicPartition(topics.requests, 0): log_start})
+    finally:
+        admin.close()
+    replies = make_reply_topics(bootstrap, f"{topics.requests}.bf-deleted")
+    process, log_path, out_path = backfill(bootstrap, redis_url, tmp_path, topics.requests, replies,
+                                           "--from-time", str(time_range.from_ms), "--until-time",
+                                           str(time_range.until_ms), "--job", job, kafka_client=kafka_client)
+    assert process.wait(timeout=120) == 0, log_path.read_text()[-5000:]
+    [said] = events(log_path, "backfill_records_deleted")
+    assert (said["partition"], said["next_offset"], said["log_start"], said["deleted"]) == (0, committed, log_start,
+                                                                                           log_start - committed)
+    [finished] = events(log_path, "backfill_finished")
+    assert finished["complete"] and finished["deleted"] == log_start - committed
+    assert finished["consumed"] == sent - log_start
+    assert "deleted       20 offsets of the range deleted (retention)" in out_path.read_text()
+    assert sorted(read_all(bootstrap, replies, sent - log_start).by_id()) == sorted(
+        f"d{i}" for i in range(log_start, sent))
 
 
 def bounded_source(kafka_client, settings, time_range):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import orjson
 import pytest
 from kafka import OffsetAndMetadata, TopicPartition
+from structlog.testing import capture_logs
 
 from tests.fakes import FakeClock
 from worker.core.errors import ConfigError
@@ -38,9 +39,11 @@ class Offset:
 class FakeConsumer:
     """Partitions as lists of records; offsets missing from a list are gaps (markers, compaction)."""
 
-    def __init__(self, logs: dict[int, list[Record]], ends: dict[int, int] | None = None) -> None:
+    def __init__(self, logs: dict[int, list[Record]], ends: dict[int, int] | None = None,
+                 starts: dict[int, int] | None = None) -> None:
         self.logs = logs
         self.ends = ends or {p: (records[-1].offset + 1 if records else 0) for p, records in logs.items()}
+        self.starts = starts or {}  # the offset each partition's log starts at (what retention left): 0 if not given
         self.committed_offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self.commits: list[dict] = []
         self.positions: dict[TopicPartition, int] = {}
@@ -58,6 +61,9 @@ class FakeConsumer:
 
     def end_offsets(self, tps):
         return {tp: self.ends[tp.partition] for tp in tps}
+
+    def beginning_offsets(self, tps):
+        return {tp: self.starts.get(tp.partition, 0) for tp in tps}
 
     def offsets_for_times(self, times):
         found = {}
@@ -219,3 +225,41 @@ def test_lag_is_what_is_left_of_each_span():
     assert source.lag() == {(TOPIC, 0): 2, (TOPIC, 1): 0}
     drain(source)
     assert source.lag() == {(TOPIC, 0): 0, (TOPIC, 1): 0}
+
+
+def test_a_job_resumed_after_retention_deleted_its_next_offsets_counts_and_says_them():
+    # The plan spans offsets 0..7; the job committed 2, then retention deleted the log up to offset 5.
+    consumer = FakeConsumer({0: log_of(0, [150, 160, 170, 180, 190], offsets=range(5, 10))}, starts={0: 5})
+    time_range = TimeRange(100, 175)
+    consumer.committed_offsets[TopicPartition(TOPIC, 0)] = OffsetAndMetadata(2, encode_plan(time_range, Span(0, 8)), -1)
+    with capture_logs() as logs:
+        source, progress = source_over(consumer, time_range)
+    assert source.deleted == {(TOPIC, 0): 3}
+    [said] = [e for e in logs if e["event"] == "backfill_records_deleted"]
+    assert (said["partition"], said["next_offset"], said["log_start"], said["deleted"]) == (0, 2, 5, 3)
+    assert [r.position.offset for r in drain(source)] == [5, 6, 7]
+    assert sum(progress) == 6  # the deleted offsets are passed, not read
+    source.commit({(TOPIC, 0): 8})
+    assert source.complete()
+
+
+def test_retention_past_the_whole_span_deletes_only_the_span():
+    consumer = FakeConsumer({0: log_of(0, [300], offsets=[20])}, starts={0: 20})
+    time_range = TimeRange(100, 175)
+    consumer.committed_offsets[TopicPartition(TOPIC, 0)] = OffsetAndMetadata(4, encode_plan(time_range, Span(0, 8)), -1)
+    source, _ = source_over(consumer, time_range)
+    assert source.deleted == {(TOPIC, 0): 4}  # offsets 4..7, not up to 20
+    assert drain(source) == []
+
+
+def test_a_fresh_range_that_starts_at_the_logs_start_says_records_may_be_gone():
+    consumer = FakeConsumer({0: log_of(0, [100, 110, 120], offsets=[3, 4, 5]),
+                             1: log_of(1, [90, 100, 130], offsets=[7, 8, 9])}, starts={0: 3, 1: 7})
+    with capture_logs() as logs:
+        source, _ = source_over(consumer, TimeRange(95))
+    # Partition 0's oldest record is the range's first: what was deleted before it may have been in the range.
+    # Partition 1's oldest record is before the range: nothing of the range was deleted.
+    assert [(e["event"], e["partition"], e["log_start"]) for e in logs if e["event"].startswith("backfill_range")] == [
+        ("backfill_range_before_log_start", 0, 3)]
+    assert source.deleted == {}
+    assert len(drain(source)) == 5

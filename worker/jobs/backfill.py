@@ -207,12 +207,13 @@ class BackfillSummary:
     stats: dict[str, Any]  # the worker's, for this run
     seconds: float
     complete: bool
+    deleted: int = 0  # offsets of the span deleted before this run could read them (retention)
 
     def fields(self) -> dict[str, Any]:
         return {"topic": self.topic, "from_ms": self.time_range.from_ms, "until_ms": self.time_range.until_ms,
                 "reply_topic": self.reply_topic, "group": self.group, "offsets": self.offsets,
                 "done_before": self.done_before, "committed": self.committed, "seconds": round(self.seconds, 3),
-                "complete": self.complete, **self.stats}
+                "complete": self.complete, "deleted": self.deleted, **self.stats}
 
     def render(self) -> str:
         s = self.stats
@@ -221,6 +222,10 @@ class BackfillSummary:
         result = ("complete" if self.complete else
                   f"INTERRUPTED: {self.committed:,} of {self.offsets:,} offsets done; "
                   "run the same command again to go on")
+        if self.deleted:
+            result += f", {self.deleted:,} offsets of the range lost before they were read (see deleted)"
+        deleted = [f"  deleted       {self.deleted:,} offsets of the range deleted (retention) before this run "
+                   "read them: not scored"] if self.deleted else []
         return "\n".join([
             "backfill summary",
             f"  topic         {self.topic}  (group {self.group})",
@@ -230,6 +235,7 @@ class BackfillSummary:
             f"  replies       {s.get('replied_ok', 0):,} ok, {s.get('replied_error', 0):,} error, "
             f"{s.get('replied_expired', 0):,} expired  -> {self.reply_topic}",
             f"  dead letters  {s.get('dead_lettered', 0):,}",
+            *deleted,
             f"  duplicates    {s.get('duplicates', 0):,}  (ids answered before in this job, not re-scored)",
             f"  duration      {self.seconds:.1f} s  ({rate:,.0f} records/s)",
             f"  result        {result}",
@@ -280,7 +286,8 @@ def run_backfill(args: argparse.Namespace, build: BuildBackfill, environ: Mappin
     kafka = settings.kafka
     summary = BackfillSummary(kafka.requests_topic, time_range, kafka.reply_topic, kafka.group,
                               source.total, source.done_before, source.committed_offsets(),
-                              worker.stats.snapshot(), time.monotonic() - started, source.complete())
+                              worker.stats.snapshot(), time.monotonic() - started, source.complete(),
+                              sum(source.deleted.values()))
     log.info("backfill_finished", **summary.fields())
     print(summary.render())
     return 0 if summary.complete else EXIT_INTERRUPTED

@@ -61,6 +61,7 @@ class BoundedSource:
         self._partitions: dict[TP, _Partition] = {}
         self._paused_by_worker = False
         self.done_before = 0  # offsets of the span consumed in earlier runs of the job
+        self.deleted: dict[TP, int] = {}  # offsets of the span deleted before this run could read them
 
     @property
     def partitions(self) -> dict[TP, Span]:
@@ -82,10 +83,12 @@ class BoundedSource:
             raise LookupError(f"topic {self._topic!r} does not exist on the broker: nothing to backfill") from None
         lookups = self._reader.lookups(tps, self._range.from_ms, self._range.until_ms)
         stored = self._reader.committed(tps)
+        log_starts = self._reader.log_starts(tps)
         fresh_plans: dict[TP, tuple[int, str]] = {}
         for tp in tps:
             resume = self._resume(tp, stored.get(tp), span_of(*lookups[tp]))
             self._partitions[tp] = _Partition(resume.span, resume.position, resume.position)
+            self._say_deleted(tp, resume, log_starts.get(tp, 0))
             self.done_before += resume.position - resume.span.start
             if not resume.resumed:
                 fresh_plans[tp] = (resume.position, encode_plan(self._range, resume.span))
@@ -106,6 +109,30 @@ class BoundedSource:
             log.info("backfill_replanned", partition=tp[1], group=self._group,
                      stored_range=resume.replaced.label(), wanted_range=self._range.label())
         return resume
+
+    def _say_deleted(self, tp: TP, resume: Resume, log_start: int) -> None:
+        """Offsets of the span below the log's start are gone (retention, or a delete-records request): counted in
+        ``deleted`` and said when this run would read them (a job resumed after its next offset was deleted; the
+        reader goes on from the log's start). A fresh span that begins at the log's start may have lost records
+        of the range that came before it: said too, as a possibility (their timestamps went with them)."""
+        span, position = resume.span, resume.position
+        gone_to = min(log_start, span.stop)
+        if position < gone_to:
+            self.deleted[tp] = gone_to - position
+            log.warning("backfill_records_deleted", topic=tp[0], partition=tp[1], next_offset=position,
+                        log_start=log_start, deleted=gone_to - position,
+                        reason=f"the partition's log no longer holds offsets {position} to {gone_to - 1} of the "
+                               f"job's span (retention deleted them, or a delete-records request) before the job "
+                               f"read them: those {gone_to - position} records are not scored",
+                        advice="keep the requests topic's retention.ms above the time a backfill takes, "
+                               "interruptions included (docs/batch-jobs.md)")
+        elif not resume.resumed and span.size and 0 < log_start == span.start:
+            log.warning("backfill_range_before_log_start", topic=tp[0], partition=tp[1], log_start=log_start,
+                        reason=f"the partition's oldest record, at offset {log_start}, is the first of the range: "
+                               f"the {log_start} offsets before it were deleted, and those of them stamped in the "
+                               "range are not scored",
+                        advice="a range that starts before the topic's retention holds records no more: start it "
+                               "later, or expect fewer records than were produced in it")
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
         """Records of the span only (never one at or past a partition's stop). Blocks up to ``timeout_s``."""

@@ -32,6 +32,9 @@ class MemoryPartitionReader:
                      None if until_ms is None else self._broker.offset_for_time(tp, until_ms),
                      self._broker.end_offset(tp, read_committed=False)) for tp in partitions}
 
+    def log_starts(self, partitions: list[TP]) -> dict[TP, int]:
+        return dict.fromkeys(partitions, 0)  # the memory broker deletes nothing
+
     def committed(self, partitions: list[TP]) -> dict[TP, tuple[int, str | None]]:
         return self._broker.in_group(self._group, lambda group: {tp: group.committed[tp] for tp in partitions
                                                                  if tp in group.committed})

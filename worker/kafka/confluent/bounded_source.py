@@ -77,6 +77,10 @@ class ConfluentPartitionReader:
         _raise_errors(found)
         return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in found}
 
+    def log_starts(self, partitions: list[TP]) -> dict[TP, int]:
+        return {tp: int(self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=METADATA_S)[0])
+                for tp in partitions}
+
     def committed(self, partitions: list[TP]) -> dict[TP, tuple[int, str | None]]:
         found = self._consumer.committed([TopicPartition(*tp) for tp in partitions], timeout=METADATA_S)
         _raise_errors(found)

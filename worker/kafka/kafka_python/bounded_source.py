@@ -47,6 +47,10 @@ class KafkaPartitionReader:
         return {(tp.topic, tp.partition): (_offset(froms.get(tp)), _offset(untils.get(tp)), int(ends[tp]))
                 for tp in tps}
 
+    def log_starts(self, partitions: list[TP]) -> dict[TP, int]:
+        starts = self._consumer.beginning_offsets([TopicPartition(*tp) for tp in partitions])
+        return {(tp.topic, tp.partition): int(offset) for tp, offset in starts.items()}
+
     def committed(self, partitions: list[TP]) -> dict[TP, tuple[int, str | None]]:
         found = {tp: self._consumer.committed(TopicPartition(*tp), metadata=True) for tp in partitions}
         return {tp: (int(stored.offset), stored.metadata) for tp, stored in found.items() if stored is not None}
