@@ -10,8 +10,9 @@ TP = ("requests", 2)
 
 
 def test_a_plan_survives_the_commit_metadata_and_nothing_else_passes_for_one():
-    assert decode_plan(encode_plan(DAY, Span(3, 9))) == (DAY, Span(3, 9))
-    assert decode_plan(encode_plan(TimeRange(7), Span(0, 0))) == (TimeRange(7), Span(0, 0))
+    assert decode_plan(encode_plan(DAY, Span(3, 9))) == (DAY, Span(3, 9), 0)
+    assert decode_plan(encode_plan(TimeRange(7), Span(0, 0))) == (TimeRange(7), Span(0, 0), 0)
+    assert decode_plan(encode_plan(DAY, Span(3, 9), deleted=4)) == (DAY, Span(3, 9), 4)
     assert len(encode_plan(DAY, Span(10**12, 10**12))) < 4096  # the broker's default metadata limit
     for foreign in (None, "", "{}", "[]", "not json", '{"plan": "other"}',
                     orjson.dumps({"plan": "streamscore-backfill/1", "from_ms": 5}).decode()):
@@ -21,7 +22,7 @@ def test_a_plan_survives_the_commit_metadata_and_nothing_else_passes_for_one():
 def test_what_follows_the_plan_is_not_part_of_it():
     # confluent-kafka commits a NUL after the metadata; it reads one committed without as far as a NUL in memory.
     for tail in ("\x00", "\x01", "\x01}garbage"):
-        assert decode_plan(encode_plan(DAY, Span(3, 9)) + tail) == (DAY, Span(3, 9))
+        assert decode_plan(encode_plan(DAY, Span(3, 9)) + tail) == (DAY, Span(3, 9), 0)
 
 
 def test_a_fresh_group_gets_a_fresh_plan():

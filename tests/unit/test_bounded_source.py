@@ -156,7 +156,7 @@ def test_commits_carry_the_plan_and_complete_means_committed_to_every_stop():
     source.commit({(TOPIC, 0): 2})
     assert source.complete()
     stored = consumer.committed_offsets[TopicPartition(TOPIC, 0)]
-    assert (stored.offset, decode_plan(stored.metadata)) == (2, (TimeRange(100, 120), Span(0, 2)))
+    assert (stored.offset, decode_plan(stored.metadata)) == (2, (TimeRange(100, 120), Span(0, 2), 0))
 
 
 def test_a_span_ending_in_offsets_without_records_is_committed_at_its_stop():
@@ -229,18 +229,25 @@ def test_lag_is_what_is_left_of_each_span():
 
 def test_a_job_resumed_after_retention_deleted_its_next_offsets_counts_and_says_them():
     # The plan spans offsets 0..7; the job committed 2, then retention deleted the log up to offset 5.
-    consumer = FakeConsumer({0: log_of(0, [150, 160, 170, 180, 190], offsets=range(5, 10))}, starts={0: 5})
+    consumer = FakeConsumer({0: log_of(0, [150, 160, 165, 170, 190], offsets=range(5, 10))}, starts={0: 5})
     time_range = TimeRange(100, 175)
     consumer.committed_offsets[TopicPartition(TOPIC, 0)] = OffsetAndMetadata(2, encode_plan(time_range, Span(0, 8)), -1)
     with capture_logs() as logs:
         source, progress = source_over(consumer, time_range)
-    assert source.deleted == {(TOPIC, 0): 3}
+    assert source.deleted == 3
     [said] = [e for e in logs if e["event"] == "backfill_records_deleted"]
     assert (said["partition"], said["next_offset"], said["log_start"], said["deleted"]) == (0, 2, 5, 3)
-    assert [r.position.offset for r in drain(source)] == [5, 6, 7]
-    assert sum(progress) == 6  # the deleted offsets are passed, not read
-    source.commit({(TOPIC, 0): 8})
-    assert source.complete()
+    assert [r.position.offset for r in source.poll(0, 2)] == [5, 6]
+    assert sum(progress) == 5  # the deleted offsets are passed, not read
+    source.commit({(TOPIC, 0): 7})  # then the job stopped: the count goes with the plan
+    assert decode_plan(consumer.committed_offsets[TopicPartition(TOPIC, 0)].metadata)[2] == 3
+    with capture_logs() as logs:
+        again, _ = source_over(consumer, time_range)
+    assert again.deleted == 3 and again.done_before == 7  # still said by the next run, not found again
+    assert not [e for e in logs if e["event"] == "backfill_records_deleted"]
+    assert [r.position.offset for r in drain(again)] == [7]
+    again.commit({(TOPIC, 0): 8})
+    assert again.complete()
 
 
 def test_retention_past_the_whole_span_deletes_only_the_span():
@@ -248,7 +255,7 @@ def test_retention_past_the_whole_span_deletes_only_the_span():
     time_range = TimeRange(100, 175)
     consumer.committed_offsets[TopicPartition(TOPIC, 0)] = OffsetAndMetadata(4, encode_plan(time_range, Span(0, 8)), -1)
     source, _ = source_over(consumer, time_range)
-    assert source.deleted == {(TOPIC, 0): 4}  # offsets 4..7, not up to 20
+    assert source.deleted == 4  # offsets 4..7, not up to 20
     assert drain(source) == []
 
 
@@ -261,5 +268,14 @@ def test_a_fresh_range_that_starts_at_the_logs_start_says_records_may_be_gone():
     # Partition 1's oldest record is before the range: nothing of the range was deleted.
     assert [(e["event"], e["partition"], e["log_start"]) for e in logs if e["event"].startswith("backfill_range")] == [
         ("backfill_range_before_log_start", 0, 3)]
-    assert source.deleted == {}
+    assert source.deleted == 0
     assert len(drain(source)) == 5
+
+
+def test_a_fresh_range_over_a_partition_whose_whole_log_was_deleted_says_records_may_be_gone():
+    consumer = FakeConsumer({0: []}, ends={0: 12}, starts={0: 12})
+    with capture_logs() as logs:
+        source, _ = source_over(consumer, TimeRange(95))
+    [said] = [e for e in logs if e["event"] == "backfill_range_before_log_start"]
+    assert said["log_start"] == 12 and "holds no record any more" in said["reason"]
+    assert source.total == 0 and source.finished()

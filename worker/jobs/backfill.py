@@ -207,7 +207,7 @@ class BackfillSummary:
     stats: dict[str, Any]  # the worker's, for this run
     seconds: float
     complete: bool
-    deleted: int = 0  # offsets of the span deleted before this run could read them (retention)
+    deleted: int = 0  # offsets of the span deleted before the job read them (retention), in this run or before
 
     def fields(self) -> dict[str, Any]:
         return {"topic": self.topic, "from_ms": self.time_range.from_ms, "until_ms": self.time_range.until_ms,
@@ -224,7 +224,7 @@ class BackfillSummary:
                   "run the same command again to go on")
         if self.deleted:
             result += f", {self.deleted:,} offsets of the range lost before they were read (see deleted)"
-        deleted = [f"  deleted       {self.deleted:,} offsets of the range deleted (retention) before this run "
+        deleted = [f"  deleted       {self.deleted:,} offsets of the range deleted (retention) before the job "
                    "read them: not scored"] if self.deleted else []
         return "\n".join([
             "backfill summary",
@@ -287,7 +287,7 @@ def run_backfill(args: argparse.Namespace, build: BuildBackfill, environ: Mappin
     summary = BackfillSummary(kafka.requests_topic, time_range, kafka.reply_topic, kafka.group,
                               source.total, source.done_before, source.committed_offsets(),
                               worker.stats.snapshot(), time.monotonic() - started, source.complete(),
-                              sum(source.deleted.values()))
+                              source.deleted)
     log.info("backfill_finished", **summary.fields())
     print(summary.render())
     return 0 if summary.complete else EXIT_INTERRUPTED

@@ -25,13 +25,15 @@ _PLAN_TAG = "streamscore-backfill/1"
 _JSON = json.JSONDecoder()
 
 
-def encode_plan(time_range: TimeRange, span: Span) -> str:
-    """The commit metadata that records a job's plan for one partition."""
-    return orjson.dumps({"plan": _PLAN_TAG, "from_ms": time_range.from_ms, "until_ms": time_range.until_ms,
-                         "start": span.start, "stop": span.stop}).decode()
+def encode_plan(time_range: TimeRange, span: Span, deleted: int = 0) -> str:
+    """The commit metadata that records a job's plan for one partition, and how many offsets of its span were
+    deleted before the job read them (retention), so that every later run still says so."""
+    plan = {"plan": _PLAN_TAG, "from_ms": time_range.from_ms, "until_ms": time_range.until_ms,
+            "start": span.start, "stop": span.stop}
+    return orjson.dumps({**plan, "deleted": deleted} if deleted else plan).decode()
 
 
-def decode_plan(metadata: str | None) -> tuple[TimeRange, Span] | None:
+def decode_plan(metadata: str | None) -> tuple[TimeRange, Span, int] | None:
     """The plan stored by ``encode_plan``, or None if the metadata is not one.
 
     Whatever follows the plan's JSON object is not part of it: confluent-kafka
@@ -44,7 +46,10 @@ def decode_plan(metadata: str | None) -> tuple[TimeRange, Span] | None:
         body: Any = _JSON.raw_decode(metadata or "")[0]
         if body.get("plan") != _PLAN_TAG:
             return None
-        return TimeRange(body["from_ms"], body["until_ms"]), Span(body["start"], body["stop"])
+        deleted = body.get("deleted", 0)  # plans of jobs before 2026-12-07 have none
+        if type(deleted) is not int or deleted < 0:
+            return None
+        return TimeRange(body["from_ms"], body["until_ms"]), Span(body["start"], body["stop"]), deleted
     except (ValueError, AttributeError, KeyError, TypeError, ConfigError):
         return None
 
@@ -55,6 +60,7 @@ class Resume:
     position: int  # the next offset to read
     resumed: bool  # False: a fresh plan, to be committed before reading
     replaced: TimeRange | None = None  # the range of another job's plan found in the group, now replaced
+    deleted: int = 0  # offsets of the span earlier runs found deleted before they were read
 
 
 def resume_point(tp: TP, group: str, committed: int | None, metadata: str | None, wanted: TimeRange,
@@ -70,7 +76,7 @@ def resume_point(tp: TP, group: str, committed: int | None, metadata: str | None
     if stored is None:
         raise ConfigError(f"consumer group {group!r} has an offset for {tp[0]}/{tp[1]} that no backfill "
                           "committed (is it a live worker's group?); pass another --group or --job")
-    stored_range, span = stored
+    stored_range, span, deleted = stored
     if stored_range != wanted:
         return Resume(fresh, fresh.start, resumed=False, replaced=stored_range)
-    return Resume(span, min(max(committed, span.start), span.stop), resumed=True)
+    return Resume(span, min(max(committed, span.start), span.stop), resumed=True, deleted=deleted)

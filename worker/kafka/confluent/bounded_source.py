@@ -57,6 +57,7 @@ class ConfluentPartitionReader:
         self._clock = clock
         self._consumer = Consumer({**reader_config(kafka), "group.id": group or kafka.group})
         self._positions: dict[TP, int] = {}
+        self._log_starts: dict[TP, int] = {}  # the low watermarks ``lookups`` read
 
     def partitions(self, wait_s: float) -> list[int]:
         return wait_for(lambda: partitions_of(self._consumer, self._topic, METADATA_S), wait_s,
@@ -64,8 +65,10 @@ class ConfluentPartitionReader:
 
     def lookups(self, partitions: list[TP], from_ms: int, until_ms: int | None) -> dict[TP, tuple[
             int | None, int | None, int]]:
-        ends = {tp: self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=METADATA_S)[1]
-                for tp in partitions}
+        marks = {tp: self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=METADATA_S)
+                 for tp in partitions}
+        self._log_starts.update({tp: int(low) for tp, (low, _end) in marks.items()})
+        ends = {tp: end for tp, (_low, end) in marks.items()}
         froms = self._offsets_for_times(partitions, from_ms)
         untils = {} if until_ms is None else self._offsets_for_times(partitions, until_ms)
         return {tp: (froms[tp], untils.get(tp), int(ends[tp])) for tp in partitions}
@@ -78,8 +81,12 @@ class ConfluentPartitionReader:
         return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in found}
 
     def log_starts(self, partitions: list[TP]) -> dict[TP, int]:
-        return {tp: int(self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=METADATA_S)[0])
-                for tp in partitions}
+        """As ``lookups`` last read them, in the same requests (one a partition); asked anew for any other."""
+        unknown = [tp for tp in partitions if tp not in self._log_starts]
+        for tp in unknown:
+            self._log_starts[tp] = int(self._consumer.get_watermark_offsets(TopicPartition(*tp),
+                                                                            timeout=METADATA_S)[0])
+        return {tp: self._log_starts[tp] for tp in partitions}
 
     def committed(self, partitions: list[TP]) -> dict[TP, tuple[int, str | None]]:
         found = self._consumer.committed([TopicPartition(*tp) for tp in partitions], timeout=METADATA_S)
