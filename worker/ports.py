@@ -203,6 +203,9 @@ class Source(Protocol):
     def undecodable(self) -> dict[TP, str]:
         """Assigned partitions stopped at a record batch this client cannot decode, with the batch's codec
         (worker/kafka/undecodable.py): paused there until a restart, nothing past it committed."""
+    def skipped(self) -> int:
+        """Requests skipped unread since the source began: offsets its partitions' logs no longer held when it
+        came to them (retention, a delete-records request), which it went past."""
     def close(self, timeout_s: float = ...) -> None:
         """Leave the group and close; blocks up to ``timeout_s``."""
 

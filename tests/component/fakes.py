@@ -99,6 +99,9 @@ class FakeSource:
     def undecodable(self) -> dict[tuple[str, int], str]:
         return {}
 
+    def skipped(self) -> int:
+        return 0
+
     def lag(self) -> dict[tuple[str, int], int]:
         """Per partition produced to: its records not polled yet (FakeSource knows every end at once)."""
         waiting = {(self.topic, partition): 0 for partition in self.next_offset}

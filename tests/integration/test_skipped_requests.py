@@ -1,6 +1,7 @@
-"""Requests deleted before the group read them (retention, or a delete-records request) are skipped, and a line
-says so on both clients: the worker's own ``requests_skipped`` on kafka-python (whose fetcher says it only at
-INFO), librdkafka's own OFFSET warning on confluent-kafka."""
+"""Requests deleted before the group read them (retention, or a delete-records request) are skipped, and the worker
+says so on both clients, with how many: its own ``requests_skipped`` line (from kafka-python's fetcher lines, said
+only at INFO; from librdkafka's OFFSET warning and the first record after it), and the count the metric
+``streamscore_requests_skipped_total`` reports."""
 
 from __future__ import annotations
 
@@ -36,10 +37,11 @@ def test_requests_deleted_before_they_were_read_are_skipped_with_a_line(
                       watch=worker)
     assert worker.stop() == 0, worker.log()
     assert sorted(reader.read(0.5).by_id()) == sorted(f"s{n}" for n in range(LOG_START, SENT))
-    if kafka_client == "kafka-python":
-        [skipped] = [e for e in worker.events() if e.get("event") == "requests_skipped"]
-        assert (skipped["topic"], skipped["partition"]) == (topics.requests, 0)
-        assert (skipped["at_offset"], skipped["reset_to"], skipped["skipped"]) == (COMMITTED, LOG_START, 20)
-    else:
+    [skipped] = [e for e in worker.events() if e.get("event") == "requests_skipped"]
+    assert (skipped["topic"], skipped["partition"]) == (topics.requests, 0)
+    assert (skipped["at_offset"], skipped["reset_to"], skipped["skipped"]) == (COMMITTED, LOG_START, 20)
+    [stopped] = [e for e in worker.events() if e.get("event") == "worker_stopped"]
+    assert stopped["requests_skipped"] == LOG_START - COMMITTED  # streamscore_requests_skipped_total
+    if kafka_client == "confluent":  # librdkafka's own line still passes
         assert any(e.get("logger") == "librdkafka" and "offset reset (at offset 10" in e.get("event", "")
                    for e in worker.events()), worker.log()

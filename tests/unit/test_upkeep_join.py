@@ -18,6 +18,9 @@ class NoLag:
     def undecodable(self) -> dict:
         return {}
 
+    def skipped(self) -> int:
+        return 0
+
     def assigned(self) -> set[tuple[str, int]]:
         return self.owned
 

@@ -102,6 +102,7 @@ class WorkerStats:
     dead_lettered: int = 0
     duplicates: int = 0
     handed_over: int = 0
+    requests_skipped: int = 0  # never consumed: deleted before the source came to them (refreshed with the lag)
     aborted_transactions: int = 0  # exactly-once: each one's replies were discarded and their records consumed again
     batches: int = 0
     scored: int = 0
@@ -275,6 +276,7 @@ class WorkerStats:
             "dead_lettered": self.dead_lettered,
             "duplicates": self.duplicates,
             "handed_over": self.handed_over,
+            "requests_skipped": self.requests_skipped,
             "aborted_transactions": self.aborted_transactions,
             "rebalances": self.rebalances,
             "batches": self.batches,

@@ -37,6 +37,7 @@ class _Partition:
     span: Span
     position: int  # the consumer's position, capped at stop
     committed: int
+    deleted: int = 0  # offsets of the span deleted before the job read them (retention), this run's and before
     handed_out: int | None = None  # one past the last record given to the worker in this run
 
     @property
@@ -61,11 +62,16 @@ class BoundedSource:
         self._partitions: dict[TP, _Partition] = {}
         self._paused_by_worker = False
         self.done_before = 0  # offsets of the span consumed in earlier runs of the job
-        self.deleted: dict[TP, int] = {}  # offsets of the span deleted before this run could read them
+        self._found_deleted = 0  # offsets of the span this run found deleted before the job read them
 
     @property
     def partitions(self) -> dict[TP, Span]:
         return {tp: state.span for tp, state in self._partitions.items()}
+
+    @property
+    def deleted(self) -> int:
+        """Offsets of the job's span deleted before it read them (retention), found by this run or an earlier."""
+        return sum(state.deleted for state in self._partitions.values())
 
     @property
     def total(self) -> int:
@@ -87,8 +93,9 @@ class BoundedSource:
         fresh_plans: dict[TP, tuple[int, str]] = {}
         for tp in tps:
             resume = self._resume(tp, stored.get(tp), span_of(*lookups[tp]))
-            self._partitions[tp] = _Partition(resume.span, resume.position, resume.position)
-            self._say_deleted(tp, resume, log_starts.get(tp, 0))
+            deleted = self._deleted_unread(tp, resume, log_starts.get(tp, 0))
+            self._found_deleted += deleted
+            self._partitions[tp] = _Partition(resume.span, resume.position, resume.position, resume.deleted + deleted)
             self.done_before += resume.position - resume.span.start
             if not resume.resumed:
                 fresh_plans[tp] = (resume.position, encode_plan(self._range, resume.span))
@@ -110,29 +117,33 @@ class BoundedSource:
                      stored_range=resume.replaced.label(), wanted_range=self._range.label())
         return resume
 
-    def _say_deleted(self, tp: TP, resume: Resume, log_start: int) -> None:
-        """Offsets of the span below the log's start are gone (retention, or a delete-records request): counted in
-        ``deleted`` and said when this run would read them (a job resumed after its next offset was deleted; the
-        reader goes on from the log's start). A fresh span that begins at the log's start may have lost records
-        of the range that came before it: said too, as a possibility (their timestamps went with them)."""
+    def _deleted_unread(self, tp: TP, resume: Resume, log_start: int) -> int:
+        """How many offsets of the span this run would read next are below the log's start, gone (retention, or a
+        delete-records request): said, and returned to be counted with the partition's plan (a job resumed after
+        its next offset was deleted; the reader goes on from the log's start). A fresh span that begins at the
+        log's start may have lost records of the range that came before it: said too, as a possibility (their
+        timestamps went with them), as is a fresh span that is empty because its partition's log is."""
         span, position = resume.span, resume.position
         gone_to = min(log_start, span.stop)
         if position < gone_to:
-            self.deleted[tp] = gone_to - position
             log.warning("backfill_records_deleted", topic=tp[0], partition=tp[1], next_offset=position,
                         log_start=log_start, deleted=gone_to - position,
                         reason=f"the partition's log no longer holds offsets {position} to {gone_to - 1} of the "
                                f"job's span (retention deleted them, or a delete-records request) before the job "
-                               f"read them: those {gone_to - position} records are not scored",
+                               f"read them: what those {gone_to - position} offsets held is not scored",
                         advice="keep the requests topic's retention.ms above the time a backfill takes, "
                                "interruptions included (docs/batch-jobs.md)")
-        elif not resume.resumed and span.size and 0 < log_start == span.start:
+            return gone_to - position
+        if not resume.resumed and 0 < log_start == span.start:
             log.warning("backfill_range_before_log_start", topic=tp[0], partition=tp[1], log_start=log_start,
-                        reason=f"the partition's oldest record, at offset {log_start}, is the first of the range: "
-                               f"the {log_start} offsets before it were deleted, and those of them stamped in the "
-                               "range are not scored",
+                        reason=(f"the partition's oldest record, at offset {log_start}, is the first of the range"
+                                if span.size else f"the partition holds no record any more (its log starts at its "
+                                                  f"end, offset {log_start})")
+                               + f": the {log_start} offsets before were deleted, and those of them stamped in the "
+                                 "range are not scored",
                         advice="a range that starts before the topic's retention holds records no more: start it "
                                "later, or expect fewer records than were produced in it")
+        return 0
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
         """Records of the span only (never one at or past a partition's stop). Blocks up to ``timeout_s``."""
@@ -214,8 +225,8 @@ class BoundedSource:
                 log.warning("commit_deferred", error=str(exc), partitions=len(exhausted))
 
     def _commit(self, offsets: dict[TP, int]) -> None:
-        self._reader.commit({tp: (offset, encode_plan(self._range, self._partitions[tp].span))
-                             for tp, offset in offsets.items()})
+        self._reader.commit({tp: (offset, encode_plan(self._range, self._partitions[tp].span,
+                                                      self._partitions[tp].deleted)) for tp, offset in offsets.items()})
         for tp, offset in offsets.items():
             state = self._partitions[tp]
             state.committed = max(state.committed, offset)
@@ -241,6 +252,11 @@ class BoundedSource:
     def lag(self) -> dict[TP, int]:
         """Offsets of each partition's span not read yet (from the positions of the last poll)."""
         return {tp: state.span.stop - state.position for tp, state in self._partitions.items()}
+
+    def skipped(self) -> int:
+        """The offsets of the span this run found deleted before it read them (those of earlier runs were
+        counted by them)."""
+        return self._found_deleted
 
     def undecodable(self) -> dict[TP, str]:
         """None are reported: a backfill's reader fails on a batch it cannot decode (docs/interop.md)."""

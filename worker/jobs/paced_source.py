@@ -98,6 +98,9 @@ class PacedSource:
     def undecodable(self) -> dict[TP, str]:
         return self._inner.undecodable()
 
+    def skipped(self) -> int:
+        return self._inner.skipped()
+
     def close(self, timeout_s: float = 30.0) -> None:
         if self._live_lag is not None:
             self._live_lag.close()

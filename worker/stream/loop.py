@@ -95,6 +95,7 @@ class Worker:
                 if part is not None:
                     part.close()
         unfinished = drain.unfinished()
+        self.stats.requests_skipped = self._source.skipped()  # refreshed once a second: its last word
         log.info("worker_stopped", unfinished=unfinished, deadline_cut=drain.cut, **self.stats.snapshot())
         return unfinished
 

@@ -46,6 +46,7 @@ class Upkeep:
             self._lag_at = now
             self._stats.lag = self._source.lag()
             self._stats.undecodable = self._source.undecodable()
+            self._stats.requests_skipped = self._source.skipped()
             self._watch_ownership(now)
         if self._stats_interval_s and now - self._last_stats >= self._stats_interval_s:
             self._last_stats = now

@@ -43,6 +43,9 @@ class StatsCollector(Collector):
                        "record read before them (not scored again).", s.duplicates)
         yield _counter("streamscore_handed_over", "Records left unanswered because their partition went to "
                        "another worker (which answers them).", s.handed_over)
+        yield _counter("streamscore_requests_skipped", "Requests never consumed: the partition's log no longer "
+                       "held them (retention, a delete-records request) when the consumer came to them, and it went "
+                       "on past them (auto_offset_reset); requests_skipped says each time.", s.requests_skipped)
         yield _counter("streamscore_rebalances", "Consumer group generations joined, the first one included.",
                        s.rebalances)
         batch_size = HistogramMetricFamily("streamscore_batch_size", "Requests per scored batch.")

@@ -116,6 +116,9 @@ class MemorySource:
     def undecodable(self) -> dict[TP, str]:
         return {}  # the memory broker keeps records, not compressed batches
 
+    def skipped(self) -> int:
+        return 0  # the memory broker deletes nothing
+
     def close(self, timeout_s: float = 30.0) -> None:
         if self._joined:
             self._broker.in_group(self._group, lambda group: group.leave(self._member_id))

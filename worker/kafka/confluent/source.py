@@ -53,6 +53,7 @@ from worker.kafka.confluent.consumer import (
     raw_record,
     undecodable,
 )
+from worker.kafka.confluent.skipped import RESETS, watch_for_offset_resets
 from worker.kafka.connection import close_within
 from worker.kafka.group_source import GroupSource
 from worker.kafka.rebalance import RebalanceRecorder, group_generation, tp_of
@@ -96,6 +97,7 @@ class ConfluentSource(GroupSource):
                  model_topics: tuple[str, ...] = ()) -> None:
         """``read_committed``: skip aborted transactions' records (isolation.level; always with exactly-once)."""
         super().__init__(kafka, clock, metadata_s, model_topics)
+        watch_for_offset_resets()
         self._consumer = Consumer({**consumer_config(kafka, read_committed), "on_commit": self._on_commit})
         self._commits_out: deque[Callable[[Exception | None], None]] = deque()  # answered in this order
         self._eager = kafka.kafka_group_protocol == "classic" and kafka.assignor in EAGER_ASSIGNORS
@@ -139,6 +141,8 @@ class ConfluentSource(GroupSource):
         if not self._rewound(timeout_s):
             return []
         messages = self._poll(timeout_s, max_records)
+        if RESETS.waiting:  # an offset reset said: its partition's first record tells where it went on
+            RESETS.first_records(messages)
         now = self._clock.monotonic()
         return [raw_record(m, now) for m in messages]
 

@@ -4,9 +4,9 @@ A group's committed offset (or a consumer's position) that its partition's log n
 retention or a delete-records request removed the records there, is out of range: the consumer starts again at
 the offset ``auto_offset_reset`` names and never reads the requests between. kafka-python says so only at INFO,
 on its fetcher's logger, which the worker keeps at WARNING (worker/logs.py: kafka-python is chatty at INFO).
-``SkippedRequests`` reads those two lines (the fetch offset out of range, then the offset reset to) and logs
-``requests_skipped`` with the partition, both offsets and how many requests were skipped. librdkafka says the
-same at WARNING itself (its ``OFFSET`` line: "offset reset (at offset ...)").
+``SkippedRequests`` reads those two lines (the fetch offset out of range, then the offset reset to) and hands
+them to worker/kafka/skipped.py, which logs ``requests_skipped`` with the partition, both offsets and how many
+requests were skipped, and counts them.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import threading
 import time
 from typing import Any
 
-import structlog
-
-log = structlog.get_logger(__name__)
+from worker.kafka.skipped import SKIPPED
 
 FETCHER_LOGGER = "kafka.consumer.fetcher"
 # kafka-python 3.0's lines, as format strings with their arguments (fetch offset, partition) and (partition, offset)
@@ -46,27 +44,9 @@ class SkippedRequests(logging.Filter):
             with self._lock:
                 out_of_range = self._out_of_range.pop(args[0], None)
             if out_of_range is not None and time.monotonic() - out_of_range[1] <= PAIRED_WITHIN_S:
-                _say_skipped(args[0], out_of_range[0], args[1])
+                SKIPPED.went_on(getattr(args[0], "topic", str(args[0])), getattr(args[0], "partition", None),
+                                out_of_range[0], args[1])
         return record.levelno >= logging.getLogger("kafka").getEffectiveLevel()
-
-
-def _say_skipped(partition: Any, at_offset: int, reset_to: int) -> None:
-    if reset_to < at_offset:  # past the log's end: nothing skipped, what lies between is read again
-        log.warning("offset_past_log_end", topic=getattr(partition, "topic", str(partition)),
-                    partition=getattr(partition, "partition", None), at_offset=at_offset, reset_to=reset_to,
-                    reason=f"the partition's log ends before offset {at_offset} (truncated after an unclean leader "
-                           f"election, or the topic deleted and created again): the consumer goes on from offset "
-                           f"{reset_to} (auto_offset_reset); requests answered already there are duplicates")
-        return
-    skipped = reset_to - at_offset
-    log.warning("requests_skipped", topic=getattr(partition, "topic", str(partition)),
-                partition=getattr(partition, "partition", None), at_offset=at_offset, reset_to=reset_to,
-                skipped=skipped,
-                reason=f"the partition's log no longer holds offset {at_offset} (retention deleted it, or a "
-                       f"delete-records request): the consumer goes on from offset {reset_to} "
-                       f"(auto_offset_reset), and the {skipped} requests between are never read",
-                advice="keep the requests topic's retention.ms above the longest time a request may wait "
-                       "unread (docs/operations.md)")
 
 
 def watch_for_skipped_requests() -> None:
