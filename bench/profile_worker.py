@@ -8,7 +8,7 @@ are wall times, and its overhead falls on Python code most: ``--stages``
 instead runs without a profiler and gives the loop thread's own CPU
 (``time.thread_time``) in each stage of a step (of the model's, its forward
 pass), beside the CPU of the other threads (librdkafka's, the claim
-helper's) and the garbage collector's time. ``--floor`` runs, in the same
+helper's; on Linux each thread's, by name) and the garbage collector's time. ``--floor`` runs, in the same
 way, the churn job written by hand a poll at a time
 (bench/confluent_columnar.py) instead of the worker, and gives its main
 thread's CPU by stage: the two tables side by side show where the worker
@@ -35,6 +35,7 @@ import torch
 from bench import confluent_columnar as columnar
 from bench.confluent_ceiling import closed, subscribed_clients
 from bench.confluent_columnar import Laps
+from bench.thread_cpu import ThreadCpu
 from bench.topics import RunTopics, default_load_client, prefill
 from bench.workloads import WORKLOADS
 from worker.app import build_worker
@@ -150,30 +151,37 @@ def main(argv: list[str] | None = None) -> int:
             print("error: --floor runs the churn job by hand: no --workload other than churn, no worker settings",
                   file=sys.stderr)
             return 2
-        _report_floor(args.requests, *floor_run(bootstrap, redis_url, args.requests))
+        floor_threads = ThreadCpu()
+        _report_floor(args.requests, *floor_run(bootstrap, redis_url, args.requests, floor_threads))
+        _report_threads(floor_threads, args.requests)
         return 0
 
     profiler = None if args.no_profile or args.stages else cProfile.Profile()
     clocks: list[StageClock] = []
+    threads = ThreadCpu() if args.stages else None
     wall_s, cpu_s, loop_cpu_s = timed_run(bootstrap, args.workload, args.requests, args.worker_args, profiler,
                                           on_built=(lambda worker: clocks.append(StageClock(worker)))
-                                          if args.stages else None)
+                                          if args.stages else None, threads=threads)
     print(f"\n{args.requests:,} requests in {wall_s:.1f} s ({args.requests / wall_s:,.0f} req/s); "
           f"process CPU {cpu_s / args.requests * 1e6:.1f} µs per request (all threads)")
     if profiler is not None:
         _report(pstats.Stats(profiler), args.requests, args.top, args.sort)
     if clocks:
         _report_stages(clocks[0], args.requests, cpu_s, loop_cpu_s)
+    if threads is not None:
+        _report_threads(threads, args.requests)
     return 0
 
 
 def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[str],
               profiler: cProfile.Profile | None = None,
-              on_built: Callable[[Worker], None] | None = None) -> tuple[float, float, float]:
+              on_built: Callable[[Worker], None] | None = None,
+              threads: ThreadCpu | None = None) -> tuple[float, float, float]:
     """Fill a fresh topic with ``requests``, then step a worker in this process until it answered them all.
 
     Returns (wall seconds, process CPU seconds, the loop thread's CPU seconds) of the stepping, profiled by
-    ``profiler`` when given; ``on_built`` is shown the worker before its first step.
+    ``profiler`` when given; ``on_built`` is shown the worker before its first step; ``threads`` takes each
+    thread's CPU over the stepping.
     """
     topics = RunTopics.fresh(f"profile-{workload}")
     settings = _settings(workload, topics, worker_args)
@@ -184,6 +192,8 @@ def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[st
         worker = build_worker(settings, StopRequest(SystemClock()))
         if on_built is not None:
             on_built(worker)
+        if threads is not None:
+            threads.start()
         started, cpu_started, loop_started = time.perf_counter(), time.process_time(), time.thread_time()
         if profiler is not None:
             profiler.enable()
@@ -193,6 +203,8 @@ def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[st
             profiler.disable()
         wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
         loop_cpu_s = time.thread_time() - loop_started
+        if threads is not None:
+            threads.stop()
         worker.stop()
         worker.run()  # drains, commits and closes
     finally:
@@ -200,10 +212,11 @@ def timed_run(bootstrap: str, workload: str, requests: int, worker_args: list[st
     return wall_s, cpu_s, loop_cpu_s
 
 
-def floor_run(bootstrap: str, redis_url: str, requests: int) -> tuple[float, float, float, dict[str, float]]:
+def floor_run(bootstrap: str, redis_url: str, requests: int,
+              threads: ThreadCpu | None = None) -> tuple[float, float, float, dict[str, float]]:
     """Fill a fresh topic with ``requests`` churn requests, then run the columnar job's loop in this process
     until it answered them all. Returns wall seconds, process CPU seconds, the main thread's CPU seconds and its
-    CPU seconds by stage."""
+    CPU seconds by stage; ``threads`` takes each thread's CPU over the loop."""
     topics = RunTopics.fresh("profile-floor")
     topics.create(bootstrap, partitions=4)
     try:
@@ -218,12 +231,16 @@ def floor_run(bootstrap: str, redis_url: str, requests: int) -> tuple[float, flo
         give_up = threading.Timer(FLOOR_LIMIT_S, stop.set)  # a request that never comes would hold it for ever
         give_up.start()
         try:
+            if threads is not None:
+                threads.start()
             started, cpu_started, main_started = time.perf_counter(), time.process_time(), time.thread_time()
             laps = Laps()
             answered = columnar.run(consumer, producer, store, model, topics.replies, stop, until=requests,
                                     laps=laps)
             wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
             main_s = time.thread_time() - main_started
+            if threads is not None:
+                threads.stop()
         finally:
             give_up.cancel()
             closed(consumer, producer, store)
@@ -243,6 +260,13 @@ def _report_floor(requests: int, wall_s: float, cpu_s: float, main_s: float, sta
         print(f"  {label:<40} {seconds / requests * 1e6:6.2f}")
     print(f"  {'the main thread, in all':<40} {main_s / requests * 1e6:6.2f}")
     print(f"  {'the other threads':<40} {(cpu_s - main_s) / requests * 1e6:6.2f}")
+
+
+def _report_threads(threads: ThreadCpu, requests: int) -> None:
+    """The other threads' CPU by thread (Linux only): librdkafka's, the claim helper's."""
+    if threads.available:
+        print(f"  {'of the other threads, by thread':<40}")
+        print("\n".join(threads.report(requests)))
 
 
 def _settings(workload: str, topics: RunTopics, worker_args: list[str]) -> Settings:
