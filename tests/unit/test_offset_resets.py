@@ -1,6 +1,6 @@
 """librdkafka's offset reset line read for requests skipped (worker/kafka/confluent/skipped.py): the line names the
-offset out of range, the first record polled after it where the consumer went on; the pair is said as
-``requests_skipped`` and counted. No broker: log records made as confluent-kafka hands librdkafka's lines on."""
+offset left, the first record polled after it at or past that offset where the consumer went on; the pair is said
+as ``requests_skipped`` and counted. No broker: lines as confluent-kafka hands librdkafka's on to its logger."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from dataclasses import dataclass
 from structlog.testing import capture_logs
 
 from worker.kafka.confluent.skipped import OffsetResets
-from worker.kafka.skipped import SKIPPED
 
-LINE = ("OFFSET [streamscore-worker#consumer-2] [thrd:main]: requests [3]: offset reset (at offset 120 (leader epoch "
-        "-1), broker 1) to offset BEGINNING (leader epoch -1): fetch failed due to requested offset not available on "
-        "the broker: Broker: Offset out of range")
+LINE = ("[thrd:main]: requests [3]: offset reset (at offset 120 (leader epoch -1), broker 1) to offset BEGINNING "
+        "(leader epoch -1): fetch failed due to requested offset not available on the broker: Broker: Offset out "
+        "of range")
 
 
 @dataclass
@@ -33,38 +32,63 @@ class Message:
         return self._offset
 
 
-def librdkafka_line(text: str, level: int = logging.WARNING) -> logging.LogRecord:
-    return logging.LogRecord("librdkafka", level, __file__, 1, "%s", (text,), None)
+class Forwarded(logging.Logger):
+    def __init__(self) -> None:
+        super().__init__("librdkafka-test", logging.ERROR)  # as with --log-level error: warnings not shown
+        self.lines: list[str] = []
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: object) -> None:
+        self.lines.append(str(msg) % args)
 
 
-def test_the_first_record_after_a_reset_says_how_many_requests_were_skipped_and_counts_them():
-    resets, before = OffsetResets(), SKIPPED.total
-    assert resets.filter(librdkafka_line(LINE))  # librdkafka's own line passes on
-    assert resets.waiting
-    with capture_logs() as logged:
-        resets.first_records([Message("requests", 1, 7), Message("requests", 3, 5120), Message("requests", 3, 5121)])
+def said(resets: OffsetResets, text: str = LINE, level: int = logging.WARNING, facility: str = "OFFSET") -> None:
+    resets.log(level, "%s [%s] %s", facility, "streamscore-worker#consumer-2", text)  # as confluent-kafka calls it
+
+
+def test_the_first_record_past_a_reset_says_how_many_requests_were_skipped_and_counts_them():
+    forwarded = Forwarded()
+    resets = OffsetResets(forwarded)
+    said(resets)  # read even where the logger's level would drop the line
+    assert forwarded.lines == [f"OFFSET [streamscore-worker#consumer-2] {LINE}"] and resets.waiting
+    with capture_logs() as logged:  # records 100..119 were fetched before the reset: not where it went on
+        resets.first_records([Message("requests", 3, 118), Message("requests", 1, 7), Message("requests", 3, 119)])
+        assert logged == [] and resets.waiting
+        resets.first_records([Message("requests", 3, 5120), Message("requests", 3, 5121)])
     [skipped] = logged
     assert (skipped["event"], skipped["topic"], skipped["partition"], skipped["at_offset"], skipped["reset_to"],
             skipped["skipped"]) == ("requests_skipped", "requests", 3, 120, 5120, 5000)
-    assert SKIPPED.total - before == 5000 and not resets.waiting
+    assert resets.tally.total == 5000 and not resets.waiting
+
+
+def test_a_second_reset_before_any_record_keeps_the_offset_first_left():
+    resets = OffsetResets(Forwarded())
+    said(resets)
+    said(resets, LINE.replace("at offset 120", "at offset 4000"))
+    with capture_logs():
+        resets.first_records([Message("requests", 3, 5120)])
+    assert resets.tally.total == 5000
 
 
 def test_other_lines_and_other_partitions_records_pair_with_nothing():
-    resets = OffsetResets()
-    resets.filter(librdkafka_line("FETCH [c#consumer-2] [thrd:main]: requests [3]: fetch backoff"))
-    resets.filter(librdkafka_line(LINE, level=logging.DEBUG))
+    resets = OffsetResets(Forwarded())
+    said(resets, "[thrd:main]: requests [3]: fetch backoff", facility="FETCH")
+    said(resets, level=logging.DEBUG)
     assert not resets.waiting
-    resets.filter(librdkafka_line(LINE))
+    said(resets, LINE.removeprefix("[thrd:main]: "))  # log.thread.name=false: no thread's name
+    assert resets.waiting
     with capture_logs() as logged:
         resets.first_records([Message("requests", 2, 5120), Message("other", 3, 5120)])
     assert logged == [] and resets.waiting
 
 
-def test_a_record_long_after_the_reset_is_not_paired_with_it(monkeypatch):
-    resets, now = OffsetResets(), [100.0]
+def test_a_partition_revoked_before_its_record_or_a_record_long_after_pairs_with_nothing(monkeypatch):
+    resets, now = OffsetResets(Forwarded()), [100.0]
     monkeypatch.setattr("worker.kafka.confluent.skipped.time.monotonic", lambda: now[0])
-    resets.filter(librdkafka_line(LINE))
+    said(resets)
+    resets.forget([("requests", 3)])  # its next owner tells
+    assert not resets.waiting
+    said(resets)
     now[0] += 3600  # the partition went to another member meanwhile, and came back
     with capture_logs() as logged:
         resets.first_records([Message("requests", 3, 9000)])
-    assert logged == [] and not resets.waiting
+    assert logged == [] and not resets.waiting and resets.tally.total == 0

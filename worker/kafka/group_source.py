@@ -17,7 +17,6 @@ from worker.core.errors import ConfigError
 from worker.core.offsets import TopicPartition as TP
 from worker.core.sections import KafkaSettings
 from worker.kafka.metadata import missing_requests_topic, wait_for
-from worker.kafka.skipped import SKIPPED
 from worker.kafka.undecodable import codec_of, report_stopped
 
 log = structlog.get_logger(__name__)
@@ -41,7 +40,6 @@ class GroupSource(ABC):
         self._undecodable: dict[TP, str] = {}  # partitions stopped at a batch we cannot decode, and its codec
         self._rewind_owed = False  # a rewind could not read the committed offsets: nothing is consumed until it can
         self._known: dict[TP, int] = {}  # the offsets the last rewind was given
-        self._skipped_before = SKIPPED.total  # the process's count when this source began
 
     def refused_by_group(self) -> ConfigError:
         """What to say when the group refuses this worker's join (INCONSISTENT_GROUP_PROTOCOL): it stops."""
@@ -61,12 +59,6 @@ class GroupSource(ABC):
 
     def _wait_for_topic(self, topic: str, wait_s: float) -> None:
         wait_for(lambda: self._partitions(topic), wait_s, lambda: missing_requests_topic(topic))
-
-    def skipped(self) -> int:
-        """Requests skipped unread since this source began: its client's consumer went on past offsets its
-        partitions' logs no longer held (worker/kafka/skipped.py; counted for the process, where one stream source
-        consumes)."""
-        return SKIPPED.total - self._skipped_before
 
     def undecodable(self) -> dict[TP, str]:
         assigned = self._assigned()

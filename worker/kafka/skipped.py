@@ -4,9 +4,10 @@ A group's committed offset (or a consumer's position) that its partition's log n
 retention or a delete-records request removed the records there, is out of range: the consumer starts again at
 the offset ``auto_offset_reset`` names and never reads the requests between. Each client tells it its own way
 (kafka-python's fetcher lines: worker/kafka/kafka_python/skipped.py; librdkafka's OFFSET line and the first record
-after it: worker/kafka/confluent/skipped.py); both end here, in ``SKIPPED.went_on``, which logs
-``requests_skipped`` (or ``offset_past_log_end``) and adds to the process's count, which each stream source reports
-as ``streamscore_requests_skipped_total``.
+after it: worker/kafka/confluent/skipped.py); both end in a ``SkippedTally``, which logs ``requests_skipped`` (or
+``offset_past_log_end``) and adds to the count each stream source reports as
+``streamscore_requests_skipped_total``: one for the process on kafka-python (its fetcher's lines are the
+process's), one a consumer on confluent-kafka.
 """
 
 from __future__ import annotations
@@ -53,4 +54,4 @@ class SkippedTally:
                            "unread (docs/operations.md)")
 
 
-SKIPPED = SkippedTally()  # one a process: the clients' log lines, which tell it, are the process's
+SKIPPED = SkippedTally()  # kafka-python's, one a process: its fetcher's lines, which tell it, are the process's

@@ -53,7 +53,7 @@ from worker.kafka.confluent.consumer import (
     raw_record,
     undecodable,
 )
-from worker.kafka.confluent.skipped import RESETS, watch_for_offset_resets
+from worker.kafka.confluent.skipped import OffsetResets
 from worker.kafka.connection import close_within
 from worker.kafka.group_source import GroupSource
 from worker.kafka.rebalance import RebalanceRecorder, group_generation, tp_of
@@ -97,8 +97,9 @@ class ConfluentSource(GroupSource):
                  model_topics: tuple[str, ...] = ()) -> None:
         """``read_committed``: skip aborted transactions' records (isolation.level; always with exactly-once)."""
         super().__init__(kafka, clock, metadata_s, model_topics)
-        watch_for_offset_resets()
-        self._consumer = Consumer({**consumer_config(kafka, read_committed), "on_commit": self._on_commit})
+        self._resets = OffsetResets()  # librdkafka's lines, read for offset resets on their way to its logger
+        self._consumer = Consumer({**consumer_config(kafka, read_committed), "on_commit": self._on_commit,
+                                   "logger": self._resets})
         self._commits_out: deque[Callable[[Exception | None], None]] = deque()  # answered in this order
         self._eager = kafka.kafka_group_protocol == "classic" and kafka.assignor in EAGER_ASSIGNORS
         self._recorder = RebalanceRecorder(kafka.client_id, self._eager, kafka.max_poll_interval_ms / 1000,
@@ -131,9 +132,15 @@ class ConfluentSource(GroupSource):
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._recorder.revoked(consumer.position(partitions) if partitions else [])
+        self._resets.forget([tp_of(tp) for tp in partitions])
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._recorder.lost(partitions)
+        self._resets.forget([tp_of(tp) for tp in partitions])
+
+    def skipped(self) -> int:
+        """Requests skipped unread since this source began (worker/kafka/confluent/skipped.py)."""
+        return self._resets.tally.total
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawRecord]:
         """Blocks up to ``timeout_s`` for the first record, then takes those already fetched. Records of a
@@ -141,8 +148,8 @@ class ConfluentSource(GroupSource):
         if not self._rewound(timeout_s):
             return []
         messages = self._poll(timeout_s, max_records)
-        if RESETS.waiting:  # an offset reset said: its partition's first record tells where it went on
-            RESETS.first_records(messages)
+        if self._resets.waiting:  # an offset reset said: its partition's next record tells where it went on
+            self._resets.first_records(messages)
         now = self._clock.monotonic()
         return [raw_record(m, now) for m in messages]
 

@@ -42,6 +42,7 @@ from worker.kafka.group_source import GroupSource
 from worker.kafka.kafka_python.broker_facts import KafkaPythonAdmin
 from worker.kafka.kafka_python.consumer import commit_offsets, failed_batch, fetch, group_consumer, raw_records
 from worker.kafka.rebalance import RevocationRecorder, tp_of
+from worker.kafka.skipped import SKIPPED
 from worker.kafka.undecodable import codec_of
 
 log = structlog.get_logger(__name__)
@@ -81,6 +82,12 @@ class KafkaSource(GroupSource):
                                                              kafka.kafka_security, kafka.client_id)
         self._lister: KafkaPythonAdmin | None = None
         self._lister_lock = threading.Lock()
+        self._skipped_before = SKIPPED.total  # the process's count when this source began
+
+    def skipped(self) -> int:
+        """Requests skipped unread since this source began (worker/kafka/kafka_python/skipped.py: kafka-python's
+        fetcher says them for the process, where one stream source consumes)."""
+        return SKIPPED.total - self._skipped_before
 
     def _partitions(self, topic: str) -> set[int] | None:
         return self._consumer.partitions_for_topic(topic) or None
