@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
@@ -323,6 +323,17 @@ class DedupStore(Protocol):
         a corrected retry with the same id is scored).
         """
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ClaimsAhead(Protocol):
+    """A dedup store that starts a claim on the calling thread and answers it later on the same thread: its
+    request is sent now, its answer read when wanted (the store works meanwhile), so that the loop goes on
+    scoring without a helper thread to wait for it (worker/stream/dedup_gate.py gives the others one)."""
+
+    def claim_ahead(self, requests: Sequence[Request]) -> Callable[[], list[int]]:
+        """Start ``claim(requests)``; what is returned finishes it: the verdicts, or what ``claim`` raises.
+        Called once, on the thread that started it."""
 
 
 PayloadReader = Callable[[memoryview], Any]

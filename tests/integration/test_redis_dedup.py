@@ -136,3 +136,33 @@ def test_a_key_of_another_type_under_the_namespace_is_a_clear_stop(stores, redis
     redis.Redis.from_url(redis_url).rpush(f"{namespace}:claim:taken", "not a claim")
     with pytest.raises(ConfigError, match="WRONGTYPE.*dedup-namespace"):
         real.claim([request("taken", 0)])
+
+
+def test_a_claim_sent_ahead_answers_as_a_claim_made_at_once_and_is_made_again_after_a_failure(stores, redis_url,
+                                                                                               monkeypatch):
+    real, reference, namespace = stores
+    made_again = []
+    claim_columns = real.claim_columns
+    monkeypatch.setattr(real, "claim_columns", lambda ids, tokens: made_again.append(ids) or claim_columns(ids, tokens))
+    first = [request("a", 0), request("b", 1), request("a", 2)]
+    answer = real.claim_ahead(first)  # sent now; Redis runs it meanwhile
+    assert answer() == reference.claim(first) == [FRESH, FRESH, BUSY]
+    assert redis.Redis.from_url(redis_url).get(f"{namespace}:claim:a") == b"requests/0/0"
+    real.complete(["a"], [b'{"id":"a"}'])
+    reference.complete(["a"], [b'{"id":"a"}'])
+    client = redis.Redis.from_url(redis_url)
+    # Redis forgets its scripts (a restart, a failover to a replica that never ran them): NOSCRIPT, then the
+    # whole claim again, which loads the script.
+    client.script_flush()
+    again = [request("a", 5), request("b", 1), request("c", 7)]
+    assert made_again == []
+    assert real.claim_ahead(again)() == reference.claim(again) == [DUPLICATE, FRESH, FRESH]
+    assert made_again == [["a", "b", "c"]]
+    # The connection cut after the script ran: claimed again, the claims it made hold their own tokens.
+    cut = [request("d", 8), request("e", 9)]
+    answer = real.claim_ahead(cut)
+    [sent_on] = real._redis.connection_pool._in_use_connections  # the claim's own connection, and no other
+    host, port = sent_on._sock.getsockname()[:2]
+    client.execute_command("CLIENT", "KILL", "ADDR", f"{host}:{port}")
+    assert answer() == reference.claim(cut) == [FRESH, FRESH]
+    assert real.claim([request("c", 7), request("d", 10)]) == [FRESH, BUSY]  # the pool's connections work on

@@ -104,3 +104,27 @@ def test_partitions_dropped_while_a_claim_is_out_lose_its_answers():
     assert gate.drop({("t", 0)}) == 2
     store.go.set()
     assert [r.id for r, _ in gate.claim([], clock.monotonic())] == ["c"]
+
+
+class SentAheadStore(InMemoryDedupStore):
+    """A store that claims ahead itself (ClaimsAhead): the claim is made when its answer is read."""
+
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.started: list[list[str]] = []
+
+    def claim_ahead(self, batch):
+        self.started.append([r.id for r in batch])
+        return lambda: self.claim(batch)
+
+
+def test_a_store_that_claims_ahead_itself_is_asked_to_on_the_loops_thread_and_no_helper_waits():
+    clock = FakeClock()
+    store = SentAheadStore(clock)
+    gate = DedupGate(store)
+    threads_before = threading.active_count()
+    gate.start_claim(requests("a", "b"), clock.monotonic())
+    assert store.started == [["a", "b"]] and gate.claiming == 2
+    claimed = gate.claim(requests("c", partition=1), clock.monotonic())
+    assert [(r.id, fresh) for r, fresh in claimed] == [("a", True), ("b", True), ("c", True)]
+    assert threading.active_count() == threads_before

@@ -128,6 +128,42 @@ class RedisDedupStore:
             return []
         return self.claim_columns([r.id for r in requests], [r.position.token() for r in requests])
 
+    def claim_ahead(self, requests: Sequence[Request]) -> Callable[[], list[int]]:
+        """``claim`` sent now on a connection of its own, its answer read by the callable returned: no helper thread
+        waits for it (one cost 2.1-2.2 µs of CPU a request against 0.9-1.6 for this, in an in-process comparison
+        beside a busy loop). Any failure, either side (the connection, a timeout, a script Redis no longer has),
+        runs ``claim`` again, whole, with its retries: a script runs atomically, and a claim it made holds its
+        own token, so its verdicts are the same."""
+        ids, tokens = [r.id for r in requests], [r.position.token() for r in requests]
+        if not ids:
+            return lambda: []
+        pool = self._redis.connection_pool
+        try:
+            connection = pool.get_connection()
+        except Exception:  # claimed again, whole, where the store's own errors are told apart (ConfigError)
+            return lambda: self.claim_columns(ids, tokens)
+        pairs = orjson.dumps(list(zip(ids, tokens, strict=True)))
+        try:
+            connection.send_command("EVALSHA", self._claim.sha, 0, self._ns, self._lease_ms,  # type: ignore[no-untyped-call]
+                                    pairs)
+        except Exception:  # as above
+            connection.disconnect()  # type: ignore[no-untyped-call]
+            pool.release(connection)
+            return lambda: self.claim_columns(ids, tokens)
+
+        def answer() -> list[int]:
+            verdicts: bytes | None = None
+            try:
+                verdicts = connection.read_response()
+            except Exception:  # as above: NOSCRIPT, a connection lost, a timeout, a refusal
+                connection.disconnect()  # type: ignore[no-untyped-call]
+            finally:
+                pool.release(connection)
+            if not isinstance(verdicts, bytes):
+                return self.claim_columns(ids, tokens)
+            return [verdict - _ZERO for verdict in verdicts]
+        return answer
+
     def claim_columns(self, ids: Sequence[str], tokens: Sequence[str]) -> list[int]:
         """``claim`` of requests given as columns: their ids, and their records' position tokens."""
         if not ids:

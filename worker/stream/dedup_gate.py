@@ -17,7 +17,7 @@ stops the worker with its cause, rather than pausing it silently for ever. Time 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import structlog
@@ -26,7 +26,7 @@ from worker.core.errors import StoreUnavailable
 from worker.core.messages import Position, Request
 from worker.core.offsets import TopicPartition as TP
 from worker.core.routes import Route
-from worker.ports import BUSY, FRESH, DedupStore, DoneMarks
+from worker.ports import BUSY, FRESH, ClaimsAhead, DedupStore, DoneMarks
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -47,9 +47,9 @@ class DedupGate:
         self._backoff_s = FIRST_BACKOFF_S
         self.failures = 0  # failed calls in a row
         self.failed_calls = 0  # every failed call so far
-        self._out: tuple[list[Request], Future[list[int]]] | None = None  # a claim started, not finished
+        self._out: tuple[list[Request], Callable[[], list[int]]] | None = None  # a claim started, not finished
         self._left: set[TP] = set()  # partitions dropped while it was out
-        self._helper: ThreadPoolExecutor | None = None
+        self._helper: ThreadPoolExecutor | None = None  # waits for a store that cannot claim ahead itself
 
     @property
     def blocked(self) -> bool:
@@ -79,16 +79,22 @@ class DedupGate:
         return len(self._to_claim) + (len(self._out[0]) if self._out is not None else 0)
 
     def start_claim(self, requests: Sequence[Request], now: float) -> None:
-        """Queue requests, and start claiming everything queued on a helper thread when the store is due and
-        no claim is out: the loop's thread goes on (scoring what it holds) until ``claim`` takes the answer."""
+        """Queue requests, and start claiming everything queued when the store is due and no claim is out: sent
+        now by a store that claims ahead (ClaimsAhead), else on a helper thread. The loop's thread goes on
+        (scoring what it holds) until ``claim`` takes the answer."""
         self._release_held()
         self._to_claim.extend(requests)
         if self._out is not None or not self._to_claim or now < self._retry_at:
             return
+        waiting, self._to_claim = self._to_claim, []
+        self._out = (waiting, self._started(waiting))
+
+    def _started(self, waiting: list[Request]) -> Callable[[], list[int]]:
+        if isinstance(self._store, ClaimsAhead):
+            return self._store.claim_ahead(waiting)
         if self._helper is None:
             self._helper = ThreadPoolExecutor(1, thread_name_prefix="dedup-claim")
-        waiting, self._to_claim = self._to_claim, []
-        self._out = (waiting, self._helper.submit(self._store.claim, waiting))
+        return self._helper.submit(self._store.claim, waiting).result
 
     def claim(self, requests: Sequence[Request], now: float) -> list[tuple[Request, bool]]:
         """Queue requests for claiming, then claim everything queued if the store is due.
@@ -140,7 +146,7 @@ class DedupGate:
             return []
         (waiting, answer), self._out = self._out, None
         left, self._left = self._left, set()
-        ok, verdicts = self._call("dedup_claim", answer.result, now)
+        ok, verdicts = self._call("dedup_claim", answer, now)
         if not ok or verdicts is None:
             self._to_claim[:0] = [r for r in waiting if (r.position.topic, r.position.partition) not in left]
             return []
