@@ -70,8 +70,8 @@ class Admission:
     def admit(self, records: Sequence[RawRecord], claim_now: bool = True) -> None:
         """Track, decode and check every record; refuse the bad ones, claim the rest. May block on the
         dedup store (never for long: the gate backs off while it is down), and on the schema registry (up to
-        its timeout, once per schema id not cached). Without ``claim_now``, the claim is only started (the
-        store's answer is waited for on a helper thread) and ``take_claimed`` takes its answer."""
+        its timeout, once per schema id not cached). Without ``claim_now``, the claim is only started (sent, its
+        answer read later: stream/dedup_gate.py) and ``take_claimed`` takes its answer."""
         valid: list[Request] = []
         self._offsets.track_all(map(_POSITION, records))
         for record, decoded in self._decoder.decode(records, self._clock.monotonic()):

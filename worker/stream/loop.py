@@ -8,8 +8,8 @@ Redis work, in this order each step:
    (max_wait_ms applies only while the topic is drained), as do those in hand when the model is idle and a
    short poll finds nothing more arriving (unless wait_to_fill);
 2. admit: decode, route to a model, refuse what cannot be scored, claim ids in the dedup store, batch what is
-   fresh (stream/admission.py). Under a backlog the inline scorer runs a poll behind: a helper thread waits
-   for the store's answer to this poll's claims while the loop scores the poll before (3), whose requests,
+   fresh (stream/admission.py). Under a backlog the inline scorer runs a poll behind: this poll's claims are
+   sent, and the store works on them while the loop scores the poll before (3), whose requests,
    claimed ahead from a backlog, all go at once; this one is batched before settling, and scored next step;
 3. answer the batches the scorer finished (not for partitions that left meanwhile), offer them to shadow scoring,
    hand the scorer the next ready ones, round robin among the models (stream/replies.py, stream/scoring.py);
