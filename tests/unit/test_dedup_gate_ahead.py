@@ -7,6 +7,7 @@ from tests.fakes import FakeClock
 from worker.core.errors import StoreUnavailable
 from worker.core.messages import Position, Request
 from worker.dedup.memory import InMemoryDedupStore
+from worker.ports import DoneMarks
 from worker.stream.dedup_gate import DedupGate
 
 
@@ -113,9 +114,21 @@ class SentAheadStore(InMemoryDedupStore):
         super().__init__(clock)
         self.started: list[list[str]] = []
 
+        self.complete_fails = False
+        self.answers_taken = 0
+
     def claim_ahead(self, batch):
         self.started.append([r.id for r in batch])
-        return lambda: self.claim(batch)
+
+        def answer():
+            self.answers_taken += 1
+            return self.claim(batch)
+        return answer
+
+    def complete(self, ids, replies):
+        if self.complete_fails:
+            raise StoreUnavailable("redis went away")
+        super().complete(ids, replies)
 
 
 def test_a_store_that_claims_ahead_itself_is_asked_to_on_the_loops_thread_and_no_helper_waits():
@@ -128,3 +141,16 @@ def test_a_store_that_claims_ahead_itself_is_asked_to_on_the_loops_thread_and_no
     claimed = gate.claim(requests("c", partition=1), clock.monotonic())
     assert [(r.id, fresh) for r, fresh in claimed] == [("a", True), ("b", True), ("c", True)]
     assert threading.active_count() == threads_before
+
+
+def test_the_answer_of_a_claim_sent_ahead_is_taken_even_while_the_store_is_backed_off():
+    # A done mark failing meanwhile backs the gate off; the claim's answer waits on a connection: it is read.
+    clock = FakeClock()
+    store = SentAheadStore(clock)
+    gate = DedupGate(store)
+    gate.start_claim(requests("a"), clock.monotonic())
+    store.complete_fails = True
+    assert gate.complete(DoneMarks(["z"], [b"{}"], [Position("t", 0, 9)]), clock.monotonic()) == []
+    assert gate.blocked  # backed off: no new call before its retry time
+    claimed = gate.claim([], clock.monotonic())
+    assert [(r.id, fresh) for r, fresh in claimed] == [("a", True)] and store.answers_taken == 1

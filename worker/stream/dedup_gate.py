@@ -146,7 +146,7 @@ class DedupGate:
             return []
         (waiting, answer), self._out = self._out, None
         left, self._left = self._left, set()
-        ok, verdicts = self._call("dedup_claim", answer, now)
+        ok, verdicts = self._call("dedup_claim", answer, now, started=True)
         if not ok or verdicts is None:
             self._to_claim[:0] = [r for r in waiting if (r.position.topic, r.position.partition) not in left]
             return []
@@ -175,9 +175,10 @@ class DedupGate:
             dropped += sum((r.position.topic, r.position.partition) in partitions for r in self._out[0])
         return dropped
 
-    def _call(self, what: str, call: Callable[[], T], now: float) -> tuple[bool, T | None]:
-        """(True, result), or (False, None) when the store failed or is not due for a retry yet."""
-        if now < self._retry_at:
+    def _call(self, what: str, call: Callable[[], T], now: float, started: bool = False) -> tuple[bool, T | None]:
+        """(True, result), or (False, None) when the store failed or is not due for a retry yet. ``started``: the
+        answer of a call started before, taken whatever the backoff (a connection waits with it)."""
+        if now < self._retry_at and not started:
             return False, None
         try:
             result = call()
