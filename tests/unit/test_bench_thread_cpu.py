@@ -12,17 +12,21 @@ from bench.thread_cpu import ThreadCpu
 
 @pytest.mark.skipif(not ThreadCpu.available, reason="no /proc/self/task here (not Linux)")
 def test_a_busy_thread_is_reported_under_its_name_and_an_idle_one_is_not():
-    def spin(until: float) -> None:
-        while time.monotonic() < until:
-            pass
+    done = threading.Event()
+
+    def spin() -> None:
+        spins = 0
+        while not done.is_set():
+            spins += 1
 
     threads = ThreadCpu()
     threads.start()
-    busy = threading.Thread(target=spin, args=(time.monotonic() + 0.2,), name="busy-helper")
-    idle = threading.Thread(target=time.sleep, args=(0.2,), name="idle-helper")
+    busy = threading.Thread(target=spin, name="busy-helper")
+    idle = threading.Thread(target=done.wait, name="idle-helper")
     busy.start(), idle.start()
-    time.sleep(0.1)  # both still running when stopped: their names are Python's
-    threads.stop()
+    time.sleep(0.2)
+    threads.stop()  # both still running: their names are Python's
+    done.set()
     busy.join(), idle.join()
     assert threads.seconds["busy-helper"] > 0.02
     assert threads.seconds.get("idle-helper", 0.0) < 0.01
