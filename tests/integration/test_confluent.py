@@ -110,7 +110,8 @@ def test_a_second_worker_joining_mid_batch_loses_nothing(bootstrap, redis_url, t
 
 def test_exactly_once_a_killed_worker_leaves_no_duplicate_for_a_read_committed_reader(
         bootstrap, redis_url, topics, producer, tmp_path):
-    exactly_once = (*CONFLUENT, "--delivery", "exactly-once", "--max-batch-size", "16", "--max-wait-ms", "5")
+    exactly_once = (*CONFLUENT, "--delivery", "exactly-once", "--max-batch-size", "16", "--max-wait-ms", "5",
+                    "--session-timeout-ms", "6000")  # the replacement waits for the killed worker's session to end
     committed = TopicReader(bootstrap, topics.replies, read_committed=True)
     worker = start_worker(bootstrap, redis_url, topics, tmp_path, *exactly_once, name="first")
     producer.send_requests(topics.requests, "e", churn_inputs(2000, seed=5))
