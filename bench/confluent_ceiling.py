@@ -48,15 +48,20 @@ class Failures:
             self.errors.append(error)
 
 
+def sink_like_producer(bootstrap_servers: str, client_id: str) -> Producer:
+    """An idempotent ``acks=all`` producer lingering as the worker's sink does."""
+    return Producer({**client_config(bootstrap_servers, env_security()), "client.id": client_id, "acks": "all",
+                     "enable.idempotence": True, "linger.ms": LINGER_MS})
+
+
 def subscribed_clients(args: argparse.Namespace, client_id: str) -> tuple[Consumer, Producer]:
     """A consumer of ``args.group`` subscribed to the requests topic (its assignments logged as the worker logs
-    them), and an idempotent ``acks=all`` producer lingering as the worker's sink does."""
+    them), and a ``sink_like_producer``."""
     connection = client_config(args.bootstrap_servers, env_security())
     consumer = Consumer({**connection, "group.id": args.group, "client.id": client_id,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "allow.auto.create.topics": False})
-    producer = Producer({**connection, "client.id": client_id, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": LINGER_MS})
+    producer = sink_like_producer(args.bootstrap_servers, client_id)
 
     def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log_event("partitions_assigned", partitions=sorted([tp.topic, tp.partition] for tp in partitions))
