@@ -45,7 +45,7 @@ fleet: venv  ## several models in one worker: a canary, a shadow, a deploy witho
 docs: venv  ## build the documentation site into site/ (MkDocs, --strict: a broken link or anchor fails it; seconds)
 	@NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 
-test: venv lint deploy-check docs  ## lint, the docs site, then the whole test suite, integration tests on real Kafka + Redis (~40 min)
+test: venv lint deploy-check docs  ## lint, the docs site, then the whole test suite, integration tests on real Kafka + Redis (~45 min)
 	@$(WITH_SERVICES) $(PYTHON) -m pytest tests --ignore=tests/cluster --durations=30
 
 test-unit: venv  ## unit and component tests only (no services, ~4 min)
