@@ -48,10 +48,10 @@ class Failures:
             self.errors.append(error)
 
 
-def sink_like_producer(bootstrap_servers: str, client_id: str) -> Producer:
-    """An idempotent ``acks=all`` producer lingering as the worker's sink does."""
+def sink_like_producer(bootstrap_servers: str, client_id: str, **config: str | int) -> Producer:
+    """An idempotent ``acks=all`` producer lingering as the worker's sink does, with ``config`` besides."""
     return Producer({**client_config(bootstrap_servers, env_security()), "client.id": client_id, "acks": "all",
-                     "enable.idempotence": True, "linger.ms": LINGER_MS})
+                     "enable.idempotence": True, "linger.ms": LINGER_MS, **config})
 
 
 def subscribed_clients(args: argparse.Namespace, client_id: str) -> tuple[Consumer, Producer]:

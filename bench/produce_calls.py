@@ -13,9 +13,10 @@ documentation, 2.16: "not currently supported in batch mode"). This times that p
 - ``produce``, no headers;
 - ``produce_batch``, no headers: one call a poll's worth of replies.
 
-Each way sends polls of 500 replies (the worker's ``max.poll.records``) from an idempotent ``acks=all`` producer
-lingering as the worker's sink does. It flushes after each poll and checks every delivery report. The ways are
-interleaved over ``--repeats``. Per reply it gives: the calling thread's CPU in the send calls and in the flush
+Each way sends polls of 500 replies (the worker's ``max.poll.records``) from a producer configured as the
+worker's sink is (idempotent, ``acks=all``, lingering 2 ms, the Java client's partitioner), warmed by one untimed
+poll. It flushes after each poll and checks every delivery report. The ways are interleaved over ``--repeats``,
+each repeat starting one way later. Per reply it gives: the calling thread's CPU in the send calls and in the flush
 that hands it the delivery reports; librdkafka's own threads; the whole process; medians of the repeats. Needs
 KAFKA_BOOTSTRAP_SERVERS (``make up``, then eval its env).
 """
@@ -48,6 +49,7 @@ class Replies:
     values: list[bytes]
     keys: list[bytes]
     headers: list[ProduceHeaders]
+    offsets: list[ProduceHeaders]  # each reply's source offset header alone
 
     @classmethod
     def churn(cls, count: int, source_topic: str) -> Replies:
@@ -60,7 +62,7 @@ class Replies:
              (wire.H_BATCH_SIZE, b"64"), (wire.H_SOURCE_TOPIC, source),
              (wire.H_SOURCE_PARTITION, b"%d" % (i % PARTITIONS)), (wire.H_SOURCE_OFFSET, b"%d" % (i // PARTITIONS))]
             for i in range(count)]
-        return cls(values, keys, headers)
+        return cls(values, keys, headers, [seven[-1:] for seven in headers])
 
 
 Delivered = Callable[[KafkaError | None, Message], None]
@@ -75,7 +77,7 @@ def with_seven_headers(producer: Producer, topic: str, replies: Replies, poll: r
 def with_one_header(producer: Producer, topic: str, replies: Replies, poll: range, delivered: Delivered) -> None:
     for i in poll:
         producer.produce(topic, replies.values[i], replies.keys[i], on_delivery=delivered,
-                         headers=replies.headers[i][-1:])
+                         headers=replies.offsets[i])
 
 
 def without_headers(producer: Producer, topic: str, replies: Replies, poll: range, delivered: Delivered) -> None:
@@ -85,12 +87,14 @@ def without_headers(producer: Producer, topic: str, replies: Replies, poll: rang
 
 def batched_without_headers(producer: Producer, topic: str, replies: Replies, poll: range,
                             delivered: Delivered) -> None:
-    queued = producer.produce_batch(topic, [{"value": replies.values[i], "key": replies.keys[i]} for i in poll],
-                                    on_delivery=delivered)
+    messages = [{"value": replies.values[i], "key": replies.keys[i]} for i in poll]
+    queued = producer.produce_batch(topic, messages, on_delivery=delivered)
     if queued != len(poll):
-        raise RuntimeError(f"produce_batch queued {queued} of {len(poll)} replies")
+        errors = [m["_error"] for m in messages if "_error" in m]
+        raise RuntimeError(f"produce_batch queued {queued} of {len(poll)} replies: {errors[:1]}")
 
 
+SINK_PARTITIONER = {"partitioner": "murmur2_random"}  # worker/kafka/confluent/sink.py's
 WAYS: dict[str, Send] = {
     "produce, seven headers": with_seven_headers,
     "produce, one header": with_one_header,
@@ -170,12 +174,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     topics = RunTopics.fresh("produce-calls")
     topics.create(bootstrap, PARTITIONS)
-    producer = sink_like_producer(bootstrap, "bench-produce-calls")
+    producer = sink_like_producer(bootstrap, "bench-produce-calls", **SINK_PARTITIONER)
     try:
         replies = Replies.churn(args.replies, topics.requests)
+        measure(producer, topics.replies, Replies.churn(POLL, topics.requests), with_seven_headers)  # connected
         costs: dict[str, list[Cost]] = {way: [] for way in WAYS}
+        ways = list(WAYS.items())
         for repeat in range(1, args.repeats + 1):
-            for way, send in WAYS.items():
+            shift = (repeat - 1) % len(ways)
+            for way, send in ways[shift:] + ways[:shift]:
                 cost = measure(producer, topics.replies, replies, send)
                 costs[way].append(cost)
                 print(f"repeat {repeat}/{args.repeats}: {way}: {cost.process:.2f} µs a reply", file=sys.stderr)

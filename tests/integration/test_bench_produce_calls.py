@@ -1,32 +1,49 @@
-"""bench/produce_calls.py on the real broker: each way sends every reply, and the table gives each way's CPU."""
+"""bench/produce_calls.py on the real broker: each way sends every reply with the headers it names, and the
+table gives each way's CPU."""
 
 from confluent_kafka import Consumer, TopicPartition
 
 from bench import produce_calls
 from bench.confluent_ceiling import sink_like_producer
+from bench.thread_cpu import ThreadCpu
 from bench.topics import RunTopics
 
-
-def records_on(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-produce-calls"})
-    try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in range(produce_calls.PARTITIONS))
-    finally:
-        consumer.close()
+HEADERS = {"produce, seven headers": 7, "produce, one header": 1, "produce, no headers": 0,
+           "produce_batch, no headers": 0}
 
 
-def test_each_way_sends_every_reply_and_gives_its_cpu(bootstrap):
+def ends(consumer: Consumer, topic: str) -> list[int]:
+    return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(produce_calls.PARTITIONS)]
+
+
+def headers_at(consumer: Consumer, topic: str, offset: int) -> int:
+    """How many headers the record at ``offset`` of partition 0 carries."""
+    consumer.assign([TopicPartition(topic, 0, offset)])
+    message = consumer.poll(10)
+    assert message is not None and message.error() is None and message.offset() == offset
+    return len(message.headers() or [])
+
+
+def test_each_way_sends_every_reply_with_its_headers_and_gives_its_cpu(bootstrap):
+    assert list(HEADERS) == list(produce_calls.WAYS)
     topics = RunTopics.fresh("test-produce-calls")
     topics.create(bootstrap, produce_calls.PARTITIONS)
-    producer = sink_like_producer(bootstrap, "test-produce-calls")
+    producer = sink_like_producer(bootstrap, "test-produce-calls", **produce_calls.SINK_PARTITIONER)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-produce-calls",
+                         "enable.auto.commit": False})
     replies = produce_calls.Replies.churn(1_200, topics.requests)  # two whole polls and a part
     try:
-        for sent, send in enumerate(produce_calls.WAYS.values(), start=1):
+        for way, send in produce_calls.WAYS.items():
+            before = ends(consumer, topics.replies)
             cost = produce_calls.measure(producer, topics.replies, replies, send)
-            assert records_on(bootstrap, topics.replies) == sent * 1_200
-            assert cost.send > 0 and cost.process >= cost.send
+            after = ends(consumer, topics.replies)
+            assert sum(after) - sum(before) == 1_200, way
+            assert headers_at(consumer, topics.replies, before[0]) == HEADERS[way], way
+            assert cost.send > 0 and cost.deliveries > 0, way
+            assert cost.librdkafka > 0 or not ThreadCpu.available, way
     finally:
+        consumer.close()
         topics.delete(bootstrap)
 
 
