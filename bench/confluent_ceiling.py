@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from bench.kafka_ceiling import reply_value
+from bench.kafka_ceiling import BATCH_HEADERS, reply_value
 from bench.plain_kafka import MAX_POLL_RECORDS, arguments, log_event, stop_flag
 from bench.security import env_security
 from worker.core import wire
@@ -31,8 +31,7 @@ ProduceHeaders = list[tuple[str, str | bytes | None]]  # what produce() takes
 
 
 def headers(message: Message) -> ProduceHeaders:
-    return [(wire.H_QUEUE_WAIT, b"1.234"), (wire.H_BATCH_WAIT, b"1.234"), (wire.H_COMPUTE, b"1.234"),
-            (wire.H_BATCH_SIZE, b"64"), (wire.H_SOURCE_TOPIC, (message.topic() or "").encode()),
+    return [*BATCH_HEADERS, (wire.H_SOURCE_TOPIC, (message.topic() or "").encode()),
             (wire.H_SOURCE_PARTITION, str(message.partition()).encode()),
             (wire.H_SOURCE_OFFSET, str(message.offset()).encode())]
 

@@ -27,10 +27,14 @@ def reply_value(key: bytes, size: int) -> bytes:
     return head + b"x" * max(0, size - len(head) - 2) + b'"}'
 
 
+# The four reply headers a batch shares (timings, batch size), with values of the usual width.
+BATCH_HEADERS = ((wire.H_QUEUE_WAIT, b"1.234"), (wire.H_BATCH_WAIT, b"1.234"), (wire.H_COMPUTE, b"1.234"),
+                 (wire.H_BATCH_SIZE, b"64"))
+
+
 def reply_headers(record: ConsumerRecord) -> list[tuple[str, bytes]]:
     """The worker's seven reply headers, with values of the usual width."""
-    return [(wire.H_QUEUE_WAIT, b"1.234"), (wire.H_BATCH_WAIT, b"1.234"), (wire.H_COMPUTE, b"1.234"),
-            (wire.H_BATCH_SIZE, b"64"), (wire.H_SOURCE_TOPIC, record.topic.encode()),
+    return [*BATCH_HEADERS, (wire.H_SOURCE_TOPIC, record.topic.encode()),
             (wire.H_SOURCE_PARTITION, str(record.partition).encode()),
             (wire.H_SOURCE_OFFSET, str(record.offset).encode())]
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, Message, Producer
 
 from bench.confluent_ceiling import ProduceHeaders, sink_like_producer
+from bench.kafka_ceiling import BATCH_HEADERS
 from bench.thread_cpu import ThreadCpu
 from bench.topics import RunTopics
 from worker.core import wire
@@ -58,8 +59,7 @@ class Replies:
                   b'"model_version":"mlp16-seed20261130"}' % key for key in keys]
         source = source_topic.encode()
         headers: list[ProduceHeaders] = [
-            [(wire.H_QUEUE_WAIT, b"1.234"), (wire.H_BATCH_WAIT, b"1.234"), (wire.H_COMPUTE, b"0.171"),
-             (wire.H_BATCH_SIZE, b"64"), (wire.H_SOURCE_TOPIC, source),
+            [*BATCH_HEADERS, (wire.H_SOURCE_TOPIC, source),
              (wire.H_SOURCE_PARTITION, b"%d" % (i % PARTITIONS)), (wire.H_SOURCE_OFFSET, b"%d" % (i // PARTITIONS))]
             for i in range(count)]
         return cls(values, keys, headers, [seven[-1:] for seven in headers])
