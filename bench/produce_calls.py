@@ -1,24 +1,28 @@
 """``python -m bench.produce_calls``: what sending one reply costs in confluent-kafka, with the wire contract's
 headers and without.
 
-Every design of the churn job on confluent-kafka sends each reply with its own ``produce`` call and takes one
-delivery report for it. This is true of streamscore, of the job by hand, of its columnar floor and of the bare
-loop. The wire contract puts timings, batch size and the source's topic, partition and offset on every reply,
-seven headers in all, and confluent-kafka's one batched call, ``produce_batch``, takes no headers (its own
-documentation, 2.16: "not currently supported in batch mode"). This times that part alone. The same replies
-(churn-sized values, keyed by id) go to a real broker four ways:
+Every design of the churn job on confluent-kafka sends each reply with its own ``produce`` call. This is true of
+streamscore, of the job by hand, of its columnar floor and of the bare loop; all but streamscore also take one
+delivery report a reply. The wire contract puts timings, batch size and the source's topic, partition and offset on
+every reply, seven headers in all, and confluent-kafka's one batched call, ``produce_batch``, takes no headers (its
+own documentation, 2.16: "not currently supported in batch mode"). This times that part alone. The same replies
+(churn-sized values, keyed by id) go to a real broker five ways:
 
-- ``produce``, seven headers: how every contender of ``python -m bench.cpu_per_reply`` sends;
+- ``produce``, seven headers: how the job by hand, its columnar floor and the bare loop send;
 - ``produce``, one header (the source offset): what having headers at all costs;
 - ``produce``, no headers;
-- ``produce_batch``, no headers: one call a poll's worth of replies.
+- ``produce_batch``, no headers: one call a poll's worth of replies;
+- ``produce``, seven headers, reports of failures only: as the worker's sink sends since 2026-12-07
+  (``delivery.report.only.error``: no Python call a reply delivered; a flush that empties the queue delivered
+  every send without a report).
 
-Each way sends polls of 500 replies (the worker's ``max.poll.records``) from a producer configured as the
-worker's sink is (idempotent, ``acks=all``, lingering 2 ms, the Java client's partitioner), warmed by one untimed
-poll. It flushes after each poll and checks every delivery report. The ways are interleaved over ``--repeats``,
-each repeat starting one way later. Per reply it gives: the calling thread's CPU in the send calls and in the flush
-that hands it the delivery reports; librdkafka's own threads; the whole process; medians of the repeats. Needs
-KAFKA_BOOTSTRAP_SERVERS (``make up``, then eval its env).
+Each way sends polls of 500 replies (the worker's ``max.poll.records``) from a producer configured as the worker's
+sink is (idempotent, ``acks=all``, lingering 2 ms, the Java client's partitioner), warmed by one untimed poll; all
+but the last report every delivery. It flushes after each poll and checks the delivery reports: one a reply, or
+none for the last way. The ways are interleaved over ``--repeats``, each repeat starting one way later. Per reply
+it gives: the calling thread's CPU in the send calls and in the flush that hands it the delivery reports;
+librdkafka's own threads; the whole process; medians of the repeats. Needs KAFKA_BOOTSTRAP_SERVERS (``make up``,
+then eval its env).
 """
 
 from __future__ import annotations
@@ -95,11 +99,13 @@ def batched_without_headers(producer: Producer, topic: str, replies: Replies, po
 
 
 SINK_PARTITIONER = {"partitioner": "murmur2_random"}  # worker/kafka/confluent/sink.py's
-WAYS: dict[str, Send] = {
-    "produce, seven headers": with_seven_headers,
-    "produce, one header": with_one_header,
-    "produce, no headers": without_headers,
-    "produce_batch, no headers": batched_without_headers,
+FAILURES_ONLY = {"delivery.report.only.error": True}  # worker/kafka/confluent/sink.py's since 2026-12-07
+WAYS: dict[str, tuple[Send, bool]] = {  # each way's send, and whether its producer reports failures only
+    "produce, seven headers": (with_seven_headers, False),
+    "produce, one header": (with_one_header, False),
+    "produce, no headers": (without_headers, False),
+    "produce_batch, no headers": (batched_without_headers, False),
+    "produce, seven headers, reports of failures only": (with_seven_headers, True),
 }
 
 
@@ -113,8 +119,9 @@ class Cost:
     process: float
 
 
-def measure(producer: Producer, topic: str, replies: Replies, send: Send) -> Cost:
-    """Send every reply ``send``'s way, a poll at a time, each poll flushed and its delivery reports checked."""
+def measure(producer: Producer, topic: str, replies: Replies, send: Send, failures_only: bool = False) -> Cost:
+    """Send every reply ``send``'s way, a poll at a time, each poll flushed and its delivery reports checked:
+    one a reply, or, from a producer that reports ``failures_only``, none (an emptied queue delivered them)."""
     reports: list[KafkaError | None] = []
 
     def delivered(error: KafkaError | None, _message: Message) -> None:
@@ -135,7 +142,7 @@ def measure(producer: Producer, topic: str, replies: Replies, send: Send) -> Cos
     process_s = time.process_time() - process_began
     threads.stop()
     failed = [error for error in reports if error is not None]
-    if len(reports) != count or failed:
+    if len(reports) != (0 if failures_only else count) or failed:
         raise RuntimeError(f"{len(reports)} delivery reports for {count} replies, {len(failed)} failed: "
                            f"{failed[:1]}")
     librdkafka_s = sum(seconds for name, seconds in threads.seconds.items() if name.startswith("rdk:"))
@@ -164,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--replies", type=int, default=64_000, help="replies each way sends a repeat "
                         "(default 64,000)")
-    parser.add_argument("--repeats", type=int, default=5, help="rounds of the four ways (default 5)")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of the five ways (default 5)")
     args = parser.parse_args(argv)
     if args.replies < 1 or args.repeats < 1:
         parser.error("--replies and --repeats must be at least 1")
@@ -174,21 +181,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     topics = RunTopics.fresh("produce-calls")
     topics.create(bootstrap, PARTITIONS)
-    producer = sink_like_producer(bootstrap, "bench-produce-calls", **SINK_PARTITIONER)
+    producers = {failures_only: sink_like_producer(bootstrap, "bench-produce-calls", **SINK_PARTITIONER,
+                                                   **(FAILURES_ONLY if failures_only else {}))
+                 for failures_only in (False, True)}
     try:
         replies = Replies.churn(args.replies, topics.requests)
-        measure(producer, topics.replies, Replies.churn(POLL, topics.requests), with_seven_headers)  # connected
+        for failures_only, producer in producers.items():  # connected
+            measure(producer, topics.replies, Replies.churn(POLL, topics.requests), with_seven_headers, failures_only)
         costs: dict[str, list[Cost]] = {way: [] for way in WAYS}
         ways = list(WAYS.items())
         for repeat in range(1, args.repeats + 1):
             shift = (repeat - 1) % len(ways)
-            for way, send in ways[shift:] + ways[:shift]:
-                cost = measure(producer, topics.replies, replies, send)
+            for way, (send, failures_only) in ways[shift:] + ways[:shift]:
+                cost = measure(producers[failures_only], topics.replies, replies, send, failures_only)
                 costs[way].append(cost)
                 print(f"repeat {repeat}/{args.repeats}: {way}: {cost.process:.2f} µs a reply", file=sys.stderr)
         print(table(costs, args.replies))
     finally:
-        producer.flush(10)
+        for producer in producers.values():
+            producer.flush(10)
         topics.delete(bootstrap)
     return 0
 

@@ -9,7 +9,7 @@ from bench.thread_cpu import ThreadCpu
 from bench.topics import RunTopics
 
 HEADERS = {"produce, seven headers": 7, "produce, one header": 1, "produce, no headers": 0,
-           "produce_batch, no headers": 0}
+           "produce_batch, no headers": 0, "produce, seven headers, reports of failures only": 7}
 
 
 def ends(consumer: Consumer, topic: str) -> list[int]:
@@ -29,14 +29,16 @@ def test_each_way_sends_every_reply_with_its_headers_and_gives_its_cpu(bootstrap
     assert list(HEADERS) == list(produce_calls.WAYS)
     topics = RunTopics.fresh("test-produce-calls")
     topics.create(bootstrap, produce_calls.PARTITIONS)
-    producer = sink_like_producer(bootstrap, "test-produce-calls", **produce_calls.SINK_PARTITIONER)
+    producers = {failures_only: sink_like_producer(bootstrap, "test-produce-calls", **produce_calls.SINK_PARTITIONER,
+                                                   **(produce_calls.FAILURES_ONLY if failures_only else {}))
+                 for failures_only in (False, True)}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-produce-calls",
                          "enable.auto.commit": False})
     replies = produce_calls.Replies.churn(1_200, topics.requests)  # two whole polls and a part
     try:
-        for way, send in produce_calls.WAYS.items():
+        for way, (send, failures_only) in produce_calls.WAYS.items():
             before = ends(consumer, topics.replies)
-            cost = produce_calls.measure(producer, topics.replies, replies, send)
+            cost = produce_calls.measure(producers[failures_only], topics.replies, replies, send, failures_only)
             after = ends(consumer, topics.replies)
             assert sum(after) - sum(before) == 1_200, way
             assert headers_at(consumer, topics.replies, before[0]) == HEADERS[way], way
