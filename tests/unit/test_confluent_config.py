@@ -20,7 +20,7 @@ from worker.core.errors import ConfigError  # noqa: E402
 from worker.core.security import KafkaSecurity, Secret  # noqa: E402
 from worker.core.settings import Settings  # noqa: E402
 from worker.kafka.confluent.connection import client_config  # noqa: E402
-from worker.kafka.confluent.sink import ConfluentSink, SendCount  # noqa: E402
+from worker.kafka.confluent.sink import ConfluentSink  # noqa: E402
 from worker.kafka.confluent.source import ConfluentSource, consumer_config  # noqa: E402
 from worker.kafka.rebalance import RebalanceRecorder, group_generation  # noqa: E402
 from worker.kafka.tokens import FileOAuthCallback, jwt_expiry  # noqa: E402
@@ -203,20 +203,6 @@ def test_sends_that_no_broker_answers_stay_pending_in_send_order():
     for i in range(3):
         sink.send("replies", b"k", b"v", [("n", b"1")], tag=i)
     assert sink.settle(0.2) == [] and sink.pending == 3
-
-
-def test_a_group_that_no_broker_answers_stays_pending_though_no_report_comes_for_it():
-    sink: ConfluentSink[str] = ConfluentSink(NOWHERE, "unit")
-    sink.send_group([("replies", b"a", b"v", []), ("replies", b"b", b"v", [])], "group", lambda i: f"member {i}")
-    assert sink.settle(0.2) == [] and sink.pending == 2
-
-
-def test_an_empty_queue_answers_the_sends_queued_before_it_not_those_after():
-    count = SendCount()
-    first, second = count.queue(), count.queue()
-    count.all_answered()
-    third = count.queue()
-    assert count.answered(first) and count.answered(second) and not count.answered(third)
 
 
 def test_a_send_that_finds_the_queue_full_is_retried_then_reported_failed():

@@ -206,17 +206,17 @@ class LedgerSink(ABC, Generic[T, H]):
 
 
 class DeliveryReport:
-    """One send's delivery report: librdkafka calls ``delivered`` from poll() or flush() with the error that
-    failed it (reports of successes are off: worker/kafka/confluent/sink.py); ``queued`` is its number in the
-    sink's count of sends, which tells when it was answered without one."""
+    """One send's delivery report, once it comes: librdkafka calls ``delivered`` from poll() or flush(), with
+    its error (None: the broker has the record)."""
 
-    __slots__ = ("error", "queued")
+    __slots__ = ("done", "error")
 
     def __init__(self) -> None:
+        self.done = False
         self.error: Any = None
-        self.queued = 0
 
     def delivered(self, error: Any, _message: Any) -> None:
+        self.done = True
         self.error = error
 
 

@@ -1,11 +1,9 @@
 """Publishing replies and dead letters: confluent-kafka's Producer under the shared sink (worker/kafka/sends.py).
 
-librdkafka reports only the sends that failed (``delivery.report.only.error``), through their delivery
-callback, which it runs inside ``poll()`` and ``flush()`` on the caller's thread. A send it answered without
-a report was delivered: a flush that leaves its queue empty has answered every send queued before it
-(``SendCount``). A report a success would cost each reply a Python call (0.4 µs of CPU a reply of 3.5 with
-them, ``python -m bench.produce_calls``). Unlike kafka-python's producer, this one never creates a topic by
-sending to it: a send to a missing topic fails once topic.metadata.propagation.max.ms has passed.
+Each send's outcome comes back through its delivery callback, which librdkafka
+runs inside ``poll()`` and ``flush()`` on the caller's thread. Unlike kafka-python's
+producer, this one never creates a topic by sending to it: a send to a missing
+topic fails once topic.metadata.propagation.max.ms has passed.
 """
 
 from __future__ import annotations
@@ -40,13 +38,11 @@ class ConfluentSink(LedgerSink[T, DeliveryReport]):
         self._max_block_s = max_block_s
         self._config = {**client_config(bootstrap_servers, security), "client.id": client_id, "acks": "all",
                         "enable.idempotence": True, "linger.ms": linger_ms, "allow.auto.create.topics": False,
-                        "delivery.report.only.error": True,
                         # A key's partition as the Java client and kafka-python pick it (librdkafka's own CRC32
                         # puts it elsewhere): a reply lands where a reader of its id's partition looks.
                         "partitioner": "murmur2_random", **producer_config}
         self._producer = producer_class(self._config)
-        self._count = SendCount()
-        self._pending: SendLedger[T, DeliveryReport] = SendLedger(self._outcome)
+        self._pending: SendLedger[T, DeliveryReport] = SendLedger(_outcome)
 
     def _queue(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> DeliveryReport:
         """Serves delivery reports while librdkafka's queue is full, up to ``max_block_s``. The first try is
@@ -56,12 +52,11 @@ class ConfluentSink(LedgerSink[T, DeliveryReport]):
             self._producer.produce(topic, value, key, on_delivery=report.delivered, headers=cast(_Headers, headers))
         except BufferError:
             produce(self._producer, topic, key, value, report.delivered, headers, self._max_block_s)
-        report.queued = self._count.queue()
         return report
 
     def _queue_group(self, records: Sequence[Record]) -> SendGroup[DeliveryReport]:
-        """One callback for the group's failures, not one object a send."""
-        reports = DeliveryReports([key for _, key, _, _ in records], self._count)
+        """One callback for the group's delivery reports, not one object a send."""
+        reports = DeliveryReports([key for _, key, _, _ in records])
         producer, delivered = self._producer, reports.delivered
         for i, (topic, key, value, headers) in enumerate(records):
             try:
@@ -71,66 +66,38 @@ class ConfluentSink(LedgerSink[T, DeliveryReport]):
                     produce(producer, topic, key, value, delivered, headers, self._max_block_s)
             except self.SEND_ERRORS as exc:
                 reports.failed(i, exc)
-        reports.queued = self._count.queue()
         return reports
 
     def _flush(self, timeout_s: float) -> None:
-        if not self._producer.flush(timeout_s):
-            self._count.all_answered()
-
-    def _outcome(self, report: DeliveryReport) -> tuple[bool, Exception | None]:
-        if report.error is not None:
-            return True, KafkaException(report.error)
-        return self._count.answered(report.queued), None
+        self._producer.flush(timeout_s)
 
     def _close(self, timeout_s: float) -> bool:
         return not self._producer.flush(timeout_s)  # librdkafka's handle goes with its last reference
 
 
-class SendCount:
-    """A producer's sends, numbered as queued (a group is one), and how many of them librdkafka has answered:
-    all those queued before a flush that left nothing in its queue. Without a report a success, that is how
-    a delivered send is told from one still out."""
-
-    __slots__ = ("_answered", "_queued")
-
-    def __init__(self) -> None:
-        self._queued = 0
-        self._answered = 0
-
-    def queue(self) -> int:
-        """The number of a send (or group) just queued."""
-        self._queued += 1
-        return self._queued
-
-    def all_answered(self) -> None:
-        """A flush left the queue empty: every send queued so far is answered."""
-        self._answered = self._queued
-
-    def answered(self, queued: int) -> bool:
-        return queued <= self._answered
-
-
 class DeliveryReports(SendGroup[DeliveryReport]):
-    """A group's failures, recorded by one callback, which librdkafka calls for each failed send from poll()
-    or flush() (a failed send is told by its key, distinct within a group); the group is finished once
-    ``count`` has every send of it answered."""
+    """A group's delivery reports, counted by one callback, which librdkafka calls for each send from poll()
+    or flush(); a failed send is told by its key, distinct within a group."""
 
-    __slots__ = ("_count", "_errors", "_keys", "queued")
+    __slots__ = ("_errors", "_keys", "_left")
 
-    def __init__(self, keys: list[bytes | None], count: SendCount) -> None:
+    def __init__(self, keys: list[bytes | None]) -> None:
         super().__init__(len(keys))
         self._keys = keys
-        self._count = count
+        self._left = len(keys)
         self._errors: dict[int, Exception] = {}
-        self.queued = 0  # its number in ``count``, once every send of it is queued
+
+    def failed(self, index: int, error: Exception) -> None:
+        super().failed(index, error)
+        self._left -= 1
 
     def delivered(self, error: KafkaError | None, message: Message) -> None:
+        self._left -= 1
         if error is not None:
             self._errors[self._keys.index(message.key())] = KafkaException(error)
 
     def outcome(self) -> tuple[bool, dict[int, Exception]]:
-        return self._count.answered(self.queued), {**self._refused, **self._errors}
+        return self._left == 0, {**self._refused, **self._errors}
 
 
 def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None,
@@ -141,3 +108,7 @@ def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | No
     for a record refused at once (larger than message.max.bytes, say)."""
     retry_while_full(lambda: producer.produce(topic, value, key, on_delivery=on_delivery,
                                               headers=cast(_Headers, headers)), producer.poll, max_block_s)
+
+
+def _outcome(report: DeliveryReport) -> tuple[bool, Exception | None]:
+    return report.done, None if report.error is None else KafkaException(report.error)
