@@ -1,20 +1,21 @@
 """``python -m bench.produce_calls``: what sending one reply costs in confluent-kafka, with the wire contract's
 headers and without.
 
-Every design of the churn job on confluent-kafka sends each reply with its own ``produce`` call. This is true of
-streamscore, of the job by hand, of its columnar floor and of the bare loop; all but streamscore also take one
-delivery report a reply. The wire contract puts timings, batch size and the source's topic, partition and offset on
+Every design of the churn job on confluent-kafka sends each reply with its own ``produce`` call and takes one
+delivery report for it. This is true of streamscore, of the job by hand, of its columnar floor and of the bare
+loop. The wire contract puts timings, batch size and the source's topic, partition and offset on
 every reply, seven headers in all, and confluent-kafka's one batched call, ``produce_batch``, takes no headers (its
 own documentation, 2.16: "not currently supported in batch mode"). This times that part alone. The same replies
 (churn-sized values, keyed by id) go to a real broker five ways:
 
-- ``produce``, seven headers: how the job by hand, its columnar floor and the bare loop send;
+- ``produce``, seven headers: how every contender of ``python -m bench.cpu_per_reply`` sends;
 - ``produce``, one header (the source offset): what having headers at all costs;
 - ``produce``, no headers;
 - ``produce_batch``, no headers: one call a poll's worth of replies;
-- ``produce``, seven headers, reports of failures only: as the worker's sink sends since 2026-12-07
-  (``delivery.report.only.error``: no Python call a reply delivered; a flush that empties the queue delivered
-  every send without a report).
+- ``produce``, seven headers, reports of failures only (``delivery.report.only.error``: no Python call a reply
+  delivered; a flush that empties the queue delivered every send without a report): what a report a delivered
+  send costs. The worker does not send so: a send could then be told finished only by the whole queue
+  emptying (tried in commit 41634ba, reverted in 0a854be; docs/benchmarks.md says why).
 
 Each way sends polls of 500 replies (the worker's ``max.poll.records``) from a producer configured as the worker's
 sink is (idempotent, ``acks=all``, lingering 2 ms, the Java client's partitioner), warmed by one untimed poll; all
@@ -99,7 +100,7 @@ def batched_without_headers(producer: Producer, topic: str, replies: Replies, po
 
 
 SINK_PARTITIONER = {"partitioner": "murmur2_random"}  # worker/kafka/confluent/sink.py's
-FAILURES_ONLY = {"delivery.report.only.error": True}  # worker/kafka/confluent/sink.py's since 2026-12-07
+FAILURES_ONLY = {"delivery.report.only.error": True}  # the last way's: no Python call a delivered send
 WAYS: dict[str, tuple[Send, bool]] = {  # each way's send, and whether its producer reports failures only
     "produce, seven headers": (with_seven_headers, False),
     "produce, one header": (with_one_header, False),
