@@ -3,9 +3,9 @@ headers and without.
 
 Every design of the churn job on confluent-kafka sends each reply with its own ``produce`` call and takes one
 delivery report for it. This is true of streamscore, of the job by hand, of its columnar floor and of the bare
-loop. The wire contract puts timings, batch size and the source's topic, partition and offset on
-every reply, seven headers in all, and confluent-kafka's one batched call, ``produce_batch``, takes no headers (its
-own documentation, 2.16: "not currently supported in batch mode"). This times that part alone. The same replies
+loop. The wire contract puts timings, batch size and the source's topic, partition and offset on every reply,
+seven headers in all, and confluent-kafka's one batched call, ``produce_batch``, takes no headers (its own
+documentation, 2.16: "not currently supported in batch mode"). This times that part alone. The same replies
 (churn-sized values, keyed by id) go to a real broker five ways:
 
 - ``produce``, seven headers: how every contender of ``python -m bench.cpu_per_reply`` sends;
@@ -110,6 +110,13 @@ WAYS: dict[str, tuple[Send, bool]] = {  # each way's send, and whether its produ
 }
 
 
+def sink_like_producers(bootstrap: str, client_id: str) -> dict[bool, Producer]:
+    """A producer configured as the worker's sink is, by whether it reports failures only (the last way's)."""
+    return {failures_only: sink_like_producer(bootstrap, client_id, **SINK_PARTITIONER,
+                                              **(FAILURES_ONLY if failures_only else {}))
+            for failures_only in (False, True)}
+
+
 @dataclass(frozen=True)
 class Cost:
     """One way's CPU, µs a reply."""
@@ -182,9 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     topics = RunTopics.fresh("produce-calls")
     topics.create(bootstrap, PARTITIONS)
-    producers = {failures_only: sink_like_producer(bootstrap, "bench-produce-calls", **SINK_PARTITIONER,
-                                                   **(FAILURES_ONLY if failures_only else {}))
-                 for failures_only in (False, True)}
+    producers = sink_like_producers(bootstrap, "bench-produce-calls")
     try:
         replies = Replies.churn(args.replies, topics.requests)
         for failures_only, producer in producers.items():  # connected

@@ -4,7 +4,6 @@ table gives each way's CPU."""
 from confluent_kafka import Consumer, TopicPartition
 
 from bench import produce_calls
-from bench.confluent_ceiling import sink_like_producer
 from bench.thread_cpu import ThreadCpu
 from bench.topics import RunTopics
 
@@ -29,9 +28,7 @@ def test_each_way_sends_every_reply_with_its_headers_and_gives_its_cpu(bootstrap
     assert list(HEADERS) == list(produce_calls.WAYS)
     topics = RunTopics.fresh("test-produce-calls")
     topics.create(bootstrap, produce_calls.PARTITIONS)
-    producers = {failures_only: sink_like_producer(bootstrap, "test-produce-calls", **produce_calls.SINK_PARTITIONER,
-                                                   **(produce_calls.FAILURES_ONLY if failures_only else {}))
-                 for failures_only in (False, True)}
+    producers = produce_calls.sink_like_producers(bootstrap, "test-produce-calls")
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-produce-calls",
                          "enable.auto.commit": False})
     replies = produce_calls.Replies.churn(1_200, topics.requests)  # two whole polls and a part
